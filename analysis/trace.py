@@ -1,0 +1,716 @@
+"""Named, tested SQL over an Nsight Systems SQLite export, returning typed pandas DataFrames.
+
+One function per table, Holistic-Trace-Analysis style: tidy frames, units in column names
+(``start_ns``, ``duration_ns``, ``bytes``) and joins done in SQL. The queries live in
+``analysis/sql/*.sql``; where nsys 2022.4 and 2025.3 exports differ (metadata table name, optional
+columns, enum tables without ``label``) the Python side checks ``sqlite_master`` and
+``PRAGMA table_info`` and fills a placeholder of the query with a table name or column expression
+from a fixed list, never with caller input.
+
+nsys exports tables lazily (only those with data), so a missing activity table yields an empty
+frame with the same columns and dtypes as a full one. A file that is not a readable nsys export
+raises :class:`TraceError` instead: it never comes back as an empty frame.
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterable, Mapping
+from functools import cache
+from importlib import resources
+from pathlib import Path
+from types import TracebackType
+
+import pandas as pd
+
+__all__ = [
+    "CUDA_API",
+    "GPU_INFO",
+    "KERNELS",
+    "MEMCPY",
+    "MEMSET",
+    "NVTX_RANGES",
+    "OSRT",
+    "STEP_RANGES",
+    "SYNC_EVENTS",
+    "THREADS",
+    "Trace",
+    "TraceError",
+    "api_base_name",
+    "api_category",
+    "cuda_api",
+    "gpu_info",
+    "kernels",
+    "memcpy",
+    "memset",
+    "nsys_version",
+    "nvtx_ranges",
+    "open_trace",
+    "osrt",
+    "step_ranges",
+    "sync_events",
+    "tables",
+    "threads",
+    "window",
+]
+
+# --- column schemas ----------------------------------------------------------------------------
+# Columns that nsys declares NOT NULL are plain numpy ints; columns that can be NULL in some export
+# (ids, correlation, optional columns) are pandas' nullable Int64. Text is the "string" dtype.
+I64 = "int64"
+NI64 = "Int64"
+F64 = "float64"
+STR = "string"
+BOOL = "boolean"
+
+KERNELS: dict[str, str] = {
+    "start_ns": I64,
+    "end_ns": I64,
+    "duration_ns": I64,
+    "device_id": NI64,
+    "stream_id": NI64,
+    "context_id": NI64,
+    "correlation_id": NI64,
+    "pid": NI64,
+    "global_pid": NI64,
+    "name": STR,
+    "short_name": STR,
+    "grid_x": NI64,
+    "grid_y": NI64,
+    "grid_z": NI64,
+    "block_x": NI64,
+    "block_y": NI64,
+    "block_z": NI64,
+    "registers_per_thread": NI64,
+    "static_shared_bytes": NI64,
+    "dynamic_shared_bytes": NI64,
+    "graph_node_id": NI64,
+}
+
+MEMCPY: dict[str, str] = {
+    "start_ns": I64,
+    "end_ns": I64,
+    "duration_ns": I64,
+    "bytes": I64,
+    "copy_kind": STR,
+    "direction": STR,
+    "src_kind": STR,
+    "dst_kind": STR,
+    "pageable": BOOL,
+    "device_id": NI64,
+    "stream_id": NI64,
+    "context_id": NI64,
+    "correlation_id": NI64,
+    "pid": NI64,
+    "global_pid": NI64,
+    "graph_node_id": NI64,
+    "gbps": F64,
+}
+
+MEMSET: dict[str, str] = {
+    "start_ns": I64,
+    "end_ns": I64,
+    "duration_ns": I64,
+    "bytes": I64,
+    "value": NI64,
+    "mem_kind": STR,
+    "device_id": NI64,
+    "stream_id": NI64,
+    "context_id": NI64,
+    "correlation_id": NI64,
+    "pid": NI64,
+    "global_pid": NI64,
+    "graph_node_id": NI64,
+}
+
+CUDA_API: dict[str, str] = {
+    "start_ns": I64,
+    "end_ns": I64,
+    "duration_ns": I64,
+    "name": STR,
+    "base_name": STR,
+    "category": STR,
+    "api": STR,
+    "correlation_id": NI64,
+    "pid": NI64,
+    "tid": NI64,
+    "global_tid": NI64,
+    "return_value": NI64,
+}
+
+SYNC_EVENTS: dict[str, str] = {
+    "start_ns": I64,
+    "end_ns": I64,
+    "duration_ns": I64,
+    "sync_type": STR,
+    "device_id": NI64,
+    "stream_id": NI64,
+    "context_id": NI64,
+    "correlation_id": NI64,
+    "event_id": NI64,
+    "pid": NI64,
+    "global_pid": NI64,
+}
+
+NVTX_RANGES: dict[str, str] = {
+    "start_ns": I64,
+    "end_ns": NI64,  # a range still open when the capture stopped has no end
+    "duration_ns": NI64,
+    "text": STR,
+    "domain": STR,
+    "range_type": STR,
+    "pid": NI64,
+    "tid": NI64,
+    "global_tid": NI64,
+    "thread_name": STR,
+    "domain_id": NI64,
+    "category": NI64,
+    "depth": NI64,
+}
+
+STEP_RANGES: dict[str, str] = {
+    "step_index": I64,
+    **{k: v for k, v in NVTX_RANGES.items() if k != "depth"},
+}
+
+OSRT: dict[str, str] = {
+    "start_ns": I64,
+    "end_ns": I64,
+    "duration_ns": I64,
+    "name": STR,
+    "pid": NI64,
+    "tid": NI64,
+    "global_tid": NI64,
+    "return_value": NI64,
+    "nesting_level": NI64,
+}
+
+THREADS: dict[str, str] = {
+    "global_tid": NI64,
+    "pid": NI64,
+    "tid": NI64,
+    "thread_name": STR,
+    "process_name": STR,
+}
+
+GPU_INFO: dict[str, str] = {
+    "device_id": NI64,
+    "cuda_device": NI64,
+    "name": STR,
+    "chip_name": STR,
+    "bus_location": STR,
+    "uuid": STR,
+    "total_memory_bytes": NI64,
+    "memory_bandwidth_bytes_per_s": NI64,
+    "l2_cache_bytes": NI64,
+    "clock_rate_hz": NI64,
+    "sm_count": NI64,
+    "compute_major": NI64,
+    "compute_minor": NI64,
+    "async_engines": NI64,
+    "threads_per_warp": NI64,
+}
+
+# Tables whose rows are timed activity; used by window() when there is no `measure` range.
+_ACTIVITY_TABLES = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "NVTX_EVENTS",
+    "OSRT_API",
+)
+
+_SQLITE_MAGIC = b"SQLite format 3\x00"
+
+
+class TraceError(Exception):
+    """The file is not a readable nsys SQLite export (missing, not SQLite, truncated, corrupt)."""
+
+
+class Trace:
+    """A read-only connection to one nsys SQLite export, with cached schema look-ups.
+
+    Use :func:`open_trace` to make one; it closes with ``close()`` or as a context manager.
+    """
+
+    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+        self.path = path
+        self.conn = conn
+        self._tables: frozenset[str] | None = None
+        self._columns: dict[str, frozenset[str]] = {}
+
+    def __enter__(self) -> Trace:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"Trace({str(self.path)!r})"
+
+    def close(self) -> None:
+        """Close the SQLite connection; the Trace is unusable afterwards."""
+        self.conn.close()
+
+    def query(
+        self, sql: str, params: Mapping[str, object] | None = None
+    ) -> tuple[list[str], list[tuple[object, ...]]]:
+        """Run SQL and fetch everything, turning SQLite's corruption errors into TraceError.
+
+        Corruption past the first page only shows when a query reads it, so every query goes
+        through here and an unreadable file can never come back as an empty frame.
+        """
+        try:
+            cur = self.conn.execute(sql, params or {})
+            rows = cur.fetchall()
+        except sqlite3.DatabaseError as exc:
+            if _is_bug(exc):
+                raise
+            raise TraceError(f"{self.path}: unreadable SQLite data ({exc})") from exc
+        return [d[0] for d in cur.description or ()], rows
+
+    def tables(self) -> frozenset[str]:
+        """Names of the tables (and views) in the export, read once."""
+        if self._tables is None:
+            _, rows = self.query("SELECT name FROM sqlite_master WHERE type IN ('table', 'view')")
+            self._tables = frozenset(r[0] for r in rows)
+        return self._tables
+
+    def columns(self, table: str) -> frozenset[str]:
+        """Column names of ``table`` (empty if it does not exist), via PRAGMA table_info."""
+        if table not in self._columns:
+            if table not in self.tables():
+                return frozenset()
+            _, rows = self.query(f'PRAGMA table_info("{table}")')
+            self._columns[table] = frozenset(r[1] for r in rows)
+        return self._columns[table]
+
+    def has(self, table: str, column: str | None = None) -> bool:
+        """Whether the export has ``table`` (and, if given, that column in it)."""
+        if column is None:
+            return table in self.tables()
+        return column in self.columns(table)
+
+
+_CORRUPTION_WORDS = ("malformed", "not a database", "disk i/o", "corrupt", "encrypted")
+
+
+def _is_bug(exc: sqlite3.DatabaseError) -> bool:
+    """Whether a SQLite error is a mistake in our SQL rather than a damaged file."""
+    if type(exc) is sqlite3.DatabaseError:
+        return False
+    text = str(exc).lower()
+    return not any(w in text for w in _CORRUPTION_WORDS)
+
+
+# --- opening -----------------------------------------------------------------------------------
+
+
+def _check_header(path: Path) -> None:
+    """Reject non-SQLite and truncated files before SQLite gets a chance to half-read them.
+
+    The header stores the page size (bytes 16-17) and, when valid, the page count (28-31); a
+    file shorter than their product was cut off (an interrupted copy or export).
+    """
+    size = path.stat().st_size
+    with path.open("rb") as fh:
+        header = fh.read(100)
+    if size == 0:
+        raise TraceError(f"{path}: empty file, not an nsys SQLite export")
+    if not header.startswith(_SQLITE_MAGIC):
+        raise TraceError(f"{path}: file is not a database (no SQLite header)")
+    if len(header) < 100:
+        raise TraceError(f"{path}: truncated SQLite file ({size} bytes, header incomplete)")
+    page_size = int.from_bytes(header[16:18], "big")
+    page_size = 65536 if page_size == 1 else page_size
+    page_count = int.from_bytes(header[28:32], "big")
+    count_valid = header[24:28] == header[92:96] and page_count > 0
+    if count_valid and size < page_size * page_count:
+        raise TraceError(
+            f"{path}: truncated SQLite file: header says {page_count} pages of {page_size} bytes "
+            f"({page_size * page_count} bytes) but the file has {size} bytes"
+        )
+
+
+def open_trace(path: str | Path) -> Trace:
+    """Open an nsys SQLite export read-only, or raise :class:`TraceError` saying why not.
+
+    Checks that the file exists, is SQLite, is not truncated, that its schema can be read and that
+    it has the basic nsys table ``StringIds`` (every export has it; other tables are lazy).
+    """
+    p = Path(path)
+    if not p.exists():
+        raise TraceError(f"{p}: no such file")
+    if not p.is_file():
+        raise TraceError(f"{p}: not a regular file")
+    _check_header(p)
+    uri = p.resolve().as_uri() + "?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True)
+    except sqlite3.Error as exc:
+        raise TraceError(f"{p}: cannot open as SQLite ({exc})") from exc
+    trace = Trace(p, conn)
+    try:
+        names = trace.tables()
+        if "StringIds" not in names:
+            raise TraceError(
+                f"{p}: SQLite file lacks the nsys table StringIds: not an nsys export "
+                f"(tables: {', '.join(sorted(names)[:10]) or 'none'})"
+            )
+        trace.query("SELECT id, value FROM StringIds LIMIT 1")
+    except TraceError:
+        conn.close()
+        raise
+    except sqlite3.Error as exc:
+        conn.close()
+        raise TraceError(f"{p}: unreadable SQLite data ({exc})") from exc
+    return trace
+
+
+# --- helpers -----------------------------------------------------------------------------------
+
+
+@cache
+def _sql(name: str) -> str:
+    """Text of ``analysis/sql/<name>.sql`` (package data, so it works from a wheel too)."""
+    return resources.files("analysis").joinpath("sql", f"{name}.sql").read_text(encoding="utf-8")
+
+
+def _stand_in(columns: Iterable[str]) -> str:
+    """A zero-row subquery with these columns (and rowid), used in place of a missing table."""
+    cols = ", ".join(f"NULL AS {c}" for c in (*columns, "rowid"))
+    return f"(SELECT {cols} WHERE 0)"
+
+
+def _enum(trace: Trace, table: str) -> str:
+    """A table expression with (id, name, label) for an nsys ENUM_* table.
+
+    Uses the table itself when it has ``label``; older exports have some enums with only
+    (id, name), so ``name`` stands in for the label; a missing enum becomes a zero-row stand-in.
+    """
+    if not trace.has(table):
+        return _stand_in(("id", "name", "label"))
+    if trace.has(table, "label"):
+        return table
+    return f"(SELECT id, name, name AS label FROM {table})"
+
+
+def _col(trace: Trace, table: str, column: str, alias: str) -> str:
+    """``alias.column`` if the export's table has that column, else ``NULL``."""
+    return f"{alias}.{column}" if trace.has(table, column) else "NULL"
+
+
+def _typed(df: pd.DataFrame, schema: Mapping[str, str], what: str, trace: Trace) -> pd.DataFrame:
+    """Put ``df`` in the schema's column order and dtypes, the same for full and empty frames."""
+    missing = [c for c in schema if c not in df.columns]
+    if missing:
+        raise RuntimeError(f"{what}: query lacks columns {missing}")  # a bug in analysis/sql
+    df = df[list(schema)]
+    try:
+        return df.astype(dict(schema))
+    except (TypeError, ValueError) as exc:
+        raise TraceError(
+            f"{trace.path}: {what} has values that do not fit its schema: {exc}"
+        ) from exc
+
+
+def _query(
+    trace: Trace,
+    name: str,
+    schema: Mapping[str, str],
+    *,
+    table: str | None,
+    subs: Mapping[str, str] | None = None,
+    params: Mapping[str, object] | None = None,
+) -> pd.DataFrame:
+    """Run ``sql/<name>.sql`` into an object-dtype frame (zero rows when ``table`` is absent).
+
+    Columns of ``schema`` that the SQL does not return (derived in Python) come back as empty
+    object columns for the caller to fill; :func:`_typed` then applies the dtypes, so full and
+    empty frames come out alike.
+    """
+    if table is not None and not trace.has(table):
+        rows: list[tuple[object, ...]] = []
+        cols = list(schema)
+    else:
+        cols, rows = trace.query(_sql(name).format_map(dict(subs or {})), params)
+    # dtype=object keeps SQLite's integers exact until _typed casts them (no float round trip).
+    df = pd.DataFrame(rows, columns=cols, dtype=object)
+    for c in schema:
+        if c not in df.columns:
+            df[c] = pd.Series([None] * len(df), dtype=object)
+    return df
+
+
+# --- tables ------------------------------------------------------------------------------------
+
+
+def tables(trace: Trace) -> set[str]:
+    """Names of the tables in the export: which kinds of activity were recorded at all."""
+    return set(trace.tables())
+
+
+def nsys_version(trace: Trace) -> str | None:
+    """The nsys version that wrote the export (e.g. '2022.4.2.1'), or None if not recorded.
+
+    2022.4 keeps it in EXPORT_META_DATA, 2025.3 in META_DATA_EXPORT (row EXPORT_PRODUCT_VERSION).
+    """
+    for meta in ("META_DATA_EXPORT", "EXPORT_META_DATA"):
+        if trace.has(meta):
+            _, rows = trace.query(_sql("nsys_version").format(meta_table=meta))
+            if rows and rows[0][0]:
+                return str(rows[0][0])
+    return None
+
+
+def kernels(trace: Trace) -> pd.DataFrame:
+    """CUDA kernels on the GPU timeline, one row each (columns: :data:`KERNELS`).
+
+    ``name`` is the demangled name; ``graph_node_id`` is set for kernels replayed from a CUDA graph.
+    """
+    t = "CUPTI_ACTIVITY_KIND_KERNEL"
+    df = _query(
+        trace,
+        "kernels",
+        KERNELS,
+        table=t,
+        subs={"graph_node_id": _col(trace, t, "graphNodeId", "k")},
+    )
+    return _typed(df, KERNELS, "kernels", trace)
+
+
+def memcpy(trace: Trace) -> pd.DataFrame:
+    """CUDA memory copies with direction, memory kinds and achieved rate (:data:`MEMCPY`).
+
+    ``pageable`` marks copies whose host side is pageable memory (the staged, synchronous kind);
+    kinds come from the export's ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND tables.
+    """
+    t = "CUPTI_ACTIVITY_KIND_MEMCPY"
+    subs = {
+        "graph_node_id": _col(trace, t, "graphNodeId", "m"),
+        "enum_copy_kind": _enum(trace, "ENUM_CUDA_MEMCPY_OPER"),
+        "enum_mem_kind": _enum(trace, "ENUM_CUDA_MEM_KIND"),
+    }
+    df = _query(trace, "memcpy", MEMCPY, table=t, subs=subs)
+    return _typed(df, MEMCPY, "memcpy", trace)
+
+
+def memset(trace: Trace) -> pd.DataFrame:
+    """CUDA memsets with their size, value and memory kind (:data:`MEMSET`)."""
+    t = "CUPTI_ACTIVITY_KIND_MEMSET"
+    subs = {
+        "graph_node_id": _col(trace, t, "graphNodeId", "m"),
+        "mem_kind": _col(trace, t, "memKind", "m"),
+        "enum_mem_kind": _enum(trace, "ENUM_CUDA_MEM_KIND"),
+    }
+    df = _query(trace, "memset", MEMSET, table=t, subs=subs)
+    return _typed(df, MEMSET, "memset", trace)
+
+
+_VERSION_SUFFIX = re.compile(r"(?:_v\d+)?$")
+_PT_SUFFIX = re.compile(r"_pt(?:sz|ds)$")
+
+_LAUNCH = (
+    "cudaLaunchKernel",  # also cudaLaunchKernelExC
+    "cudaLaunchCooperativeKernel",
+    "cudaGraphLaunch",
+    "cuLaunchKernel",  # also cuLaunchKernelEx
+    "cuLaunchCooperativeKernel",
+    "cuGraphLaunch",
+    "cuLaunchGrid",
+)
+_SYNC = frozenset(
+    {
+        "cudaDeviceSynchronize",
+        "cudaStreamSynchronize",
+        "cudaEventSynchronize",
+        "cudaThreadSynchronize",
+        "cuCtxSynchronize",
+        "cuStreamSynchronize",
+        "cuEventSynchronize",
+    }
+)
+_ALLOC = (
+    "cudaMalloc",
+    "cudaFree",  # also cudaFreeHost, cudaFreeAsync, cudaFreeArray
+    "cudaHostAlloc",
+    "cudaHostRegister",
+    "cudaHostUnregister",
+    "cuMemAlloc",
+    "cuMemFree",
+    "cuMemHostAlloc",
+    "cuMemHostRegister",
+    "cuMemHostUnregister",
+)
+
+
+def api_base_name(name: str) -> str:
+    """Strip nsys' version and per-thread-stream suffixes: cudaLaunchKernel_v7000 -> cudaLaunchKernel.
+
+    Lets one name match across CUDA versions (``cudaMemcpyAsync_ptsz_v7000`` -> ``cudaMemcpyAsync``).
+    """
+    return _PT_SUFFIX.sub("", _VERSION_SUFFIX.sub("", name, count=1))
+
+
+def api_category(base_name: str) -> str:
+    """Coarse role of a CUDA API call: launch, sync, memcpy, memset, alloc or other.
+
+    ``sync`` is only the calls that block the host until the GPU is done (not cudaStreamWaitEvent
+    or cudaStreamQuery, which return at once).
+    """
+    if base_name.startswith(_LAUNCH) or base_name == "cuLaunch":
+        return "launch"
+    if base_name in _SYNC:
+        return "sync"
+    if base_name.startswith(("cudaMemcpy", "cuMemcpy")):
+        return "memcpy"
+    if base_name.startswith(("cudaMemset", "cuMemset", "cuMemsetD")):
+        return "memset"
+    if base_name.startswith(_ALLOC):
+        return "alloc"
+    return "other"
+
+
+def cuda_api(trace: Trace) -> pd.DataFrame:
+    """CUDA runtime (and, in 2025.x exports, driver) API calls with a category (:data:`CUDA_API`).
+
+    ``category`` (launch/sync/memcpy/memset/alloc/other) is what the bottleneck rules look at;
+    it is computed once per distinct name, not per row.
+    """
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    subs = {"enum_event_class": _enum(trace, "ENUM_NSYS_EVENT_CLASS")}
+    df = _query(trace, "cuda_api", CUDA_API, table=t, subs=subs)
+    names = pd.Series(df["name"].dropna().unique(), dtype=object)
+    base = {n: api_base_name(n) for n in names}
+    df["base_name"] = df["name"].map(base)
+    df["category"] = df["base_name"].map({b: api_category(b) for b in set(base.values())})
+    return _typed(df, CUDA_API, "cuda_api", trace)
+
+
+def sync_events(trace: Trace) -> pd.DataFrame:
+    """GPU-side synchronisation records: what the host waited on and for how long."""
+    t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+    subs = {"enum_sync_type": _enum(trace, "ENUM_CUPTI_SYNC_TYPE")}
+    df = _query(trace, "sync_events", SYNC_EVENTS, table=t, subs=subs)
+    return _typed(df, SYNC_EVENTS, "sync_events", trace)
+
+
+def _nvtx_query(trace: Trace, text: str | None, schema: Mapping[str, str]) -> pd.DataFrame:
+    """NVTX ranges, all or those whose text equals ``text`` (filtered in SQL)."""
+    subs = {
+        "enum_event_type": _enum(trace, "ENUM_NSYS_EVENT_TYPE"),
+        "thread_names": "ThreadNames"
+        if trace.has("ThreadNames")
+        else _stand_in(("globalTid", "nameId")),
+    }
+    return _query(
+        trace, "nvtx_ranges", schema, table="NVTX_EVENTS", subs=subs, params={"text": text}
+    )
+
+
+def _nesting_depth(df: pd.DataFrame) -> list[object]:
+    """Depth of each push/pop range among the push/pop ranges of its thread (0 = outermost).
+
+    Push/pop ranges nest strictly per thread, so a sweep with a stack of open end times gives
+    the depth in O(n log n); start/end ranges do not nest and get NA.
+    """
+    depth: list[object] = [pd.NA] * len(df)
+    pp = df[(df["range_type"] == "push_pop") & df["end_ns"].notna()]
+    if pp.empty:
+        return depth
+    order = pp.assign(_neg_end=-pp["end_ns"].astype("int64")).sort_values(
+        ["global_tid", "start_ns", "_neg_end"], kind="stable"
+    )
+    pos = {label: i for i, label in enumerate(df.index)}
+    stack: list[int] = []
+    current = None
+    for label, gtid, start, end in zip(
+        order.index, order["global_tid"], order["start_ns"], order["end_ns"], strict=True
+    ):
+        if gtid != current:
+            stack, current = [], gtid
+        while stack and stack[-1] <= start:
+            stack.pop()
+        depth[pos[label]] = len(stack)
+        stack.append(int(end))
+    return depth
+
+
+def nvtx_ranges(trace: Trace) -> pd.DataFrame:
+    """NVTX push/pop and start/end ranges with thread names and nesting depth (:data:`NVTX_RANGES`).
+
+    These are the harness' phase markers (measure, step, data_load, forward, ...); marks are left
+    out. ``depth`` counts enclosing push/pop ranges on the same thread.
+    """
+    df = _nvtx_query(trace, None, NVTX_RANGES)
+    df["depth"] = _nesting_depth(df)
+    return _typed(df, NVTX_RANGES, "nvtx_ranges", trace)
+
+
+def step_ranges(trace: Trace, name: str = "step") -> pd.DataFrame:
+    """The NVTX ranges called ``name`` (default ``step``), numbered 0..n-1 by start within each pid.
+
+    One row per training/inference iteration the harness bracketed (:data:`STEP_RANGES`).
+    """
+    df = _nvtx_query(trace, name, STEP_RANGES)
+    if not df.empty:
+        df = df.sort_values(["pid", "start_ns"], kind="stable").reset_index(drop=True)
+        df["step_index"] = df.groupby("pid", sort=False).cumcount()
+    return _typed(df, STEP_RANGES, "step_ranges", trace)
+
+
+def window(trace: Trace, name: str = "measure") -> tuple[int, int]:
+    """(start_ns, end_ns) of the measured window: the NVTX range ``measure``, else all activity.
+
+    The harness brackets its measured steps with ``measure``; with several (one per process) the
+    window spans them all. Without one, the span of every recorded activity table is used.
+    Raises :class:`TraceError` when the export holds no timed activity at all.
+    """
+    ranges = _nvtx_query(trace, name, NVTX_RANGES)
+    ranges = ranges[ranges["end_ns"].notna()]
+    if not ranges.empty:
+        return int(ranges["start_ns"].min()), int(ranges["end_ns"].max())
+    starts: list[int] = []
+    ends: list[int] = []
+    for table in _ACTIVITY_TABLES:
+        if trace.has(table):
+            _, rows = trace.query(_sql("activity_span").format(table=table))
+            lo, hi = rows[0]
+            if lo is not None:
+                starts.append(int(lo))
+            if hi is not None:
+                ends.append(int(hi))
+    if not starts:
+        raise TraceError(f"{trace.path}: no recorded activity to take a window from")
+    return min(starts), max(ends) if ends else max(starts)
+
+
+def osrt(trace: Trace) -> pd.DataFrame:
+    """OS runtime calls (file reads, waits, sleeps) per thread (:data:`OSRT`)."""
+    df = _query(trace, "osrt", OSRT, table="OSRT_API")
+    return _typed(df, OSRT, "osrt", trace)
+
+
+def threads(trace: Trace) -> pd.DataFrame:
+    """Every thread nsys saw, with its name and its process' name (:data:`THREADS`)."""
+    subs = {
+        "processes": "PROCESSES"
+        if trace.has("PROCESSES")
+        else _stand_in(("globalPid", "pid", "name"))
+    }
+    df = _query(trace, "threads", THREADS, table="ThreadNames", subs=subs)
+    return _typed(df, THREADS, "threads", trace)
+
+
+def gpu_info(trace: Trace) -> pd.DataFrame:
+    """The GPUs of the profiled machine (:data:`GPU_INFO`); empty on CPU-only exports."""
+    df = _query(trace, "gpu_info", GPU_INFO, table="TARGET_INFO_GPU")
+    return _typed(df, GPU_INFO, "gpu_info", trace)

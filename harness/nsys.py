@@ -1,0 +1,164 @@
+"""Finding, checking and driving Nsight Systems.
+
+Search order for the binary: config ``nsys.path``, ``$NSYS``, ``PATH``,
+``/opt/nvidia/nsight-systems/*/bin``, ``/usr/local/cuda/bin`` and the copy bundled with Nsight
+Compute (``/opt/nvidia/nsight-compute/*/host/target-linux-x64``). Every command is an argument
+list; nothing is passed through a shell.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+SEARCH_GLOBS = (
+    "/opt/nvidia/nsight-systems/*/bin/nsys",
+    "/usr/local/cuda/bin/nsys",
+    "/opt/nvidia/nsight-compute/*/host/target-linux-x64/nsys",
+)
+
+
+class NsysError(RuntimeError):
+    """nsys is unusable or one of its steps failed; the message says what to do."""
+
+
+@dataclass(frozen=True)
+class Nsys:
+    """A checked nsys binary."""
+
+    path: str
+    version: str
+
+    @property
+    def version_tuple(self) -> tuple[int, ...]:
+        m = re.search(r"(\d{4})\.(\d+)(?:\.(\d+))?", self.version)
+        return tuple(int(x) for x in m.groups() if x is not None) if m else ()
+
+
+def candidates(configured: str | None) -> list[str]:
+    """Places to look, in order, without duplicates."""
+    out: list[str] = []
+    if configured:
+        out.append(configured)
+    if os.environ.get("NSYS"):
+        out.append(os.environ["NSYS"])
+    which = shutil.which("nsys")
+    if which:
+        out.append(which)
+    for pattern in SEARCH_GLOBS:
+        out.extend(sorted(glob.glob(pattern), reverse=True))
+    seen: set[str] = set()
+    return [c for c in out if not (c in seen or seen.add(c))]
+
+
+def find(configured: str | None = None) -> Nsys | None:
+    """The first working nsys, or None when there is none. A configured path that fails raises."""
+    for cand in candidates(configured):
+        if not (os.path.isfile(cand) and os.access(cand, os.X_OK)):
+            if cand == configured:
+                raise NsysError(f"nsys.path={configured} is not an executable file")
+            continue
+        try:
+            proc = subprocess.run(
+                [cand, "--version"], capture_output=True, text=True, timeout=60, check=False
+            )
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            if cand == configured:
+                raise NsysError(f"nsys.path={configured} does not run: {exc}") from exc
+            continue
+        text = (proc.stdout + proc.stderr).strip()
+        if proc.returncode == 0 and "Nsight Systems" in text:
+            return Nsys(path=cand, version=text.splitlines()[-1].strip())
+        if cand == configured:
+            raise NsysError(f"nsys.path={configured} --version failed: {text[-500:]}")
+    return None
+
+
+def profile_command(
+    nsys: Nsys,
+    output: Path,
+    program: list[str],
+    *,
+    trace: list[str],
+    gpu: bool,
+    cuda_memory_usage: bool = False,
+    cuda_graph_trace: str | None = None,
+    extra_args: list[str] | None = None,
+) -> list[str]:
+    """``nsys profile`` around ``program``; on a GPU only the cudaProfilerApi range is captured."""
+    cmd = [
+        nsys.path,
+        "profile",
+        f"--trace={','.join(trace)}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        f"--output={output}",
+        "--force-overwrite=true",
+    ]
+    if gpu:
+        cmd += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
+    if cuda_memory_usage:
+        cmd.append("--cuda-memory-usage=true")
+    if cuda_graph_trace:
+        cmd.append(f"--cuda-graph-trace={cuda_graph_trace}")
+    cmd += list(extra_args or [])
+    return cmd + program
+
+
+def export_command(nsys: Nsys, report: Path, sqlite: Path) -> list[str]:
+    return [
+        nsys.path,
+        "export",
+        "--type=sqlite",
+        f"--output={sqlite}",
+        "--force-overwrite=true",
+        "--quiet=true",
+        str(report),
+    ]
+
+
+def importer_paths(nsys: Nsys) -> list[Path]:
+    """Where this nsys keeps its QdstrmImporter (next to the resolved target folder)."""
+    target = Path(os.path.realpath(nsys.path)).parent
+    found = [Path(p) for p in glob.glob(str(target.parent / "*" / "QdstrmImporter"))]
+    return sorted(found)
+
+
+def importer_problem(nsys: Nsys) -> str:
+    """Say why the importer cannot run (missing shared libraries, missing folder)."""
+    importers = importer_paths(nsys)
+    if not importers:
+        target = Path(os.path.realpath(nsys.path)).parent
+        return (
+            f"no QdstrmImporter beside {target} (nsys 2022.4 looks in "
+            f"{target.parent / 'host-linux-x64'}; scripts/install-nsys-cpu.sh links it)"
+        )
+    problems = []
+    for imp in importers:
+        try:
+            ldd = subprocess.run(
+                ["ldd", str(imp)], capture_output=True, text=True, timeout=30, check=False
+            )
+            missing = [ln.split()[0] for ln in ldd.stdout.splitlines() if "not found" in ln]
+        except (OSError, subprocess.TimeoutExpired):
+            missing = []
+        if missing:
+            problems.append(
+                f"{imp} cannot load {', '.join(missing)} (put the library on LD_LIBRARY_PATH)"
+            )
+    return "; ".join(problems) or f"importer {importers[0]} failed; see the nsys log"
+
+
+def qdstrm_message(nsys: Nsys, qdstrm: Path, log_tail: str) -> str:
+    """The one-paragraph error for a profile that left only a .qdstrm file."""
+    return (
+        f"nsys wrote only {qdstrm.name}, not a .nsys-rep: its importer could not convert the raw "
+        f"capture. Cause: {importer_problem(nsys)}. On one GPU machine the importer lacked "
+        f"libdw.so.1. Timing results are kept; this variant has no evidence. nsys said: "
+        f"{log_tail.strip()[-400:]}"
+    )

@@ -1,0 +1,640 @@
+"""The parent: runs every selected variant in its own process, profiles it, and keeps tables.
+
+Order per scenario: ``repeats`` unprofiled timing rounds, interleaved across variants (so every
+variant sees the same machine state and speedups are side-by-side ratios), then one profiled run
+per variant under nsys with its SQLite export. After every unit the run folder's tables are
+rebuilt from the files on disk, so a later crash, timeout or Ctrl-C never loses finished work.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+from omegaconf import DictConfig, OmegaConf
+from tqdm import tqdm
+
+from harness import envinfo
+from harness import nsys as nsys_mod
+from harness.atomic import ResultWriteError, read_json, write_frame, write_json
+from harness.config import SuiteConfig, UsageError, discover_scenarios
+from harness.stats import speedup_ci, summarize
+from harness.worker import WorkerSpec
+from scenarios import Scenario
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+
+NO_GPU_NOTE = (
+    "No NVIDIA GPU found (nvidia-smi is missing or lists none): running the smoke sizes on the "
+    "CPU. Timings are CPU timings and say nothing about GPU speedups; bf16 autocast, "
+    "channels_last, DALI's GPU decoder and cudaProfilerApi capture are off, and nsys (if present) "
+    "records NVTX and OS-runtime activity only, no kernels or copies."
+)
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One worker process: a scenario's variant in one phase ('timing-<r>' or 'profile')."""
+
+    scenario: str
+    variant: str
+    phase: str
+
+    def dir(self, run_dir: Path) -> Path:
+        return run_dir / self.scenario / self.variant / self.phase
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario}/{self.variant} [{self.phase}]"
+
+
+class RunLockedError(RuntimeError):
+    """Another harness process is writing into this run folder."""
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+class RunLock:
+    """An exclusive lock file in the run folder; a stale one (dead pid) is taken over."""
+
+    def __init__(self, run_dir: Path) -> None:
+        self.path = run_dir / ".lock"
+
+    def __enter__(self) -> RunLock:
+        for _ in range(2):
+            try:
+                fd = os.open(self.path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                try:
+                    pid = int(self.path.read_text().split()[0])
+                except (OSError, ValueError, IndexError):
+                    pid = -1
+                if pid > 0 and _pid_alive(pid):
+                    raise RunLockedError(
+                        f"run folder {self.path.parent} is in use by harness process {pid}; "
+                        "wait for it to finish or choose another folder (harness.results_dir). "
+                        "Nothing was changed."
+                    ) from None
+                self.path.unlink(missing_ok=True)
+                continue
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{os.getpid()} {dt.datetime.now(dt.timezone.utc).isoformat()}\n")
+            return self
+        raise RunLockedError(f"could not take the lock {self.path}")
+
+    def __exit__(self, *exc: object) -> None:
+        self.path.unlink(missing_ok=True)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """Terminate the worker's whole process group (loader workers, nsys, torchrun children)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(proc.pid, sig)
+        except (ProcessLookupError, PermissionError):
+            return
+        try:
+            proc.wait(timeout=grace_s)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def _tail(path: Path, n: int = 15) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+@dataclass
+class Outcome:
+    status: str  # ok | skipped | failed | timeout | evidence_failed | no_result
+    error: str = ""
+    returncode: int | None = None
+    wall_s: float = 0.0
+
+
+def run_process(cmd: list[str], out_dir: Path, timeout_s: float, label: str) -> Outcome:
+    """Run one worker command (argument list) in its own session with a timeout."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    t0 = time.perf_counter()
+    with open(out_dir / "stdout.log", "wb") as out, open(out_dir / "stderr.log", "wb") as err:
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+        try:
+            rc = proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            return Outcome(
+                "timeout",
+                f"{label} did not finish within harness.timeout_s={timeout_s:g} s; its process "
+                f"group was killed. Last lines of stderr:\n{_tail(out_dir / 'stderr.log')}",
+                None,
+                time.perf_counter() - t0,
+            )
+        except BaseException:
+            _kill_group(proc)
+            raise
+    wall = time.perf_counter() - t0
+    if rc != 0:
+        return Outcome(
+            "failed",
+            f"{label} exited with code {rc} after {wall:.1f} s. Last lines of stderr "
+            f"({out_dir / 'stderr.log'}):\n{_tail(out_dir / 'stderr.log')}",
+            rc,
+            wall,
+        )
+    if not (out_dir / "result.json").is_file():
+        return Outcome("no_result", f"{label} exited 0 but wrote no result.json", rc, wall)
+    return Outcome("ok", "", rc, wall)
+
+
+class Suite:
+    """One invocation of ``harness run``."""
+
+    def __init__(self, suite: SuiteConfig, raw: DictConfig) -> None:
+        self.cfg = suite
+        self.raw = raw
+        self.found: dict[str, Scenario] = discover_scenarios()
+        if not suite.scenario:
+            raise UsageError(
+                "no scenario selected; add +scenario=NAME, +scenario=[a,b] or +scenario=all "
+                f"(available: {', '.join(sorted(self.found))})"
+            )
+        self.selected = list(suite.scenario)
+        self.gpu = envinfo.detect_gpus()
+        self.size = (
+            suite.size if suite.size != "auto" else ("full" if self.gpu.present else "smoke")
+        )
+        self.device = "cuda" if self.gpu.present else "cpu"
+        self.nsys: nsys_mod.Nsys | None = None
+        self.failures: list[str] = []
+
+    # -- set-up ---------------------------------------------------------------------------
+    def _say(self, msg: str) -> None:
+        tqdm.write(msg, file=sys.stderr)
+
+    def _find_nsys(self) -> None:
+        if not self.cfg.nsys.enabled:
+            self._say("nsys.enabled=false: variants run unprofiled (profiled=false).")
+            return
+        self.nsys = nsys_mod.find(self.cfg.nsys.path)
+        if self.nsys is None:
+            looked = ", ".join(nsys_mod.candidates(self.cfg.nsys.path) or ["PATH"])
+            self._say(
+                "nsys not found (looked at nsys.path, $NSYS, PATH, "
+                f"{', '.join(nsys_mod.SEARCH_GLOBS)}{'; ' + looked if looked != 'PATH' else ''}): "
+                "running unprofiled, profiled=false. On a CPU box, scripts/install-nsys-cpu.sh "
+                "installs it."
+            )
+
+    def _run_dir(self) -> Path:
+        if self.cfg.harness.resume:
+            path = Path(self.cfg.harness.resume)
+            if not (path / "manifest.json").is_file():
+                raise UsageError(f"harness.resume={path}: not a run folder (no manifest.json)")
+            return path
+        base = Path(self.cfg.harness.results_dir)
+        stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
+        for i in range(100):
+            path = base / (f"{stamp}_{self.gpu.slug}" + (f"-{i}" if i else ""))
+            try:
+                path.mkdir(parents=True, exist_ok=False)
+                return path
+            except FileExistsError:
+                continue
+        raise RuntimeError(f"could not create a run folder under {base}")
+
+    def _manifest(self, run_dir: Path) -> dict[str, Any]:
+        path = run_dir / "manifest.json"
+        if path.is_file():
+            manifest = read_json(path)
+            manifest.setdefault("resumed_utc", []).append(_now())
+            return manifest
+        return {
+            "created_utc": _now(),
+            "run_dir": str(run_dir),
+            "size": self.size,
+            "device": self.device,
+            "gpu": {
+                "names": self.gpu.names,
+                "count": len(self.gpu.names),
+                "driver": self.gpu.driver,
+                "memory_mib": self.gpu.memory_mib,
+                "slug": self.gpu.slug,
+            },
+            "nsys": {"path": self.nsys.path, "version": self.nsys.version} if self.nsys else None,
+            "git_sha": envinfo.git_sha(REPO_ROOT),
+            **envinfo.host_facts(),
+            "config": OmegaConf.to_container(self.raw, resolve=True),
+            "scenarios": {
+                name: {
+                    "bottleneck": self.found[name].bottleneck,
+                    "variants": self.found[name].variant_names,
+                    "severity": self.cfg.scenario[name].severity,
+                    "severity_unit": self.found[name].severity.unit,
+                }
+                for name in self.selected
+            },
+        }
+
+    def units(self) -> list[Unit]:
+        out: list[Unit] = []
+        for name in self.selected:
+            variants = self.cfg.scenario[name].variants or self.found[name].variant_names
+            for r in range(1, self.cfg.harness.repeats + 1):
+                out += [Unit(name, v, f"timing-{r}") for v in variants]
+            if self.nsys is not None:
+                out += [Unit(name, v, "profile") for v in variants]
+        return out
+
+    # -- running --------------------------------------------------------------------------
+    def _spec(self, unit: Unit, out_dir: Path) -> Path:
+        scen_cfg = OmegaConf.to_container(self.raw.scenario[unit.scenario], resolve=True)
+        spec = WorkerSpec(
+            scenario=unit.scenario,
+            variant=unit.variant,
+            phase=unit.phase,
+            size=self.size,
+            device=self.device,
+            config=scen_cfg,  # type: ignore[arg-type]
+            seed=self.cfg.harness.seed,
+            cache_dir=str(self.cfg.harness.cache_path()),
+            out_dir=str(out_dir),
+            emit_nvtx=self.cfg.nsys.emit_nvtx and unit.phase == "profile",
+        )
+        path = out_dir / "spec.json"
+        write_json(path, asdict(spec))
+        return path
+
+    def run_unit(self, unit: Unit, run_dir: Path) -> Outcome:
+        out_dir = unit.dir(run_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        for stale in ("result.json", "status.json"):
+            (out_dir / stale).unlink(missing_ok=True)
+        needs = self.found[unit.scenario].variant(unit.variant).needs_gpu
+        if needs and self.device != "cuda":
+            return Outcome("skipped", f"{unit.label} skipped on a CPU box: {needs}")
+        spec = self._spec(unit, out_dir)
+        program = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+        world = self.found[unit.scenario].world_size
+        if world > 1:
+            program = [
+                sys.executable,
+                "-m",
+                "torch.distributed.run",
+                "--standalone",
+                f"--nproc-per-node={world}",
+                "-m",
+                "harness.worker",
+                "--spec",
+                str(spec),
+            ]
+        if unit.phase != "profile":
+            return run_process(program, out_dir, self.cfg.harness.timeout_s, unit.label)
+        assert self.nsys is not None
+        report_base = out_dir / f"{unit.scenario}__{unit.variant}"
+        for ext in (".nsys-rep", ".qdstrm", ".sqlite"):
+            report_base.with_suffix(ext).unlink(missing_ok=True)
+        cmd = nsys_mod.profile_command(
+            self.nsys,
+            report_base,
+            program,
+            trace=self.cfg.nsys.trace,
+            gpu=self.device == "cuda",
+            cuda_memory_usage=self.cfg.nsys.cuda_memory_usage,
+            cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
+            extra_args=self.cfg.nsys.extra_args,
+        )
+        outcome = run_process(cmd, out_dir, self.cfg.harness.timeout_s, unit.label)
+        if outcome.status != "ok":
+            return outcome
+        return self._export(unit, report_base, out_dir, outcome)
+
+    def _export(self, unit: Unit, base: Path, out_dir: Path, outcome: Outcome) -> Outcome:
+        assert self.nsys is not None
+        rep, qdstrm, sqlite = (base.with_suffix(e) for e in (".nsys-rep", ".qdstrm", ".sqlite"))
+        log = _tail(out_dir / "stdout.log", 30) + "\n" + _tail(out_dir / "stderr.log", 30)
+        if not rep.is_file():
+            if qdstrm.is_file():
+                msg = nsys_mod.qdstrm_message(self.nsys, qdstrm, log)
+            else:
+                msg = f"{unit.label}: nsys finished but wrote no report. nsys said: {log[-400:]}"
+            return Outcome("evidence_failed", msg, outcome.returncode, outcome.wall_s)
+        cmd = nsys_mod.export_command(self.nsys, rep, sqlite)
+        try:
+            proc = subprocess.run(
+                cmd,
+                capture_output=True,
+                text=True,
+                timeout=self.cfg.nsys.export_timeout_s,
+                check=False,
+            )
+        except subprocess.TimeoutExpired:
+            return Outcome(
+                "evidence_failed",
+                f"{unit.label}: nsys export took longer than nsys.export_timeout_s="
+                f"{self.cfg.nsys.export_timeout_s:g} s",
+                outcome.returncode,
+                outcome.wall_s,
+            )
+        if proc.returncode != 0 or not sqlite.is_file():
+            return Outcome(
+                "evidence_failed",
+                f"{unit.label}: nsys export --type sqlite failed (exit {proc.returncode}): "
+                f"{(proc.stdout + proc.stderr).strip()[-400:]}",
+                outcome.returncode,
+                outcome.wall_s,
+            )
+        problem = check_export(sqlite)
+        if problem:
+            return Outcome(
+                "evidence_failed", f"{unit.label}: {problem}", outcome.returncode, outcome.wall_s
+            )
+        return outcome
+
+    # -- main loop ------------------------------------------------------------------------
+    def run(self) -> int:
+        if not self.gpu.present:
+            self._say(NO_GPU_NOTE)
+        self._find_nsys()
+        run_dir = self._run_dir()
+        with RunLock(run_dir):
+            manifest = self._manifest(run_dir)
+            write_json(run_dir / "manifest.json", manifest)
+            write_json(run_dir / "state.json", {"state": "running", "updated_utc": _now()})
+            units = self.units()
+            self._say(f"run folder: {run_dir}  ({len(units)} worker runs, size={self.size})")
+            bar = tqdm(total=len(units), unit="run", disable=not self.cfg.harness.progress)
+            state = "complete"
+            try:
+                for unit in units:
+                    bar.set_description(unit.label)
+                    status_path = unit.dir(run_dir) / "status.json"
+                    if self.cfg.harness.resume and _status(status_path) in ("ok", "skipped"):
+                        bar.update(1)
+                        continue
+                    outcome = self.run_unit(unit, run_dir)
+                    write_json(status_path, {**asdict(outcome), "unit": asdict(unit), "at": _now()})
+                    if outcome.status == "skipped":
+                        self._say(outcome.error)
+                    elif outcome.status != "ok":
+                        self.failures.append(outcome.error)
+                        self._say(f"FAILED {unit.label}: {outcome.error}")
+                    self.write_tables(run_dir)
+                    bar.update(1)
+            except KeyboardInterrupt:
+                state = "interrupted"
+                self._say(
+                    f"interrupted: finished variants are kept in {run_dir}; finish the rest with "
+                    f"harness.resume={run_dir}"
+                )
+            except ResultWriteError as exc:
+                state = "failed"
+                self.failures.append(str(exc))
+                self._say(f"FAILED writing results: {exc}")
+            finally:
+                bar.close()
+                if state == "complete" and self.failures:
+                    state = "failed"
+                try:
+                    table = self.write_tables(run_dir)
+                    manifest["worker_env"] = _first_env(run_dir)
+                    write_json(run_dir / "manifest.json", manifest)
+                    write_json(
+                        run_dir / "state.json",
+                        {"state": state, "failures": len(self.failures), "updated_utc": _now()},
+                    )
+                except ResultWriteError as exc:
+                    self._say(f"FAILED writing results: {exc}")
+                    return 1
+        print_summary(table, run_dir)
+        if state == "interrupted":
+            return 130
+        return 1 if self.failures else 0
+
+    # -- tables ---------------------------------------------------------------------------
+    def write_tables(self, run_dir: Path) -> pd.DataFrame:
+        table = build_runs_table(
+            run_dir, self.found, self.cfg, self.selected, self.cfg.harness.bootstrap
+        )
+        write_frame(run_dir / "runs.parquet", table)
+        write_frame(run_dir / "runs.csv", table)
+        return table
+
+
+def _now() -> str:
+    return dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds")
+
+
+def _status(path: Path) -> str | None:
+    try:
+        return read_json(path).get("status")
+    except (OSError, ValueError):
+        return None
+
+
+def _first_env(run_dir: Path) -> dict[str, Any]:
+    for res in sorted(run_dir.glob("*/*/*/result.json")):
+        try:
+            return read_json(res).get("env", {})
+        except (OSError, ValueError):
+            continue
+    return {}
+
+
+def check_export(sqlite: Path) -> str:
+    """Empty string when the export opens and holds NVTX step ranges; else what is wrong."""
+    from analysis.trace import TraceError, nvtx_ranges, open_trace
+
+    try:
+        with open_trace(sqlite) as trace:
+            ranges = nvtx_ranges(trace)
+    except TraceError as exc:
+        return f"the SQLite export is unusable: {exc}"
+    if not (ranges["text"] == "step").any():
+        return f"the SQLite export {sqlite.name} holds no NVTX 'step' range (capture window empty?)"
+    return ""
+
+
+COLUMNS = [
+    "scenario",
+    "variant",
+    "kind",
+    "bottleneck",
+    "size",
+    "device",
+    "severity",
+    "status",
+    "n_steps",
+    "repeats",
+    "step_ms_median",
+    "step_ms_p10",
+    "step_ms_p90",
+    "step_ms_mean",
+    "throughput_samples_per_s",
+    "samples_per_step",
+    "speedup",
+    "speedup_ci_low",
+    "speedup_ci_high",
+    "share_of_ideal",
+    "setup_s",
+    "profiled",
+    "profile_step_ms_mean",
+    "probe_effect",
+    "report",
+    "error",
+]
+
+
+def _load_results(vdir: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str]]:
+    timings, profile, errors = [], None, []
+    skipped = ""
+    for phase_dir in sorted(p for p in vdir.iterdir() if p.is_dir()) if vdir.is_dir() else []:
+        status = _status(phase_dir / "status.json")
+        if status is None:
+            continue
+        if status == "skipped":
+            skipped = read_json(phase_dir / "status.json")["error"]
+            continue
+        res_path = phase_dir / "result.json"
+        if status != "ok":
+            try:
+                errors.append(f"{phase_dir.name}: {read_json(phase_dir / 'status.json')['error']}")
+            except (OSError, ValueError, KeyError):
+                errors.append(f"{phase_dir.name}: {status}")
+        if not res_path.is_file():
+            continue
+        res = read_json(res_path)
+        if phase_dir.name.startswith("timing-") and status == "ok":
+            timings.append(res)
+        elif phase_dir.name == "profile":
+            profile = {**res, "_status": status, "_dir": phase_dir}
+    if skipped and not (timings or errors):
+        errors = [f"skipped: {skipped}"]
+    return timings, profile, errors
+
+
+def build_runs_table(
+    run_dir: Path,
+    found: dict[str, Scenario],
+    cfg: SuiteConfig,
+    selected: list[str],
+    bootstrap: int = 2000,
+) -> pd.DataFrame:
+    """One row per scenario x variant, from the result files on disk (tidy, units in names)."""
+    rows: list[dict[str, Any]] = []
+    for name in selected:
+        scen = found[name]
+        variants = cfg.scenario[name].variants or scen.variant_names
+        steps: dict[str, list[float]] = {}
+        for vname in variants:
+            timings, profile, errors = _load_results(run_dir / name / vname)
+            row: dict[str, Any] = dict.fromkeys(COLUMNS)
+            row.update(
+                scenario=name,
+                variant=vname,
+                kind=scen.variant(vname).kind,
+                bottleneck=scen.bottleneck,
+                severity=cfg.scenario[name].severity,
+                repeats=len(timings),
+                profiled=False,
+                error=" | ".join(errors) or None,
+            )
+            if timings:
+                pooled = [ms for t in timings for ms in t["step_ms"]]
+                steps[vname] = pooled
+                row.update(summarize(pooled))
+                window = sum(t["window_s"] for t in timings)
+                row.update(
+                    size=timings[0]["size"],
+                    device=timings[0]["device"],
+                    n_steps=len(pooled),
+                    samples_per_step=timings[0]["samples_per_step"],
+                    throughput_samples_per_s=timings[0]["samples_per_step"] * len(pooled) / window,
+                    setup_s=float(sum(t["setup_s"] for t in timings) / len(timings)),
+                )
+            if profile is not None:
+                rep = next(profile["_dir"].glob("*.nsys-rep"), None)
+                row["profiled"] = profile["_status"] == "ok"
+                row["profile_step_ms_mean"] = float(
+                    sum(profile["step_ms"]) / len(profile["step_ms"])
+                )
+                if row["step_ms_mean"]:
+                    row["probe_effect"] = row["profile_step_ms_mean"] / row["step_ms_mean"]
+                row["report"] = str(rep.relative_to(run_dir)) if rep else None
+            if errors and errors[0].startswith("skipped: "):
+                row["status"] = "skipped"
+            else:
+                row["status"] = (
+                    "ok" if not errors and timings else ("failed" if errors else "missing")
+                )
+            rows.append(row)
+        base = steps.get(scen.baseline.name)
+        ideal = next((v.name for v in scen.variants if v.kind == "ideal"), None)
+        for row in rows:
+            if row["scenario"] != name or row["variant"] not in steps:
+                continue
+            mine = steps[row["variant"]]
+            if base:
+                sp, lo, hi = speedup_ci(base, mine, resamples=bootstrap, seed=cfg.harness.seed)
+                row.update(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi)
+            if ideal and ideal in steps:
+                row["share_of_ideal"] = (sum(steps[ideal]) / len(steps[ideal])) / (
+                    sum(mine) / len(mine)
+                )
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    for col in ("n_steps", "repeats", "samples_per_step"):
+        frame[col] = frame[col].astype("Int64")
+    frame["profiled"] = frame["profiled"].astype(bool)
+    return frame
+
+
+def print_summary(table: pd.DataFrame, run_dir: Path) -> None:
+    """A compact table on stdout: the numbers a performance engineer reads first."""
+    if table.empty:
+        print(f"no results in {run_dir}")
+        return
+    view = table[
+        [
+            "scenario",
+            "variant",
+            "status",
+            "step_ms_median",
+            "throughput_samples_per_s",
+            "speedup",
+            "speedup_ci_low",
+            "speedup_ci_high",
+            "share_of_ideal",
+            "probe_effect",
+        ]
+    ].rename(
+        columns={
+            "step_ms_median": "step_ms",
+            "throughput_samples_per_s": "samples/s",
+            "speedup_ci_low": "ci_low",
+            "speedup_ci_high": "ci_high",
+            "share_of_ideal": "of_ideal",
+            "probe_effect": "probe",
+        }
+    )
+    with pd.option_context("display.width", 160, "display.max_columns", 20):
+        print(view.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    print(f"\nrun folder: {run_dir}")

@@ -1,0 +1,226 @@
+"""One variant in one process: ``python -m harness.worker --spec SPEC.json``.
+
+The parent never imports CUDA; this process does. It builds the workload, runs warm-up steps,
+then a measured window of N steps bracketed by ``cudaProfilerStart/Stop`` (so nsys with
+``--capture-range=cudaProfilerApi`` records only steady state) and by an NVTX range ``measure``
+(so whole-process CPU profiles can be clipped to the same window). On the GPU, step times come
+from CUDA events and the device is synchronized only at the window's edges.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import os
+import platform
+import socket
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import read_json, write_json
+
+
+@dataclass(kw_only=True)
+class WorkerSpec:
+    """Everything a worker needs; written by the parent as JSON."""
+
+    scenario: str
+    """Scenario name."""
+    variant: str
+    """Variant name."""
+    phase: str
+    """'timing-<r>' or 'profile'."""
+    size: str
+    """'smoke' or 'full'."""
+    device: str
+    """'cuda' or 'cpu'."""
+    config: dict[str, Any]
+    """The scenario's composed config (plain containers)."""
+    seed: int
+    """Seed shared by all variants of the scenario."""
+    cache_dir: str
+    """Where generated data sets live."""
+    out_dir: str
+    """Where result.json goes."""
+    emit_nvtx: bool = False
+    """Wrap the window in torch.autograd.profiler.emit_nvtx()."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Reserved for scenario-specific launch facts."""
+
+    @classmethod
+    def load(cls, path: str | Path) -> WorkerSpec:
+        return cls(**read_json(path))
+
+
+def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
+    info: dict[str, Any] = {
+        "python": platform.python_version(),
+        "torch": torch_mod.__version__,
+        "host": socket.gethostname(),
+        "platform": platform.platform(),
+        "cpu_count": os.cpu_count(),
+        "torch_threads": torch_mod.get_num_threads(),
+    }
+    if device.type == "cuda":
+        props = torch_mod.cuda.get_device_properties(device)
+        info.update(
+            gpu=props.name,
+            gpu_count=torch_mod.cuda.device_count(),
+            gpu_memory_gib=round(props.total_memory / 2**30, 1),
+            sm_count=props.multi_processor_count,
+            cuda_runtime=torch_mod.version.cuda,
+            cudnn=torch_mod.backends.cudnn.version(),
+        )
+    return info
+
+
+def run(spec: WorkerSpec) -> dict[str, Any]:
+    """Build, warm up, measure; return the result record (also written to result.json)."""
+    import numpy as np
+    import torch
+    from omegaconf import OmegaConf
+
+    from harness import markers
+    from harness.config import discover_scenarios
+    from scenarios import RunContext
+
+    started = dt.datetime.now(dt.timezone.utc)
+    scen = discover_scenarios()[spec.scenario]
+    variant = scen.variant(spec.variant)
+    cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(scen.config_cls), spec.config))
+    size = cfg.size(spec.size)
+
+    if spec.device == "cuda":
+        if not torch.cuda.is_available():
+            raise RuntimeError("the parent saw a GPU but torch.cuda.is_available() is False here")
+        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
+        device = torch.device("cuda", local_rank)
+        torch.cuda.set_device(device)
+    else:
+        device = torch.device("cpu")
+        # Leave half the cores to loader workers, as a GPU job leaves its cores to them.
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    torch.manual_seed(spec.seed)
+    np.random.seed(spec.seed)
+
+    ctx = RunContext(
+        device=device,
+        size_name=spec.size,
+        seed=spec.seed,
+        cache_dir=Path(spec.cache_dir),
+        rank=int(os.environ.get("RANK", "0")),
+        world_size=int(os.environ.get("WORLD_SIZE", "1")),
+    )
+    distributed = ctx.world_size > 1
+    if distributed:
+        import torch.distributed as dist
+
+        dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
+    workload = scen.build(cfg, size, variant.name, ctx)
+    on_gpu = device.type == "cuda"
+
+    def sync() -> None:
+        if on_gpu:
+            torch.cuda.synchronize(device)
+        if distributed:
+            dist.barrier()
+
+    t0 = time.perf_counter()
+    workload.setup()
+    setup_s = time.perf_counter() - t0
+    try:
+        t0 = time.perf_counter()
+        warmup = size.warmup_steps + workload.extra_warmup_steps
+        for i in range(warmup):
+            with markers.phase(markers.STEP):
+                workload.step(i)
+        sync()
+        warmup_s = time.perf_counter() - t0
+
+        n = size.steps
+        nvtx_ops = (
+            torch.autograd.profiler.emit_nvtx() if spec.emit_nvtx else contextlib.nullcontext()
+        )
+        host_ms: list[float] = []
+        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)] if on_gpu else []
+        workload.start_window()
+        if on_gpu:
+            torch.cuda.profiler.start()
+        with nvtx_ops, markers.phase(markers.WINDOW):
+            w0 = time.perf_counter()
+            if on_gpu:
+                events[0].record()
+            for j in range(n):
+                s0 = time.perf_counter()
+                with markers.phase(markers.STEP):
+                    workload.step(warmup + j)
+                if on_gpu:
+                    events[j + 1].record()
+                host_ms.append((time.perf_counter() - s0) * 1e3)
+            sync()
+            window_s = time.perf_counter() - w0
+        if on_gpu:
+            torch.cuda.profiler.stop()
+            step_ms = [events[j].elapsed_time(events[j + 1]) for j in range(n)]
+        else:
+            step_ms = host_ms
+        metrics = workload.metrics()
+        if on_gpu:
+            metrics.setdefault(
+                "max_memory_allocated_gib", torch.cuda.max_memory_allocated() / 2**30
+            )
+    finally:
+        workload.close()
+        if distributed:
+            dist.destroy_process_group()
+
+    samples = workload.samples_per_step * ctx.world_size
+    return {
+        "scenario": spec.scenario,
+        "variant": spec.variant,
+        "kind": variant.kind,
+        "phase": spec.phase,
+        "size": spec.size,
+        "device": str(device),
+        "rank": ctx.rank,
+        "world_size": ctx.world_size,
+        "warmup_steps": warmup,
+        "steps": n,
+        "samples_per_step": samples,
+        "step_ms": step_ms,
+        "host_step_ms": host_ms,
+        "window_s": window_s,
+        "throughput_samples_per_s": samples * n / window_s,
+        "setup_s": setup_s,
+        "warmup_s": warmup_s,
+        "metrics": {k: float(v) for k, v in metrics.items()},
+        "extras": ctx.extras,
+        "env": _env_info(torch, device),
+        "started_utc": started.isoformat(),
+        "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__)
+    parser.add_argument("--spec", required=True, help="worker spec JSON written by the parent")
+    args = parser.parse_args(argv)
+    spec = WorkerSpec.load(args.spec)
+    result = run(spec)
+    if result["rank"] == 0:
+        write_json(Path(spec.out_dir) / "result.json", result)
+    print(
+        f"{spec.scenario}/{spec.variant} [{spec.phase}] {result['steps']} steps, "
+        f"median {sorted(result['step_ms'])[len(result['step_ms']) // 2]:.2f} ms/step, "
+        f"{result['throughput_samples_per_s']:.1f} samples/s",
+        flush=True,
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

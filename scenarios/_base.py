@@ -1,0 +1,250 @@
+"""The scenario contract: what every module under ``scenarios/`` declares and builds.
+
+A scenario module exports one symbol, ``SCENARIO`` (a :class:`Scenario`). The harness finds it by
+scanning the package (see :func:`scenarios.discover`), composes its config from
+``conf/scenario/<name>.yaml`` over the schema :attr:`Scenario.config_cls`, and asks it, inside a
+worker process, for a :class:`Workload` per variant.
+"""
+
+from __future__ import annotations
+
+import abc
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
+
+if TYPE_CHECKING:
+    import torch
+
+#: The bottleneck classes the suite knows; each scenario injects exactly one.
+BOTTLENECK_CLASSES: tuple[str, ...] = (
+    "data_stall",
+    "pageable_copy",
+    "launch_bound",
+    "host_sync",
+    "exposed_comm",
+)
+
+VariantKind = Literal["baseline", "fix", "ideal"]
+
+
+@dataclass(frozen=True, kw_only=True)
+class Variant:
+    """One way of running a scenario's workload."""
+
+    name: str
+    """Identifier used on the command line, in folders and in tables."""
+    kind: VariantKind
+    """``baseline`` carries the pathology, ``fix`` removes it, ``ideal`` is the limit by construction."""
+    summary: str
+    """One line: what this variant changes relative to the baseline."""
+    needs_gpu: str = ""
+    """Non-empty when the variant cannot run without CUDA: the reason, shown when it is skipped
+    on a CPU box (e.g. 'CUDA graphs capture GPU work only')."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Severity:
+    """The knob that scales the injected cost; its default mirrors a common real mistake."""
+
+    meaning: str
+    """What the number controls, e.g. 'source JPEG long side'."""
+    unit: str
+    """Unit of the number, e.g. 'px'."""
+    low: float
+    """Smallest allowed value (inclusive)."""
+    high: float
+    """Largest allowed value (inclusive)."""
+    why_default: str
+    """Why the default value is realistic."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Teaching:
+    """What an engineer should learn from the scenario; shown in reports and ``--help``."""
+
+    symptom: str
+    """What the nsys timeline shows."""
+    cause: str
+    """Why it happens."""
+    fix: str
+    """What removes it, and what the fixed timeline looks like."""
+
+
+@dataclass(kw_only=True)
+class Size:
+    """Work per variant. Scenario sizes subclass this and add their own fields."""
+
+    warmup_steps: int = 5
+    """Steps run before the measured window (allocator, cuDNN autotune, compile)."""
+    steps: int = 20
+    """Steps in the measured window; the profile captures exactly these."""
+
+    def __post_init__(self) -> None:
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                continue
+            if value < 0 or (f.name == "steps" and value < 1):
+                lo = 1 if f.name == "steps" else 0
+                raise ValueError(f"size field '{f.name}' must be >= {lo}, got {value}")
+
+
+@dataclass(kw_only=True)
+class ScenarioConfig:
+    """Schema shared by every scenario's config; subclasses add ``smoke``/``full`` sizes."""
+
+    severity: float = 0.0
+    """Scales the injected cost; allowed range and meaning are on the scenario's Severity."""
+    variants: list[str] | None = None
+    """Subset of variants to run; None runs all of them."""
+
+    #: Set by the scenario when it registers the schema; used for validation messages.
+    _scenario: ClassVar[Scenario | None] = None
+
+    def __post_init__(self) -> None:
+        scen = type(self)._scenario
+        if scen is None:
+            return
+        sev = scen.severity
+        if not (sev.low <= self.severity <= sev.high):
+            raise ValueError(
+                f"scenario.{scen.name}.severity={self.severity} is out of range: "
+                f"allowed {sev.low}..{sev.high} {sev.unit} ({sev.meaning})"
+            )
+        if self.variants is not None:
+            known = [v.name for v in scen.variants]
+            unknown = [v for v in self.variants if v not in known]
+            if unknown:
+                raise ValueError(
+                    f"scenario.{scen.name}.variants has unknown variant(s) {unknown}; "
+                    f"available: {known}"
+                )
+
+    def size(self, name: str) -> Size:
+        """The size block called ``name`` ('smoke' or 'full')."""
+        if name not in ("smoke", "full"):
+            raise ValueError(f"size must be 'smoke' or 'full', got {name!r}")
+        return getattr(self, name)
+
+
+@dataclass(kw_only=True)
+class RunContext:
+    """What the worker hands a scenario when it builds a workload."""
+
+    device: torch.device
+    """Where compute runs: cuda:<local rank> on a GPU box, cpu otherwise."""
+    size_name: str
+    """'smoke' or 'full'."""
+    seed: int
+    """Seed for weights and data; variants of one scenario share it."""
+    cache_dir: Path
+    """Folder for generated data sets (kept between runs)."""
+    rank: int = 0
+    """Global rank (distributed scenarios)."""
+    world_size: int = 1
+    """Number of processes (distributed scenarios)."""
+    extras: dict[str, Any] = field(default_factory=dict)
+    """Free-form values a scenario wants to report (e.g. compile time)."""
+
+    @property
+    def on_gpu(self) -> bool:
+        return self.device.type == "cuda"
+
+
+class Workload(abc.ABC):
+    """One variant's training loop, driven step by step by the worker.
+
+    ``setup`` is outside every timer; ``step`` is called ``warmup_steps + steps`` times and
+    must put its phases in NVTX ranges through :func:`harness.markers.phase`.
+    """
+
+    #: Samples processed by one call to ``step`` (for throughput).
+    samples_per_step: int = 1
+
+    #: Warm-up steps this variant needs beyond the size's ``warmup_steps`` to reach steady
+    #: state, e.g. to drain batches a loader prefetched during setup (which would otherwise
+    #: make the measured window look faster than the loader can really go).
+    extra_warmup_steps: int = 0
+
+    def setup(self) -> None:  # noqa: B027 - optional hook
+        """Build model, data and anything compiled; not timed as part of a step."""
+
+    def start_window(self) -> None:  # noqa: B027 - optional hook
+        """Called once between warm-up and the measured window (e.g. to reset counters)."""
+
+    @abc.abstractmethod
+    def step(self, index: int) -> None:
+        """Run one training iteration."""
+
+    def close(self) -> None:  # noqa: B027 - optional hook
+        """Release loaders, threads and pipelines."""
+
+    def metrics(self) -> dict[str, float]:
+        """Extra named numbers for result.json (units in the name, e.g. ``h2d_gbps``)."""
+        return {}
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """Everything the harness needs to know about one pathology and its fixes."""
+
+    name: str
+    """Identifier: module name, config group option and folder name."""
+    bottleneck: str
+    """The class it injects, one of BOTTLENECK_CLASSES."""
+    title: str
+    """Human title for reports."""
+    variants: tuple[Variant, ...]
+    """Baseline first, then fixes, then ideal."""
+    severity: Severity
+    """The knob that scales the injected cost."""
+    teaching: Teaching
+    """Symptom, cause, fix."""
+    config_cls: type[ScenarioConfig]
+    """Schema of the scenario's config (registered in Hydra's ConfigStore)."""
+    build: Any
+    """Callable (cfg, size, variant_name, ctx) -> Workload."""
+    world_size: int = 1
+    """Processes per variant; above 1 the worker is launched through torchrun."""
+    expected_diagnosis: str = ""
+    """What the nsys export must show on the baseline and not on the fixes."""
+    limit_note: str = ""
+    """How the limit is obtained when there is no ``ideal`` variant (e.g. the sum of kernel
+    durations per step in the baseline's own trace)."""
+
+    def __post_init__(self) -> None:
+        if self.bottleneck not in BOTTLENECK_CLASSES:
+            raise ValueError(f"{self.name}: unknown bottleneck class {self.bottleneck!r}")
+        kinds = [v.kind for v in self.variants]
+        if kinds.count("baseline") != 1 or kinds[0] != "baseline":
+            raise ValueError(f"{self.name}: exactly one baseline variant, listed first")
+        if "fix" not in kinds:
+            raise ValueError(f"{self.name}: needs at least one fix variant")
+        if "ideal" not in kinds and not self.limit_note:
+            raise ValueError(f"{self.name}: needs an 'ideal' variant or a limit_note")
+        names = [v.name for v in self.variants]
+        if len(set(names)) != len(names):
+            raise ValueError(f"{self.name}: duplicate variant names {names}")
+        if not issubclass(self.config_cls, ScenarioConfig):
+            raise TypeError(f"{self.name}: config_cls must subclass ScenarioConfig")
+        # Let the schema validate severity and variant names against this scenario.
+        self.config_cls._scenario = self
+
+    def variant(self, name: str) -> Variant:
+        for v in self.variants:
+            if v.name == name:
+                return v
+        raise KeyError(f"{self.name} has no variant {name!r}; available: {self.variant_names}")
+
+    @property
+    def variant_names(self) -> list[str]:
+        return [v.name for v in self.variants]
+
+    @property
+    def baseline(self) -> Variant:
+        return self.variants[0]
+
+    def default_config(self) -> ScenarioConfig:
+        return self.config_cls()

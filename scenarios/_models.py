@@ -1,0 +1,96 @@
+"""Small models defined in the project (no torchvision: its PyPI wheel does not import beside
+the CPU torch wheel the CI machines use) and the shared training step."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import nn
+
+from harness.markers import phase
+
+
+class BasicBlock(nn.Module):
+    def __init__(self, cin: int, cout: int, stride: int) -> None:
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, 1, 1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.relu = nn.ReLU(inplace=True)
+        self.down = None
+        if stride != 1 or cin != cout:
+            self.down = nn.Sequential(
+                nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+            )
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        idt = x if self.down is None else self.down(x)
+        out = self.relu(self.bn1(self.conv1(x)))
+        out = self.bn2(self.conv2(out))
+        return self.relu(out + idt)
+
+
+class ResNet18(nn.Module):
+    """ResNet-18's layout (2-2-2-2 basic blocks); ``width=64`` gives its 11.7 M parameters."""
+
+    def __init__(self, num_classes: int = 1000, width: int = 64) -> None:
+        super().__init__()
+        w = width
+        self.stem = nn.Sequential(
+            nn.Conv2d(3, w, 7, 2, 3, bias=False),
+            nn.BatchNorm2d(w),
+            nn.ReLU(inplace=True),
+            nn.MaxPool2d(3, 2, 1),
+        )
+        layers, cin = [], w
+        for i, cout in enumerate((w, 2 * w, 4 * w, 8 * w)):
+            stride = 1 if i == 0 else 2
+            layers += [BasicBlock(cin, cout, stride), BasicBlock(cout, cout, 1)]
+            cin = cout
+        self.layers = nn.Sequential(*layers)
+        self.pool = nn.AdaptiveAvgPool2d(1)
+        self.fc = nn.Linear(cin, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.layers(self.stem(x))
+        return self.fc(torch.flatten(self.pool(x), 1))
+
+
+class ConvNetTrainer:
+    """Model, optimizer and one training step with NVTX phases.
+
+    On a GPU: bf16 autocast and channels_last, the settings a tuned job uses, so the data path
+    rather than the model is what differs between variants.
+    """
+
+    def __init__(self, device: torch.device, num_classes: int, width: int) -> None:
+        self.device = device
+        self.on_gpu = device.type == "cuda"
+        model = ResNet18(num_classes=num_classes, width=width).to(device)
+        if self.on_gpu:
+            model = model.to(memory_format=torch.channels_last)
+            torch.backends.cudnn.benchmark = True
+        self.model = model
+        self.opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        self.loss_fn = nn.CrossEntropyLoss()
+
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if self.on_gpu else x
+
+    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Forward, backward, optimizer; returns the loss without reading it on the host."""
+        amp = (
+            torch.autocast("cuda", dtype=torch.bfloat16)
+            if self.on_gpu
+            else contextlib.nullcontext()
+        )
+        with phase("forward"), amp:
+            loss = self.loss_fn(self.model(self.prepare(x)), y)
+        with phase("backward"):
+            loss.backward()
+        with phase("optimizer"):
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+        return loss.detach()

@@ -1,0 +1,459 @@
+"""kernel_flood: thousands of tiny kernels per step, paced by the CPU that launches them
+(class ``launch_bound``).
+
+The model is a deep, narrow residual MLP (``depth`` blocks of LayerNorm -> Linear -> GELU ->
+layer-scale multiply -> residual add) trained on a small batch, with a hand-written SGD that
+walks the parameter list in Python and issues a few in-place ops per tensor. Each op is one
+small kernel: a 32x256 matmul or an 8 K-element elementwise op runs for a couple of
+microseconds on an H100, while PyTorch's eager dispatch plus the CUDA launch costs the CPU
+several microseconds per op, so the GPU waits between kernels.
+
+Per block and step, eager mode dispatches about 35 kernel-launching ops: 5 in the forward
+(layer_norm, addmm, gelu, mul, add), about 10 in the backward (mul x2 + sum for the layer
+scale, gelu_backward, mm x2 + sum for the Linear, layer_norm_backward, the residual add) and
+4 per parameter tensor x 5 tensors in the optimizer. ``metrics()`` reports what can be counted
+in-process: ATen ops dispatched per step (a dispatch-mode counter over one extra eager step in
+``setup``), parameter tensors, kernels Inductor generated, and host time per step. Kernel
+counts on the GPU come from the nsys trace, not from here.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from harness.markers import phase
+from scenarios._base import (
+    RunContext,
+    Scenario,
+    ScenarioConfig,
+    Severity,
+    Size,
+    Teaching,
+    Variant,
+    Workload,
+)
+
+
+@dataclass(kw_only=True)
+class KernelFloodSize(Size):
+    """Work per variant for kernel_flood."""
+
+    warmup_steps: int = 10
+    """Steps run before the measured window (allocator warm-up; compiling happens in setup)."""
+    steps: int = 50
+    """Steps in the measured window; the profile captures exactly these."""
+    batch_size: int = 32
+    """Samples per step: small, so every kernel is tiny."""
+    width: int = 256
+    """Features per layer (Linear(width, width) in every block)."""
+    num_classes: int = 256
+    """Outputs of the classifier head (cross-entropy targets)."""
+    depth_override: int = 0
+    """Residual blocks at this size when > 0, overriding severity (keeps CPU compiles short);
+    0 takes the depth from severity."""
+    num_batches: int = 4
+    """Distinct batches generated on the device in setup; steps cycle over them."""
+    graph_warmup_iters: int = 3
+    """Eager iterations on a side stream before CUDA-graph capture (the PyTorch docs use 3)."""
+    compile_calls: int = 3
+    """Training steps run in setup for the compiled variants: the first compiles; with
+    reduce-overhead the second records the CUDA graphs and the third replays them."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("batch_size", "width", "num_batches", "graph_warmup_iters", "compile_calls"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"size field '{name}' must be >= 1, got {getattr(self, name)}")
+        if self.num_classes < 2:
+            raise ValueError(f"size field 'num_classes' must be >= 2, got {self.num_classes}")
+
+
+@dataclass(kw_only=True)
+class KernelFloodConfig(ScenarioConfig):
+    """Config schema for kernel_flood."""
+
+    severity: float = 64
+    """Residual blocks (depth) of the 256-wide MLP; each adds ~35 kernel launches per step."""
+    smoke: KernelFloodSize = field(
+        default_factory=lambda: KernelFloodSize(
+            warmup_steps=3,
+            steps=10,
+            batch_size=8,
+            width=64,
+            num_classes=10,
+            depth_override=3,
+            num_batches=2,
+            graph_warmup_iters=1,
+            compile_calls=2,
+        )
+    )
+    """CPU size: 3 blocks, so torch.compile on 2 cores takes seconds (cache warm)."""
+    full: KernelFloodSize = field(default_factory=KernelFloodSize)
+    """GPU size: 32x256 batches through ``severity`` blocks."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.severity != int(self.severity):
+            raise ValueError(
+                f"scenario.kernel_flood.severity={self.severity} must be a whole number of blocks"
+            )
+
+    def depth(self, size: KernelFloodSize) -> int:
+        """Blocks in the model at ``size``."""
+        return size.depth_override or int(self.severity)
+
+
+# -- model and optimizer ---------------------------------------------------------------------
+
+
+class Block(nn.Module):
+    """Pre-norm residual MLP block: x + scale * gelu(fc(ln(x)))."""
+
+    def __init__(self, width: int) -> None:
+        super().__init__()
+        self.ln = nn.LayerNorm(width)
+        self.fc = nn.Linear(width, width)
+        self.scale = nn.Parameter(torch.full((width,), 0.1))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.scale * F.gelu(self.fc(self.ln(x)))
+
+
+class DeepMLP(nn.Module):
+    """``depth`` blocks, a final LayerNorm and a classifier; forward returns the loss, so the
+    compiled variants fuse the loss with the model."""
+
+    def __init__(self, depth: int, width: int, num_classes: int) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[Block(width) for _ in range(depth)])
+        self.norm = nn.LayerNorm(width)
+        self.head = nn.Linear(width, num_classes)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return F.cross_entropy(self.head(self.norm(self.blocks(x))), y)
+
+
+class HandSGD:
+    """SGD with momentum and weight decay written the way hand-rolled training loops write it:
+    a Python loop over parameter tensors, four small ops each (not torch.optim's foreach or
+    fused kernels). Momentum buffers exist from the start so CUDA-graph capture and
+    cudagraph trees see fixed addresses."""
+
+    def __init__(
+        self,
+        params: list[nn.Parameter],
+        *,
+        lr: float = 0.01,
+        momentum: float = 0.9,
+        weight_decay: float = 1e-4,
+    ) -> None:
+        self.params = [p for p in params if p.requires_grad]
+        self.bufs = [torch.zeros_like(p) for p in self.params]
+        self.lr, self.momentum, self.weight_decay = lr, momentum, weight_decay
+
+    @torch.no_grad()
+    def step(self) -> None:
+        """One update: d = g + wd*p; buf = m*buf + d; p -= lr*buf."""
+        for p, buf in zip(self.params, self.bufs, strict=True):
+            d_p = p.grad.add(p, alpha=self.weight_decay)
+            buf.mul_(self.momentum).add_(d_p)
+            p.add_(buf, alpha=-self.lr)
+
+    def zero_grad(self) -> None:
+        """Drop gradients (set_to_none, torch's default): the next backward writes fresh ones."""
+        for p in self.params:
+            p.grad = None
+
+
+class _OpCounter(TorchDispatchMode):
+    """Counts ATen ops reaching the dispatcher (forward, autograd backward and optimizer).
+
+    ``compute`` leaves out views and allocations, which launch no kernel, so in eager mode it
+    is close to the number of kernel launches."""
+
+    _NO_KERNEL = ("empty", "detach", "alias", "as_strided", "_unsafe_view", "lift_fresh")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.compute = 0
+
+    def __torch_dispatch__(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
+        self.total += 1
+        name = func.overloadpacket.__name__
+        if not func.is_view and not name.startswith(self._NO_KERNEL):
+            self.compute += 1
+        return func(*args, **(kwargs or {}))
+
+
+# -- workloads -------------------------------------------------------------------------------
+
+
+class _Base(Workload):
+    def __init__(self, cfg: KernelFloodConfig, size: KernelFloodSize, ctx: RunContext) -> None:
+        self.cfg, self.size, self.ctx = cfg, size, ctx
+        self.depth = cfg.depth(size)
+        self.samples_per_step = size.batch_size
+        self.host_ms: list[float] = []
+        self.extra: dict[str, float] = {}
+
+    def setup(self) -> None:
+        dev = self.ctx.device
+        gen = torch.Generator().manual_seed(self.ctx.seed)
+        self.net = DeepMLP(self.depth, self.size.width, self.size.num_classes).to(dev)
+        self.opt = HandSGD(list(self.net.parameters()))
+        self.batches = [
+            (
+                torch.randn(self.size.batch_size, self.size.width, generator=gen).to(dev),
+                torch.randint(0, self.size.num_classes, (self.size.batch_size,), generator=gen).to(
+                    dev
+                ),
+            )
+            for _ in range(self.size.num_batches)
+        ]
+        self.extra["depth_blocks"] = self.depth
+        self.extra["param_tensors"] = len(self.opt.params)
+
+    def sync(self) -> None:
+        if self.ctx.on_gpu:
+            torch.cuda.synchronize(self.ctx.device)
+
+    def eager_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """Forward, backward, optimizer in eager mode, with NVTX phases."""
+        with phase("forward"):
+            loss = self.net(x, y)
+        with phase("backward"):
+            loss.backward()
+        with phase("optimizer"):
+            self.opt.step()
+            self.opt.zero_grad()
+        return loss.detach()
+
+    def count_ops(self, x: torch.Tensor, y: torch.Tensor) -> _OpCounter:
+        """Run one eager step under the op counter."""
+        counter = _OpCounter()
+        with counter:
+            self.eager_step(x, y)
+        return counter
+
+    def step(self, index: int) -> None:
+        t0 = time.perf_counter()
+        x, y = self.batches[index % len(self.batches)]
+        self.train_step(x, y)
+        if index >= self.size.warmup_steps:
+            self.host_ms.append((time.perf_counter() - t0) * 1e3)
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        raise NotImplementedError
+
+    def metrics(self) -> dict[str, float]:
+        out = dict(self.extra)
+        if self.host_ms:
+            out["host_step_ms"] = statistics.median(self.host_ms)
+        return out
+
+
+class Baseline(_Base):
+    """Eager PyTorch: every op of forward, backward and the per-tensor optimizer is a launch."""
+
+    def setup(self) -> None:
+        super().setup()
+        x, y = self.batches[0]
+        self.eager_step(x, y)  # first-call allocations outside the counted step
+        counter = self.count_ops(x, y)
+        self.extra["aten_ops_per_step"] = counter.total
+        self.extra["aten_compute_ops_per_step"] = counter.compute
+        self.sync()
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        self.eager_step(x, y)
+
+
+class CudaGraphs(_Base):
+    """Whole-step capture with torch.cuda.graph, following the PyTorch docs' whole-network
+    recipe: warm up on a side stream, set grads to None so backward allocates them from the
+    graph's private pool (they stay static), capture forward+backward+optimizer, then each step
+    copies the batch into the static input and replays."""
+
+    def setup(self) -> None:
+        super().setup()
+        x, y = self.batches[0]
+        self.static_x, self.static_y = x.clone(), y.clone()
+        side = torch.cuda.Stream(self.ctx.device)
+        side.wait_stream(torch.cuda.current_stream(self.ctx.device))
+        with torch.cuda.stream(side):
+            for _ in range(self.size.graph_warmup_iters):
+                self.eager_step(self.static_x, self.static_y)
+            # The captured work is exactly one eager step; count its ops here, uncaptured.
+            counter = self.count_ops(self.static_x, self.static_y)
+        torch.cuda.current_stream(self.ctx.device).wait_stream(side)
+        self.sync()
+        self.extra["aten_compute_ops_captured"] = counter.compute
+
+        t0 = time.perf_counter()
+        self.opt.zero_grad()
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.static_loss = self.net(self.static_x, self.static_y)
+            self.static_loss.backward()
+            self.opt.step()
+        self.sync()
+        self.extra["capture_s"] = time.perf_counter() - t0
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        with phase("graph_replay"):
+            self.static_x.copy_(x)
+            self.static_y.copy_(y)
+            self.graph.replay()
+
+
+class Compiled(_Base):
+    """torch.compile on the model (with its loss) and on the optimizer step; ``mode`` None is
+    Inductor fusion alone, 'reduce-overhead' adds cudagraph trees."""
+
+    mode: str | None = None
+
+    def setup(self) -> None:
+        from torch._dynamo.utils import counters
+        from torch._inductor import metrics as inductor_metrics
+
+        super().setup()
+        if self.mode == "reduce-overhead":
+            # Momentum buffers are mutated in place: cudagraph trees need them at fixed
+            # addresses (parameters are marked static by Dynamo already).
+            for buf in self.opt.bufs:
+                torch._dynamo.mark_static_address(buf)
+        self.net_c = torch.compile(self.net, mode=self.mode)
+        self.opt_step_c = torch.compile(self.opt.step, mode=self.mode)
+        counters.clear()
+        inductor_metrics.reset()
+
+        x, y = self.batches[0]
+        t0 = time.perf_counter()
+        self.train_step(x, y)
+        self.sync()
+        self.extra["compile_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        for i in range(1, self.size.compile_calls):
+            self.train_step(*self.batches[i % len(self.batches)])
+        self.sync()
+        if self.mode == "reduce-overhead":
+            self.extra["capture_s"] = time.perf_counter() - t0
+
+        ind = counters["inductor"]
+        # Kernels Inductor generated over the forward, backward and optimizer graphs (each runs
+        # once per step), plus library calls (matmuls) it left to cuBLAS/oneDNN.
+        self.extra["inductor_generated_kernels"] = inductor_metrics.generated_kernel_count
+        self.extra["inductor_extern_calls"] = ind["extern_calls"]
+        self.extra["fxgraph_cache_hits"] = ind["fxgraph_cache_hit"]
+        self.extra["graph_breaks"] = sum(counters["graph_break"].values())
+        if self.mode == "reduce-overhead":
+            self.extra["cudagraph_skips"] = ind["cudagraph_skips"]
+            # Inputs copied into the graphs on every replay (0 when grads stay graph-owned).
+            self.extra["cudagraph_recorded_non_static_inputs"] = ind[
+                "cudagraph_recorded_non_static_inputs"
+            ]
+
+    def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
+        if self.mode == "reduce-overhead":
+            torch.compiler.cudagraph_mark_step_begin()
+        with phase("forward"):
+            loss = self.net_c(x, y)
+        with phase("backward"):
+            loss.backward()
+        with phase("optimizer"):
+            self.opt_step_c()
+            self.opt.zero_grad()
+
+
+class CompiledCudagraphs(Compiled):
+    """torch.compile mode='reduce-overhead': Inductor fusion plus cudagraph trees."""
+
+    mode = "reduce-overhead"
+
+
+VARIANTS: dict[str, type[_Base]] = {
+    "baseline": Baseline,
+    "cuda_graphs": CudaGraphs,
+    "torch_compile": Compiled,
+    "torch_compile_cudagraphs": CompiledCudagraphs,
+}
+
+
+def build(cfg: KernelFloodConfig, size: KernelFloodSize, variant: str, ctx: RunContext) -> Workload:
+    """The workload for ``variant``."""
+    return VARIANTS[variant](cfg, size, ctx)
+
+
+SCENARIO = Scenario(
+    name="kernel_flood",
+    bottleneck="launch_bound",
+    title="Kernel flood: a deep narrow model launched op by op",
+    variants=(
+        Variant(
+            name="baseline",
+            kind="baseline",
+            summary="eager deep 256-wide residual MLP at batch 32, per-tensor Python SGD loop",
+        ),
+        Variant(
+            name="cuda_graphs",
+            kind="fix",
+            summary="capture forward+backward+optimizer once with torch.cuda.graph, replay per step",
+            needs_gpu="CUDA graphs capture GPU work only",
+        ),
+        Variant(
+            name="torch_compile",
+            kind="fix",
+            summary="torch.compile default mode on model+loss and on the optimizer step (fusion only)",
+        ),
+        Variant(
+            name="torch_compile_cudagraphs",
+            kind="fix",
+            summary="torch.compile mode='reduce-overhead' on model+loss and optimizer "
+            "(fusion plus CUDA graphs)",
+            needs_gpu="reduce-overhead records CUDA graphs (cudagraph trees), which need CUDA",
+        ),
+    ),
+    severity=Severity(
+        meaning="residual blocks (depth) of the 256-wide MLP; ~35 kernel launches each per step",
+        unit="blocks",
+        low=1,
+        high=512,
+        why_default="64 narrow blocks at batch 32 is the shape of many small research models "
+        "(residual MLPs for tabular data, RL value nets, PINNs) that people train eagerly, "
+        "assuming a small model must be a fast one",
+    ),
+    teaching=Teaching(
+        symptom="The CUDA row is a comb of very short kernels (a few microseconds each) with gaps "
+        "as long as or longer than the kernels; the CUDA API row of the Python thread is solid "
+        "with cudaLaunchKernel calls, and the step time tracks the number of launches, not "
+        "FLOPs. The optimizer range alone holds hundreds of tiny elementwise kernels.",
+        cause="Each eager op costs several microseconds of Python, dispatcher and launch time on "
+        "the CPU, but a 32x256 matmul or an 8K-element elementwise op finishes in about two on "
+        "an H100; with ~35 ops per block and a Python loop over every parameter tensor, the "
+        "CPU cannot issue work as fast as the GPU retires it.",
+        fix="Launch less often: capture the whole step in one CUDA graph (one replay call per "
+        "step, kernels back to back), or torch.compile, which fuses elementwise work into "
+        "fewer kernels and, with mode='reduce-overhead', also replays them as CUDA graphs. "
+        "Fixed, the GPU row is dense and the step approaches the sum of its kernel times.",
+    ),
+    config_cls=KernelFloodConfig,
+    build=build,
+    expected_diagnosis="baseline: GPU mostly idle between thousands of short kernels per step, "
+    "CPU launch calls back to back; cuda_graphs: one graph launch per step and kernels without "
+    "gaps; torch_compile: fewer, fused kernels; torch_compile_cudagraphs: fused kernels as graphs",
+    limit_note="No ideal variant: the limit is the GPU work itself, i.e. the sum of kernel "
+    "durations per step in the baseline's own nsys trace (launch overhead gone, kernels back to "
+    "back). Kernels per step: ~35 per block plus ~10 for head and loss in eager (~2,250 at 64 "
+    "blocks), the same count inside the cuda_graphs replay, and roughly 12-15 per block after "
+    "Inductor fusion; compiled variants can therefore beat this limit, since fusion also removes "
+    "GPU work.",
+)

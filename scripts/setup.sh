@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Fresh machine -> .venv with the project and its dev + DALI extras, plus nsys where it can.
+# - No NVIDIA GPU: torch is pinned to 2.13.0 first (on these machines a small CPU wheel; an
+#   unpinned torch pulls a multi-GB CUDA build) and Debian's nsys 2022.4 is installed.
+# - NVIDIA GPU: the venv sees the system's site-packages, so an existing CUDA torch and nsys
+#   (e.g. an NVIDIA PyTorch container) are used as they are.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  [ -d .venv ] || "$PY" -m venv --system-site-packages .venv
+  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
+else
+  [ -d .venv ] || "$PY" -m venv .venv
+  .venv/bin/python -m pip install -q "torch==2.13.0"
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    bash scripts/install-nsys-cpu.sh
+  else
+    echo "not root or no apt-get: nsys not installed (runs go unprofiled; nsys tests skip)" >&2
+  fi
+fi
+.venv/bin/python -m pip install -q -e '.[dev,dali]'

@@ -1,0 +1,46 @@
+"""Shared fixtures: a way to run the real CLI in a subprocess, as a user would."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 900):
+    """``python -m harness ARGS`` from the repository root; returns the CompletedProcess."""
+    # cwd=REPO: `python -m` puts the working folder first on sys.path, so the worker processes
+    # the harness starts can import the test plugins under tests/ as well.
+    full_env = dict(os.environ, **(env or {}))
+    return subprocess.run(
+        [sys.executable, "-m", "harness", *args],
+        cwd=REPO,
+        env=full_env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+
+
+@pytest.fixture
+def cli():
+    return run_cli
+
+
+@pytest.fixture(scope="session")
+def cache_dir(tmp_path_factory) -> Path:
+    """One data-set cache for the whole session, so JPEGs are generated once."""
+    return tmp_path_factory.getbasetemp() / "cache"
+
+
+def only_run_dir(results: Path) -> Path:
+    runs = [p for p in results.iterdir() if p.is_dir()]
+    assert len(runs) == 1, runs
+    return runs[0]

@@ -1,0 +1,82 @@
+"""Config composition with Hydra's compose API, for every scenario, and validation errors."""
+
+from __future__ import annotations
+
+import pytest
+import yaml
+
+import scenarios
+from harness.config import UsageError, compose, config_dir
+from scenarios import ScenarioConfig
+
+SHIPPED = scenarios.shipped_names()
+
+
+def test_all_yaml_lists_every_shipped_scenario():
+    listed = yaml.safe_load((config_dir() / "scenario" / "all.yaml").read_text())["defaults"]
+    assert sorted(listed) == SHIPPED
+
+
+def test_every_shipped_scenario_has_a_yaml():
+    for name in SHIPPED:
+        assert (config_dir() / "scenario" / f"{name}.yaml").is_file(), name
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_compose_one(name):
+    raw, suite = compose([f"+scenario={name}"])
+    assert list(suite.scenario) == [name]
+    cfg = suite.scenario[name]
+    assert isinstance(cfg, ScenarioConfig)
+    scen = scenarios.discover()[name]
+    assert isinstance(cfg, scen.config_cls)
+    assert cfg.severity == scen.config_cls().severity
+    assert raw.scenario[name].smoke.steps == cfg.smoke.steps
+
+
+def test_compose_all_expands_to_every_scenario():
+    _, suite = compose(["+scenario=all"])
+    assert sorted(suite.scenario) == SHIPPED
+
+
+def test_compose_list_selects_several():
+    _, suite = compose([f"+scenario=[{SHIPPED[0]}]", "size=smoke", "harness.repeats=2"])
+    assert list(suite.scenario) == [SHIPPED[0]]
+    assert suite.size == "smoke" and suite.harness.repeats == 2
+
+
+def test_severity_override_is_typed_and_applied():
+    _, suite = compose(["+scenario=sync_loading", "scenario.sync_loading.severity=640"])
+    assert suite.scenario["sync_loading"].severity == 640.0
+
+
+def test_unknown_scenario_lists_available():
+    with pytest.raises(UsageError) as err:
+        compose(["+scenario=nope"])
+    msg = str(err.value)
+    assert "nope" in msg
+    for name in [*SHIPPED, "all"]:
+        assert name in msg
+
+
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        (
+            "scenario.sync_loading.severity=10",
+            "scenario.sync_loading.severity=10.0 is out of range",
+        ),
+        ("scenario.sync_loading.severity=99999", "allowed 32"),
+        ("scenario.sync_loading.full.steps=0", "'steps' must be >= 1"),
+        ("scenario.sync_loading.smoke.batch_size=-4", "'batch_size' must be >= 0"),
+        ("scenario.sync_loading.variants=[baseline,nonesuch]", "unknown variant(s) ['nonesuch']"),
+        ("harness.repeats=0", "harness.repeats must be >= 1"),
+        ("harness.timeout_s=-1", "harness.timeout_s must be > 0"),
+        ("size=huge", "size must be one of"),
+        ("nsys.cuda_graph_trace=sometimes", "nsys.cuda_graph_trace"),
+    ],
+)
+def test_invalid_values_name_key_and_range(override, needle):
+    with pytest.raises(ValueError) as err:
+        compose(["+scenario=sync_loading", override])
+    assert needle in str(err.value)

@@ -1,0 +1,95 @@
+"""Crashes and timeouts are recorded without losing the other variants; resume skips finished
+work. Uses the deliberately broken scenario in tests/plugins/faulty.py."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.conftest import only_run_dir
+
+pytestmark = pytest.mark.slow
+
+PLUGIN = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty"}
+
+
+def _args(results, *extra):
+    return [
+        "run",
+        "+scenario=faulty",
+        "size=smoke",
+        "harness.repeats=1",
+        "nsys.enabled=false",
+        "harness.progress=false",
+        f"harness.results_dir={results}",
+        *extra,
+    ]
+
+
+@pytest.fixture(scope="module")
+def faulty_run(tmp_path_factory):
+    from tests.conftest import run_cli
+
+    results = tmp_path_factory.mktemp("faulty")
+    proc = run_cli(_args(results, "harness.timeout_s=20"), env=PLUGIN)
+    return proc, only_run_dir(results)
+
+
+def test_failures_make_a_nonzero_exit(faulty_run):
+    proc, _ = faulty_run
+    assert proc.returncode == 1, proc.stderr[-2000:]
+
+
+def test_crash_is_recorded_with_stderr_tail(faulty_run):
+    proc, run_dir = faulty_run
+    status = json.loads((run_dir / "faulty/crash/timing-1/status.json").read_text())
+    assert status["status"] == "failed"
+    assert status["returncode"] == 1
+    assert "deliberate failure in the faulty scenario's crash variant" in status["error"]
+    assert "faulty/crash [timing-1] exited with code 1" in proc.stderr
+
+
+def test_hang_is_killed_at_timeout(faulty_run):
+    _, run_dir = faulty_run
+    status = json.loads((run_dir / "faulty/hang/timing-1/status.json").read_text())
+    assert status["status"] == "timeout"
+    assert "harness.timeout_s=20" in status["error"]
+    assert 19 <= status["wall_s"] < 60
+
+
+def test_other_variants_kept(faulty_run):
+    _, run_dir = faulty_run
+    runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
+    assert runs.loc["baseline", "status"] == "ok"
+    assert runs.loc["ideal", "status"] == "ok"
+    assert runs.loc["crash", "status"] == "failed"
+    assert runs.loc["hang", "status"] == "failed"
+    assert runs.loc["ideal", "speedup"] > 1.0  # baseline sleeps 20 ms a step, ideal does not
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "failed"
+
+
+def test_resume_runs_only_what_is_missing(faulty_run, cli):
+    _, run_dir = faulty_run
+    before = {
+        v: (run_dir / f"faulty/{v}/timing-1/result.json").stat().st_mtime_ns
+        for v in ("baseline", "ideal")
+    }
+    proc = cli(
+        [
+            *_args(run_dir.parent, f"harness.resume={run_dir}", "harness.timeout_s=20"),
+            "scenario.faulty.variants=[baseline,crash,ideal]",
+        ],
+        env=PLUGIN,
+    )
+    assert proc.returncode == 1  # crash still fails
+    after = {
+        v: (run_dir / f"faulty/{v}/timing-1/result.json").stat().st_mtime_ns
+        for v in ("baseline", "ideal")
+    }
+    assert after == before, "finished variants were run again"
+    crash = json.loads((run_dir / "faulty/crash/timing-1/status.json").read_text())
+    assert crash["status"] == "failed"
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert len(manifest["resumed_utc"]) == 1

@@ -1,0 +1,97 @@
+"""forced_sync: the fix computes the same metrics as the baseline, and on a GPU never syncs."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from scenarios import RunContext
+from scenarios.forced_sync import SCENARIO, ForcedSyncConfig, ForcedSyncSize, build
+
+STEPS = 6
+
+
+def _ctx(device: str, tmp_path) -> RunContext:
+    return RunContext(device=torch.device(device), size_name="smoke", seed=0, cache_dir=tmp_path)
+
+
+def _run(variant: str, size: ForcedSyncSize, ctx: RunContext, steps: int = STEPS):
+    w = build(ForcedSyncConfig(), size, variant, ctx)
+    w.setup()
+    for i in range(steps):
+        w.step(i)
+    return w
+
+
+def test_every_variant_runs_on_cpu_and_sync_free_matches_baseline(tmp_path):
+    size = ForcedSyncConfig().smoke
+    ctx = _ctx("cpu", tmp_path)
+    base = _run("baseline", size, ctx)
+    free = _run("sync_free", size, ctx)
+    ideal = _run("ideal", size, ctx)
+
+    assert len(base.losses) == STEPS
+    assert len(set(base.losses)) > 1, "data must change with the step index"
+    assert free.logged, "sync_free should have read a snapshot inside the loop (K < steps)"
+    expected = sum(base.losses) / len(base.losses)
+    assert free.mean_loss() == pytest.approx(expected, rel=1e-9, abs=1e-12)
+
+    bm, fm, im = base.metrics(), free.metrics(), ideal.metrics()
+    assert bm["syncs_per_step"] == 2  # item() and bool(); no device to synchronize on the CPU
+    assert fm["syncs_per_step"] == 0 and im["syncs_per_step"] == 0
+    for m in (bm, fm, im):
+        assert m["host_step_ms"] > 0
+        assert math.isclose(m["host_launch_ms"] + m["host_metrics_ms"], m["host_step_ms"])
+    assert fm["loss_mean"] == pytest.approx(bm["loss_mean"], rel=1e-9)
+
+
+def test_severity_sets_the_fraction_of_syncing_steps(tmp_path):
+    cfg = ForcedSyncConfig(severity=0.5)
+    w = build(cfg, cfg.smoke, "baseline", _ctx("cpu", tmp_path))
+    assert sum(w.syncs_on(i) for i in range(100)) == 50
+    with pytest.raises(ValueError, match="severity"):
+        ForcedSyncConfig(severity=2.0)
+    with pytest.raises(ValueError, match="depth"):
+        ForcedSyncSize(depth=0)
+
+
+def test_scenario_lists_the_variants():
+    assert SCENARIO.variant_names == ["baseline", "sync_free", "ideal"]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_sync_free_never_syncs_on_gpu(tmp_path):
+    size = dataclasses.replace(ForcedSyncConfig().smoke, flush_every=2)
+    w = build(ForcedSyncConfig(), size, "sync_free", _ctx("cuda", tmp_path))
+    w.setup()
+    warm = 3
+    for i in range(warm):
+        w.step(i)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for i in range(warm, warm + 10):  # includes flushes (K=2) and event polls
+            w.step(i)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert math.isfinite(w.mean_loss())
+    assert w.metrics()["syncs_per_step"] == 0
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_baseline_step_does_sync_on_gpu(tmp_path):
+    size = ForcedSyncConfig().smoke
+    w = build(ForcedSyncConfig(), size, "baseline", _ctx("cuda", tmp_path))
+    w.setup()
+    for i in range(2):
+        w.step(i)
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        with pytest.raises(RuntimeError, match="synchroniz"):
+            w.step(2)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
