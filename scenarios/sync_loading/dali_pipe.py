@@ -19,6 +19,7 @@ def dali_batches(
     batch_size: int,
     size: int,
     threads: int,
+    hw_decoder_load: float,
     device: torch.device,
     seed: int,
     prefetch: int,
@@ -43,7 +44,12 @@ def dali_batches(
             random_shuffle=False,
             name="Reader",
         )
-        images = fn.decoders.image(jpegs, device="mixed" if gpu else "cpu", output_type=types.RGB)
+        if gpu:
+            images = fn.decoders.image(
+                jpegs, device="mixed", output_type=types.RGB, hw_decoder_load=hw_decoder_load
+            )
+        else:
+            images = fn.decoders.image(jpegs, device="cpu", output_type=types.RGB)
         images = fn.resize(images, resize_x=size, resize_y=size)
         images = fn.crop_mirror_normalize(
             images,
