@@ -44,7 +44,7 @@ class ForcedSyncSize(Size):
     depth: int = 24
     """Residual MLP blocks. Each adds ~10 forward and ~17 backward kernel launches (host time)
     and 2 forward + 4 backward GEMMs plus its share of AdamW traffic (GPU time)."""
-    width: int = 512
+    width: int = 1024
     """Model width: LayerNorm size and the MLP's input/output features."""
     mlp_ratio: int = 4
     """Hidden features of each MLP = mlp_ratio * width (4 as in GPT/BERT)."""
