@@ -338,7 +338,11 @@ def test_gpu_sync_and_info(gpu_export: Path) -> None:
         sync = T.sync_events(tr)
         info = T.gpu_info(tr)
     assert (api["category"] == "sync").any()
-    assert set(sync["correlation_id"]) <= set(api["correlation_id"])
+    # Every sync event comes from a recorded API call, except the context sync that
+    # cudaProfilerStop itself causes at the capture's end: its API call falls outside the capture.
+    inside = sync[sync["start_ns"] <= api["end_ns"].max()]
+    assert set(inside["correlation_id"]) <= set(api["correlation_id"])
+    assert len(sync) - len(inside) <= 1
     assert sync["sync_type"].notna().all()
     assert len(info) >= 1
     assert info["name"].notna().all()

@@ -21,7 +21,7 @@ from scenarios._base import (
     Workload,
 )
 from scenarios._models import ConvNetTrainer
-from scenarios.sync_loading.data import JpegDataset, ensure_dataset, normalize_device
+from scenarios.sync_loading.data import DeviceNormalize, JpegDataset, ensure_dataset
 
 
 @dataclass(kw_only=True)
@@ -168,6 +168,7 @@ class AsyncDataLoader(_Base):
 
     def make_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
         ds = JpegDataset(self.files, self.size.num_classes, self.size.image_size, normalize=False)
+        self.normalize = DeviceNormalize(self.ctx.device)
         self.loader = torch.utils.data.DataLoader(
             ds,
             batch_size=self.size.batch_size,
@@ -186,7 +187,7 @@ class AsyncDataLoader(_Base):
         with phase("h2d"):
             x = x.to(self.ctx.device, non_blocking=True)
             y = y.to(self.ctx.device, non_blocking=True)
-        return normalize_device(x), y
+        return self.normalize(x), y
 
     def close(self) -> None:
         it = getattr(self, "iterator", None)

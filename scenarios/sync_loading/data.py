@@ -70,12 +70,20 @@ def normalize_cpu(hwc: np.ndarray) -> torch.Tensor:
     return t.sub_(mean).div_(std)
 
 
-def normalize_device(nhwc_u8: torch.Tensor) -> torch.Tensor:
-    """uint8 NHWC batch -> normalised float NCHW (channels_last strides) where it lives."""
-    x = nhwc_u8.permute(0, 3, 1, 2).float().div_(255.0)
-    mean = torch.tensor(MEAN, device=x.device).view(1, 3, 1, 1)
-    std = torch.tensor(STD, device=x.device).view(1, 3, 1, 1)
-    return x.sub_(mean).div_(std)
+class DeviceNormalize:
+    """uint8 NHWC batch -> normalised float NCHW (channels_last strides) where it lives.
+
+    The constants are uploaded once: building them per step would be two small pageable,
+    blocking copies every step, i.e. a hidden host sync inside the fix.
+    """
+
+    def __init__(self, device: torch.device) -> None:
+        self.mean = torch.tensor(MEAN, device=device).view(1, 3, 1, 1)
+        self.std = torch.tensor(STD, device=device).view(1, 3, 1, 1)
+
+    def __call__(self, nhwc_u8: torch.Tensor) -> torch.Tensor:
+        x = nhwc_u8.permute(0, 3, 1, 2).float().div_(255.0)
+        return x.sub_(self.mean).div_(self.std)
 
 
 class JpegDataset(torch.utils.data.Dataset):
