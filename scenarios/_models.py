@@ -58,26 +58,25 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(self.pool(x), 1))
 
 
-class ConvNetTrainer:
-    """Model, optimizer and one training step with NVTX phases.
+class Trainer:
+    """Model, optimizer and loss, and one training step with NVTX phases.
 
-    On a GPU: bf16 autocast and channels_last, the settings a tuned job uses, so the data path
-    rather than the model is what differs between variants.
+    On a GPU: bf16 autocast, the setting a tuned job uses, so the data path rather than the
+    model is what differs between a scenario's variants.
     """
 
-    def __init__(self, device: torch.device, num_classes: int, width: int) -> None:
+    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer, device: torch.device):
         self.device = device
         self.on_gpu = device.type == "cuda"
-        model = ResNet18(num_classes=num_classes, width=width).to(device)
         if self.on_gpu:
-            model = model.to(memory_format=torch.channels_last)
             torch.backends.cudnn.benchmark = True
         self.model = model
-        self.opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+        self.opt = optimizer
         self.loss_fn = nn.CrossEntropyLoss()
 
     def prepare(self, x: torch.Tensor) -> torch.Tensor:
-        return x.contiguous(memory_format=torch.channels_last) if self.on_gpu else x
+        """Layout conversion of the input batch (none by default)."""
+        return x
 
     def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward, backward, optimizer; returns the loss without reading it on the host."""
@@ -94,3 +93,16 @@ class ConvNetTrainer:
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
         return loss.detach()
+
+
+class ConvNetTrainer(Trainer):
+    """ResNet-18-shaped convnet with SGD; channels_last on the GPU."""
+
+    def __init__(self, device: torch.device, num_classes: int, width: int) -> None:
+        model = ResNet18(num_classes=num_classes, width=width).to(device)
+        if device.type == "cuda":
+            model = model.to(memory_format=torch.channels_last)
+        super().__init__(model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), device)
+
+    def prepare(self, x: torch.Tensor) -> torch.Tensor:
+        return x.contiguous(memory_format=torch.channels_last) if self.on_gpu else x

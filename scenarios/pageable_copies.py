@@ -16,7 +16,6 @@ micro-benchmarks (``pinned_h2d_gbps_limit``, ``pageable_h2d_gbps``) are omitted.
 
 from __future__ import annotations
 
-import contextlib
 import statistics
 import time
 from dataclasses import dataclass, field
@@ -25,6 +24,7 @@ import torch
 from torch import nn
 
 from harness.markers import phase
+from scenarios import _models
 from scenarios._base import (
     RunContext,
     Scenario,
@@ -155,38 +155,18 @@ class PatchMLP(nn.Module):
         return self.head(self.norm(tokens).mean(dim=1))
 
 
-class Trainer:
-    """Model, optimizer and one training step with NVTX phases (bf16 autocast on the GPU)."""
+class Trainer(_models.Trainer):
+    """The patch MLP with AdamW (bf16 autocast on the GPU)."""
 
     def __init__(self, device: torch.device, size: PageableCopiesSize) -> None:
-        self.on_gpu = device.type == "cuda"
-        self.model = PatchMLP(
+        model = PatchMLP(
             patch=size.patch,
             dim=size.dim,
             hidden=size.hidden,
             depth=size.depth,
             num_classes=size.num_classes,
         ).to(device)
-        if self.on_gpu:
-            torch.backends.cudnn.benchmark = True
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-4)
-        self.loss_fn = nn.CrossEntropyLoss()
-
-    def step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
-        """Forward, backward, optimizer; returns the loss without reading it on the host."""
-        amp = (
-            torch.autocast("cuda", dtype=torch.bfloat16)
-            if self.on_gpu
-            else contextlib.nullcontext()
-        )
-        with phase("forward"), amp:
-            loss = self.loss_fn(self.model(x), y)
-        with phase("backward"):
-            loss.backward()
-        with phase("optimizer"):
-            self.opt.step()
-            self.opt.zero_grad(set_to_none=True)
-        return loss.detach()
+        super().__init__(model, torch.optim.AdamW(model.parameters(), lr=1e-4), device)
 
 
 # --------------------------------------------------------------------------------------------
