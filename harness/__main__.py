@@ -23,6 +23,7 @@ def _run(argv: list[str]) -> int:
     import hydra
     from omegaconf import DictConfig
 
+    from harness.atomic import ResultWriteError
     from harness.config import (
         UsageError,
         check_scenario_overrides,
@@ -50,6 +51,9 @@ def _run(argv: list[str]) -> int:
         except (UsageError, RunLockedError) as exc:
             print(f"error: {exc}", file=sys.stderr)
             codes.append(2)
+        except ResultWriteError as exc:  # disk full before the first variant ran
+            print(f"error: {exc}", file=sys.stderr)
+            codes.append(1)
         except ValueError as exc:  # __post_init__ validation: names the key and the range
             print(f"error: invalid configuration: {exc}", file=sys.stderr)
             codes.append(2)

@@ -75,6 +75,10 @@ class HarnessConfig:
     """Show a tqdm bar over scenario x variant x phase."""
     bootstrap: int = 2000
     """Bootstrap resamples for speedup confidence intervals."""
+    memory_cap_gb: float | None = None
+    """Address-space cap (GiB) for each CPU worker (RLIMIT_AS), so a runaway variant fails as
+    'oom' instead of swapping the box; ignored on the GPU, where CUDA maps far more address space
+    than it uses. None: no cap."""
 
     def __post_init__(self) -> None:
         if self.timeout_s <= 0:
@@ -83,6 +87,10 @@ class HarnessConfig:
             raise ValueError(f"harness.repeats must be >= 1, got {self.repeats}")
         if self.bootstrap < 100:
             raise ValueError(f"harness.bootstrap must be >= 100, got {self.bootstrap}")
+        if self.memory_cap_gb is not None and self.memory_cap_gb <= 0:
+            raise ValueError(
+                f"harness.memory_cap_gb must be > 0 GiB or null, got {self.memory_cap_gb}"
+            )
 
     def cache_path(self) -> Path:
         if self.cache_dir:

@@ -8,6 +8,7 @@ rebuilt from the files on disk, so a later crash, timeout or Ctrl-C never loses 
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import os
 import signal
@@ -27,7 +28,7 @@ from harness import nsys as nsys_mod
 from harness.atomic import ResultWriteError, read_json, write_frame, write_json
 from harness.config import SuiteConfig, UsageError, discover_scenarios
 from harness.stats import speedup_ci, summarize
-from harness.worker import WorkerSpec
+from harness.worker import OOM_EXIT_CODE, OOM_MARKER, WorkerSpec
 from scenarios import Scenario
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +58,7 @@ class Unit:
 
 
 class RunLockedError(RuntimeError):
-    """Another harness process is writing into this run folder."""
+    """Another harness process is running into this results folder."""
 
 
 def _pid_alive(pid: int) -> bool:
@@ -71,10 +72,14 @@ def _pid_alive(pid: int) -> bool:
 
 
 class RunLock:
-    """An exclusive lock file in the run folder; a stale one (dead pid) is taken over."""
+    """An exclusive lock file in the results folder; a stale one (dead pid) is taken over.
 
-    def __init__(self, run_dir: Path) -> None:
-        self.path = run_dir / ".lock"
+    It guards the results folder rather than one run folder: two suites at once on one machine
+    would skew each other's timings, so the second is refused before it creates anything.
+    """
+
+    def __init__(self, results_dir: Path) -> None:
+        self.path = results_dir / ".lock"
 
     def __enter__(self) -> RunLock:
         for _ in range(2):
@@ -87,8 +92,9 @@ class RunLock:
                     pid = -1
                 if pid > 0 and _pid_alive(pid):
                     raise RunLockedError(
-                        f"run folder {self.path.parent} is in use by harness process {pid}; "
-                        "wait for it to finish or choose another folder (harness.results_dir). "
+                        f"results folder {self.path.parent} is in use by harness process {pid} "
+                        f"(lock file {self.path}); two suites at once would skew each other's "
+                        "timings. Wait for it to finish or choose another harness.results_dir. "
                         "Nothing was changed."
                     ) from None
                 self.path.unlink(missing_ok=True)
@@ -102,18 +108,52 @@ class RunLock:
         self.path.unlink(missing_ok=True)
 
 
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
-    """Terminate the worker's whole process group (loader workers, nsys, torchrun children)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc (empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
-            os.killpg(proc.pid, sig)
-        except (ProcessLookupError, PermissionError):
-            return
-        try:
-            proc.wait(timeout=grace_s)
-            return
-        except subprocess.TimeoutExpired:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
             continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_all(pgid: int, pids: list[int], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+    """Terminate the worker's process group (loader workers, nsys) and every descendant that
+    left it: torchrun starts each rank in a session of its own, out of the group's reach.
+
+    Descendants are listed before the first signal, since once their parent dies they are
+    re-parented and can no longer be told apart. SIGTERM first (workers unwind and clean up),
+    SIGKILL for whatever is left once the leader is gone or the grace time is over.
+    """
+    family = _descendants(proc.pid)
+    _signal_all(proc.pid, family, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    family += [pid for pid in _descendants(proc.pid) if pid not in family]
+    _signal_all(proc.pid, family, signal.SIGKILL)
+    proc.wait()
+
+
+def _remove_partial(out_dir: Path) -> None:
+    """Drop temp files of atomic writes a killed worker could not clean up (SIGKILL)."""
+    for tmp in out_dir.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
 
 
 def _tail(path: Path, n: int = 15) -> str:
@@ -126,13 +166,19 @@ def _tail(path: Path, n: int = 15) -> str:
 
 @dataclass
 class Outcome:
-    status: str  # ok | skipped | failed | timeout | evidence_failed | no_result
+    status: str  # ok | skipped | failed | oom | timeout | evidence_failed | no_result
     error: str = ""
     returncode: int | None = None
     wall_s: float = 0.0
 
 
-def run_process(cmd: list[str], out_dir: Path, timeout_s: float, label: str) -> Outcome:
+def run_process(
+    cmd: list[str],
+    out_dir: Path,
+    timeout_s: float,
+    label: str,
+    memory_cap_gb: float | None = None,
+) -> Outcome:
     """Run one worker command (argument list) in its own session with a timeout."""
     env = dict(os.environ, PYTHONUNBUFFERED="1")
     t0 = time.perf_counter()
@@ -142,6 +188,7 @@ def run_process(cmd: list[str], out_dir: Path, timeout_s: float, label: str) -> 
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
+            _remove_partial(out_dir)
             return Outcome(
                 "timeout",
                 f"{label} did not finish within harness.timeout_s={timeout_s:g} s; its process "
@@ -151,8 +198,23 @@ def run_process(cmd: list[str], out_dir: Path, timeout_s: float, label: str) -> 
             )
         except BaseException:
             _kill_group(proc)
+            _remove_partial(out_dir)
             raise
     wall = time.perf_counter() - t0
+    tail = _tail(out_dir / "stderr.log")
+    if rc == OOM_EXIT_CODE or OOM_MARKER in tail:
+        said = next((ln for ln in tail.splitlines() if OOM_MARKER in ln), "")
+        return Outcome(
+            "oom",
+            f"{label} ran out of memory after {wall:.1f} s "
+            f"({said.split(OOM_MARKER, 1)[-1].strip() or f'exit code {rc}'}). On the CPU each "
+            f"worker's address space is capped by harness.memory_cap_gb={memory_cap_gb} GiB "
+            "(null: no cap); raise it or run a smaller size. On a GPU this is CUDA running out of "
+            "device memory: lower the scenario's batch size or severity. Other variants' results "
+            f"are kept; full stderr in {out_dir / 'stderr.log'}.",
+            rc,
+            wall,
+        )
     if rc != 0:
         return Outcome(
             "failed",
@@ -205,12 +267,16 @@ class Suite:
                 "installs it."
             )
 
-    def _run_dir(self) -> Path:
-        if self.cfg.harness.resume:
-            path = Path(self.cfg.harness.resume)
-            if not (path / "manifest.json").is_file():
-                raise UsageError(f"harness.resume={path}: not a run folder (no manifest.json)")
-            return path
+    def _resume_dir(self) -> Path | None:
+        """The checked run folder to resume, or None for a new run."""
+        if not self.cfg.harness.resume:
+            return None
+        path = Path(self.cfg.harness.resume)
+        if not (path / "manifest.json").is_file():
+            raise UsageError(f"harness.resume={path}: not a run folder (no manifest.json)")
+        return path
+
+    def _new_run_dir(self) -> Path:
         base = Path(self.cfg.harness.results_dir)
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         for i in range(100):
@@ -279,6 +345,7 @@ class Suite:
             cache_dir=str(self.cfg.harness.cache_path()),
             out_dir=str(out_dir),
             emit_nvtx=self.cfg.nsys.emit_nvtx and unit.phase == "profile",
+            memory_cap_gb=self.cfg.harness.memory_cap_gb,
         )
         path = out_dir / "spec.json"
         write_json(path, asdict(spec))
@@ -307,8 +374,9 @@ class Suite:
                 "--spec",
                 str(spec),
             ]
+        cap = self.cfg.harness.memory_cap_gb
         if unit.phase != "profile":
-            return run_process(program, out_dir, self.cfg.harness.timeout_s, unit.label)
+            return run_process(program, out_dir, self.cfg.harness.timeout_s, unit.label, cap)
         assert self.nsys is not None
         report_base = out_dir / f"{unit.scenario}__{unit.variant}"
         for ext in (".nsys-rep", ".qdstrm", ".sqlite"):
@@ -323,7 +391,7 @@ class Suite:
             cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
             extra_args=self.cfg.nsys.extra_args,
         )
-        outcome = run_process(cmd, out_dir, self.cfg.harness.timeout_s, unit.label)
+        outcome = run_process(cmd, out_dir, self.cfg.harness.timeout_s, unit.label, cap)
         if outcome.status != "ok":
             return outcome
         return self._export(unit, report_base, out_dir, outcome)
@@ -375,8 +443,12 @@ class Suite:
         if not self.gpu.present:
             self._say(NO_GPU_NOTE)
         self._find_nsys()
-        run_dir = self._run_dir()
-        with RunLock(run_dir):
+        resume = self._resume_dir()
+        # A resumed run takes the lock of the results folder it was made in.
+        lock_dir = resume.resolve().parent if resume else Path(self.cfg.harness.results_dir)
+        lock_dir.mkdir(parents=True, exist_ok=True)
+        with RunLock(lock_dir):
+            run_dir = resume or self._new_run_dir()
             manifest = self._manifest(run_dir)
             write_json(run_dir / "manifest.json", manifest)
             write_json(run_dir / "state.json", {"state": "running", "updated_utc": _now()})
@@ -394,7 +466,8 @@ class Suite:
                     outcome = self.run_unit(unit, run_dir)
                     write_json(status_path, {**asdict(outcome), "unit": asdict(unit), "at": _now()})
                     if outcome.status == "skipped":
-                        self._say(outcome.error)
+                        if unit.phase == "timing-1":  # once per variant, not once per phase
+                            self._say(outcome.error)
                     elif outcome.status != "ok":
                         self.failures.append(outcome.error)
                         self._say(f"FAILED {unit.label}: {outcome.error}")
@@ -408,27 +481,42 @@ class Suite:
                 )
             except ResultWriteError as exc:
                 state = "failed"
-                self.failures.append(str(exc))
-                self._say(f"FAILED writing results: {exc}")
+                self._write_failed(exc)
             finally:
                 bar.close()
                 if state == "complete" and self.failures:
                     state = "failed"
+                table: pd.DataFrame | None = None
                 try:
                     table = self.write_tables(run_dir)
                     manifest["worker_env"] = _first_env(run_dir)
                     write_json(run_dir / "manifest.json", manifest)
+                except ResultWriteError as exc:
+                    table = None
+                    if state != "interrupted":
+                        state = "failed"
+                    self._write_failed(exc)
+                try:  # state.json on its own: small, and it must still say what happened
                     write_json(
                         run_dir / "state.json",
                         {"state": state, "failures": len(self.failures), "updated_utc": _now()},
                     )
                 except ResultWriteError as exc:
-                    self._say(f"FAILED writing results: {exc}")
-                    return 1
+                    table = None
+                    self._write_failed(exc)
+        if table is None:
+            self._say(f"results in {run_dir} are incomplete; finished variants' files are intact.")
+            return 130 if state == "interrupted" else 1
         print_summary(table, run_dir)
         if state == "interrupted":
             return 130
         return 1 if self.failures else 0
+
+    def _write_failed(self, exc: ResultWriteError) -> None:
+        """Record and print a failed result write once (the final rewrite may repeat it)."""
+        if str(exc) not in self.failures:
+            self.failures.append(str(exc))
+            self._say(f"FAILED writing results: {exc}")
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:
@@ -504,9 +592,12 @@ COLUMNS = [
 ]
 
 
-def _load_results(vdir: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str]]:
+def _load_results(
+    vdir: Path,
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str], bool]:
+    """Timing results, the profile result, error messages, and whether a phase ran out of memory."""
     timings, profile, errors = [], None, []
-    skipped = ""
+    skipped, oom = "", False
     for phase_dir in sorted(p for p in vdir.iterdir() if p.is_dir()) if vdir.is_dir() else []:
         status = _status(phase_dir / "status.json")
         if status is None:
@@ -515,6 +606,8 @@ def _load_results(vdir: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | No
             skipped = read_json(phase_dir / "status.json")["error"]
             continue
         res_path = phase_dir / "result.json"
+        if status == "oom":
+            oom = True
         if status != "ok":
             try:
                 errors.append(f"{phase_dir.name}: {read_json(phase_dir / 'status.json')['error']}")
@@ -529,7 +622,7 @@ def _load_results(vdir: Path) -> tuple[list[dict[str, Any]], dict[str, Any] | No
             profile = {**res, "_status": status, "_dir": phase_dir}
     if skipped and not (timings or errors):
         errors = [f"skipped: {skipped}"]
-    return timings, profile, errors
+    return timings, profile, errors, oom
 
 
 def build_runs_table(
@@ -546,7 +639,7 @@ def build_runs_table(
         variants = cfg.scenario[name].variants or scen.variant_names
         steps: dict[str, list[float]] = {}
         for vname in variants:
-            timings, profile, errors = _load_results(run_dir / name / vname)
+            timings, profile, errors, oom = _load_results(run_dir / name / vname)
             row: dict[str, Any] = dict.fromkeys(COLUMNS)
             row.update(
                 scenario=name,
@@ -582,6 +675,8 @@ def build_runs_table(
                 row["report"] = str(rep.relative_to(run_dir)) if rep else None
             if errors and errors[0].startswith("skipped: "):
                 row["status"] = "skipped"
+            elif oom:
+                row["status"] = "oom"
             else:
                 row["status"] = (
                     "ok" if not errors and timings else ("failed" if errors else "missing")

@@ -14,14 +14,23 @@ import contextlib
 import datetime as dt
 import os
 import platform
+import resource
+import signal
 import socket
 import sys
 import time
+import traceback
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.atomic import read_json, write_json
+
+#: Exit code of a worker that ran out of memory (host RAM cap or CUDA), so the parent records
+#: 'oom' rather than a generic failure. Wrappers (nsys, torchrun) may change the code, so the
+#: worker also prints OOM_MARKER on stderr, which the parent looks for as well.
+OOM_EXIT_CODE = 3
+OOM_MARKER = "harness-worker: out of memory:"
 
 
 @dataclass(kw_only=True)
@@ -48,6 +57,8 @@ class WorkerSpec:
     """Where result.json goes."""
     emit_nvtx: bool = False
     """Wrap the window in torch.autograd.profiler.emit_nvtx()."""
+    memory_cap_gb: float | None = None
+    """harness.memory_cap_gb: address-space cap set at start-up on the CPU (None: none)."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Reserved for scenario-specific launch facts."""
 
@@ -205,12 +216,46 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     }
 
 
+def _exit_on_sigterm(signum: int, frame: Any) -> None:
+    """The parent stops a worker with SIGTERM: unwind, so atomic writes remove their temp files."""
+    raise SystemExit(128 + signum)
+
+
+def _cap_memory(gib: float) -> None:
+    """Cap the address space (set here, in the worker, so nsys and the parent stay uncapped)."""
+    limit = int(gib * 2**30)
+    resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+
+
+def _is_oom(exc: BaseException) -> bool:
+    """MemoryError, torch's (CUDA) OutOfMemoryError, or the CPU allocator's RuntimeError."""
+    if isinstance(exc, MemoryError):
+        return True
+    torch_mod = sys.modules.get("torch")
+    if torch_mod is not None:  # torch.OutOfMemoryError is new in 2.5; torch.cuda's is older
+        for cls in (torch_mod.cuda.OutOfMemoryError, getattr(torch_mod, "OutOfMemoryError", None)):
+            if cls is not None and isinstance(exc, cls):
+                return True
+    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__)
     parser.add_argument("--spec", required=True, help="worker spec JSON written by the parent")
     args = parser.parse_args(argv)
     spec = WorkerSpec.load(args.spec)
-    result = run(spec)
+    signal.signal(signal.SIGTERM, _exit_on_sigterm)
+    if spec.memory_cap_gb is not None and spec.device == "cpu":
+        _cap_memory(spec.memory_cap_gb)
+    try:
+        result = run(spec)
+    except Exception as exc:
+        if not _is_oom(exc):
+            raise
+        traceback.print_exc()
+        detail = (str(exc).strip().splitlines() or [""])[-1][:300]
+        print(f"{OOM_MARKER} {type(exc).__name__}: {detail}", file=sys.stderr, flush=True)
+        return OOM_EXIT_CODE
     if result["rank"] == 0:
         write_json(Path(spec.out_dir) / "result.json", result)
     print(

@@ -4,6 +4,7 @@ work. Uses the deliberately broken scenario in tests/plugins/faulty.py."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -28,22 +29,37 @@ def _args(results, *extra):
     ]
 
 
+def pid_gone(pid: int) -> bool:
+    """True when ``pid`` no longer runs (a zombie waiting for a reaper counts as gone)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] in ("Z", "X")
+
+
 @pytest.fixture(scope="module")
 def faulty_run(tmp_path_factory):
     from tests.conftest import run_cli
 
     results = tmp_path_factory.mktemp("faulty")
-    proc = run_cli(_args(results, "harness.timeout_s=20"), env=PLUGIN)
-    return proc, only_run_dir(results)
+    pid_file = tmp_path_factory.mktemp("pids") / "hang.pids"
+    proc = run_cli(
+        _args(
+            results, "harness.timeout_s=20", "scenario.faulty.variants=[baseline,crash,hang,ideal]"
+        ),
+        env={**PLUGIN, "FAULTY_PID_FILE": str(pid_file)},
+    )
+    return proc, only_run_dir(results), pid_file
 
 
 def test_failures_make_a_nonzero_exit(faulty_run):
-    proc, _ = faulty_run
+    proc, _, _ = faulty_run
     assert proc.returncode == 1, proc.stderr[-2000:]
 
 
 def test_crash_is_recorded_with_stderr_tail(faulty_run):
-    proc, run_dir = faulty_run
+    proc, run_dir, _ = faulty_run
     status = json.loads((run_dir / "faulty/crash/timing-1/status.json").read_text())
     assert status["status"] == "failed"
     assert status["returncode"] == 1
@@ -52,15 +68,23 @@ def test_crash_is_recorded_with_stderr_tail(faulty_run):
 
 
 def test_hang_is_killed_at_timeout(faulty_run):
-    _, run_dir = faulty_run
+    _, run_dir, _ = faulty_run
     status = json.loads((run_dir / "faulty/hang/timing-1/status.json").read_text())
     assert status["status"] == "timeout"
     assert "harness.timeout_s=20" in status["error"]
     assert 19 <= status["wall_s"] < 60
 
 
+def test_hang_kills_the_whole_process_group(faulty_run):
+    _, _, pid_file = faulty_run
+    pids = [int(x) for x in pid_file.read_text().split()]
+    assert len(pids) == 2, "the hang variant did not start its children"
+    alive = [pid for pid in pids if not pid_gone(pid)]
+    assert not alive, f"children of the hung worker survived the timeout: {alive}"
+
+
 def test_other_variants_kept(faulty_run):
-    _, run_dir = faulty_run
+    _, run_dir, _ = faulty_run
     runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
     assert runs.loc["baseline", "status"] == "ok"
     assert runs.loc["ideal", "status"] == "ok"
@@ -71,7 +95,7 @@ def test_other_variants_kept(faulty_run):
 
 
 def test_resume_runs_only_what_is_missing(faulty_run, cli):
-    _, run_dir = faulty_run
+    _, run_dir, _ = faulty_run
     before = {
         v: (run_dir / f"faulty/{v}/timing-1/result.json").stat().st_mtime_ns
         for v in ("baseline", "ideal")

@@ -1,17 +1,25 @@
 """A deliberately broken scenario for the harness's fault tests (never shipped).
 
 Selected with BOTTLENECK_SCENARIO_MODULES=tests.plugins.faulty and +scenario=faulty. Its
-variants finish, raise, or hang, so tests can check that one variant's failure never loses
-another's results.
+variants finish, raise, hang (with child processes), run out of memory or run slowly, so tests
+can check that one variant's failure never loses another's results.
+
+Environment knobs (the worker inherits the test's environment):
+FAULTY_PID_FILE: where 'hang' writes the PIDs of the children it starts;
+FAULTY_SLOW_S: seconds 'slow' sleeps per step (default 1.5).
 """
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import time
 from dataclasses import dataclass, field
 
 import torch
 
+from harness.atomic import write_text
 from harness.markers import phase
 from scenarios import (
     RunContext,
@@ -64,8 +72,33 @@ class Crash(Fine):
 
 
 class Hang(Fine):
+    """Starts two children, then never returns: one in its process group (as a loader worker),
+    one in a session of its own (as torchrun starts each rank).
+
+    The children sleep for an hour and never notice their parent dying, so only the harness
+    killing the worker's group and its descendants ends them.
+    """
+
+    def setup(self) -> None:
+        super().setup()
+        sleeper = [sys.executable, "-c", "import time; time.sleep(3600)"]
+        self.children = [
+            subprocess.Popen(sleeper),
+            subprocess.Popen(sleeper, start_new_session=True),
+        ]
+        pid_file = os.environ.get("FAULTY_PID_FILE")
+        if pid_file:
+            write_text(pid_file, "".join(f"{c.pid}\n" for c in self.children))
+
     def step(self, index: int) -> None:
         time.sleep(3600)
+
+
+class Oom(Fine):
+    """Asks for 20 GiB in one tensor: beyond any sensible harness.memory_cap_gb in the tests."""
+
+    def step(self, index: int) -> None:
+        self.big = torch.empty(20 * 2**30, dtype=torch.uint8, device=self.ctx.device)
 
 
 def build(cfg: FaultyConfig, size: FaultySize, variant: str, ctx: RunContext) -> Workload:
@@ -73,6 +106,10 @@ def build(cfg: FaultyConfig, size: FaultySize, variant: str, ctx: RunContext) ->
         return Crash(size, ctx, 0.0)
     if variant == "hang":
         return Hang(size, ctx, 0.0)
+    if variant == "oom":
+        return Oom(size, ctx, 0.0)
+    if variant == "slow":
+        return Fine(size, ctx, float(os.environ.get("FAULTY_SLOW_S", "1.5")))
     return Fine(size, ctx, 0.02 if variant == "baseline" else 0.0)
 
 
@@ -85,6 +122,8 @@ SCENARIO = Scenario(
         Variant(name="crash", kind="fix", summary="raises in its first step"),
         Variant(name="hang", kind="fix", summary="sleeps past any timeout"),
         Variant(name="ideal", kind="ideal", summary="finishes, fast"),
+        Variant(name="oom", kind="fix", summary="allocates 20 GiB in its first step"),
+        Variant(name="slow", kind="fix", summary="sleeps $FAULTY_SLOW_S (1.5) s a step"),
     ),
     severity=Severity(meaning="unused", unit="1", low=0, high=10, why_default="test only"),
     teaching=Teaching(symptom="n/a", cause="n/a", fix="n/a"),

@@ -1,0 +1,364 @@
+"""The fault matrix of issue 6 (README, "Reliability"): each fault the suite must survive, run
+through the real CLI on the CPU with the deliberately broken scenario in tests/plugins/faulty.py.
+Crash, hang, non-zero exit and resume of a failed run are in test_faults.py."""
+
+from __future__ import annotations
+
+import glob
+import json
+import os
+import re
+import resource
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+import scenarios
+from harness.config import SuiteConfig
+from harness.nsys import SEARCH_GLOBS, Nsys, find, profile_command
+from harness.runner import Outcome, RunLock, Suite, Unit, check_export
+from tests.conftest import DATA, REPO, only_run_dir, run_cli
+
+pytestmark = pytest.mark.slow
+
+PLUGIN = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty"}
+HARNESS = REPO / "harness"
+
+
+def _args(results: Path, *extra: str) -> list[str]:
+    return [
+        "run",
+        "+scenario=faulty",
+        "size=smoke",
+        "harness.repeats=1",
+        "nsys.enabled=false",
+        "harness.progress=false",
+        f"harness.results_dir={results}",
+        *extra,
+    ]
+
+
+def _popen(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
+    """The CLI in the background, in its own session as a terminal job would be."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "harness", *args],
+        cwd=REPO,
+        env=dict(os.environ, **PLUGIN, **env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def _wait_for(pattern: str, root: Path, proc: subprocess.Popen[str], limit_s: float = 60) -> Path:
+    """Poll until a file matching ``pattern`` appears under ``root`` (fail if proc exits first)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        hits = sorted(root.glob(pattern)) if root.is_dir() else []
+        if hits:
+            return hits[0]
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            pytest.fail(f"harness exited {proc.returncode} before {pattern} appeared:\n{err}")
+        time.sleep(0.1)
+    proc.kill()
+    pytest.fail(f"{pattern} did not appear under {root} within {limit_s} s")
+
+
+def _statuses(run_dir: Path) -> dict[str, str]:
+    return {
+        str(p.parent.relative_to(run_dir)): json.loads(p.read_text())["status"]
+        for p in run_dir.glob("*/*/*/status.json")
+    }
+
+
+# -- 3. out of memory --------------------------------------------------------------------------
+def test_oom_over_memory_cap_is_recorded_as_oom(tmp_path):
+    proc = run_cli(
+        _args(tmp_path, "scenario.faulty.variants=[ideal,oom]", "harness.memory_cap_gb=6"),
+        env=PLUGIN,
+        timeout=120,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    run_dir = only_run_dir(tmp_path)
+    status = json.loads((run_dir / "faulty/oom/timing-1/status.json").read_text())
+    assert status["status"] == "oom"
+    assert "ran out of memory" in status["error"]
+    assert "harness.memory_cap_gb=6.0 GiB" in status["error"]
+    runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
+    assert runs.loc["oom", "status"] == "oom"
+    assert runs.loc["ideal", "status"] == "ok"
+
+
+# -- 4. nsys missing ---------------------------------------------------------------------------
+def test_nsys_missing_runs_unprofiled_and_says_so_once(tmp_path, monkeypatch):
+    if any(glob.glob(pattern) for pattern in SEARCH_GLOBS):
+        pytest.skip("an nsys is installed in a standard folder the harness always searches")
+    empty = tmp_path / "bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    monkeypatch.delenv("NSYS", raising=False)
+    results = tmp_path / "results"
+    args = [
+        a for a in _args(results, "scenario.faulty.variants=[ideal]") if a != "nsys.enabled=false"
+    ]
+    proc = run_cli(args, env=PLUGIN, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stderr.count("nsys not found") == 1, proc.stderr
+    run_dir = only_run_dir(results)
+    runs = pd.read_csv(run_dir / "runs.csv")
+    assert not runs["profiled"].any()
+    assert (runs["status"] == "ok").all()
+    assert json.loads((run_dir / "manifest.json").read_text())["nsys"] is None
+
+
+# -- 5. nsys importer missing: only a .qdstrm --------------------------------------------------
+def _nsys_without_importer(dest: Path) -> Path:
+    """A copy of the real nsys target folder with no host folder (QdstrmImporter) beside it.
+
+    nsys finds its importer from its own resolved path, so the binary is really copied and the
+    rest of the folder is symlinked.
+    """
+    real = find()
+    if real is None:
+        pytest.skip("nsys not installed")
+    target = Path(os.path.realpath(real.path)).parent
+    copy = dest / "nsight" / target.name
+    shutil.copytree(target, copy, symlinks=False, copy_function=os.symlink)
+    (copy / "nsys").unlink()
+    shutil.copy2(target / "nsys", copy / "nsys")
+    return copy / "nsys"
+
+
+@pytest.mark.nsys
+def test_importer_missing_leaves_evidence_failed_and_keeps_timings(tmp_path):
+    nsys = _nsys_without_importer(tmp_path)
+    results = tmp_path / "results"
+    args = [
+        a for a in _args(results, "scenario.faulty.variants=[ideal]") if a != "nsys.enabled=false"
+    ]
+    proc = run_cli([*args, f"nsys.path={nsys}"], env=PLUGIN, timeout=300)
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    run_dir = only_run_dir(results)
+    assert _statuses(run_dir) == {
+        "faulty/ideal/timing-1": "ok",
+        "faulty/ideal/profile": "evidence_failed",
+    }
+    error = json.loads((run_dir / "faulty/ideal/profile/status.json").read_text())["error"]
+    assert "nsys wrote only faulty__ideal.qdstrm" in error
+    assert f"no QdstrmImporter beside {nsys.parent}" in error
+    assert (run_dir / "faulty/ideal/profile/faulty__ideal.qdstrm").is_file()
+    runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
+    assert runs.loc["ideal", "step_ms_median"] > 0
+    assert not runs.loc["ideal", "profiled"]
+
+
+# -- 6. export fails or is truncated -----------------------------------------------------------
+def test_truncated_sqlite_export_is_named(tmp_path):
+    src = DATA / "cpu_nsys2022_sync_loading.sqlite"
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
+    assert check_export(src) == ""
+    problem = check_export(cut)
+    assert "the SQLite export is unusable" in problem
+    assert "truncated SQLite file" in problem and str(cut) in problem
+
+
+@pytest.mark.nsys
+def test_export_of_truncated_report_is_evidence_failed(tmp_path):
+    nsys = find()
+    if nsys is None:
+        pytest.skip("nsys not installed")
+    base = tmp_path / "x__y"
+    cmd = profile_command(nsys, base, [sys.executable, "-c", "pass"], trace=["osrt"], gpu=False)
+    subprocess.run(cmd, capture_output=True, timeout=120, check=True)
+    rep = base.with_suffix(".nsys-rep")
+    rep.write_bytes(rep.read_bytes()[:20000])
+    suite = Suite.__new__(Suite)  # only _export is used: no scenarios, no GPU probe
+    suite.cfg, suite.nsys = SuiteConfig(), Nsys(nsys.path, nsys.version)
+    outcome = suite._export(Unit("x", "y", "profile"), base, tmp_path, Outcome("ok", "", 0, 1.0))
+    assert outcome.status == "evidence_failed"
+    assert "x/y [profile]: nsys export --type sqlite failed (exit 1)" in outcome.error
+    assert "magic number mismatch" in outcome.error  # nsys's own words
+
+
+# -- 7/8. Ctrl-C, and resume of the interrupted run --------------------------------------------
+@pytest.fixture(scope="module", params=["parent", "group"])
+def interrupted_run(request, tmp_path_factory):
+    """SIGINT to the harness process alone, or to its whole group as a terminal's Ctrl-C does,
+    while the second variant's worker sleeps; a snapshot of the run folder right after."""
+    results = tmp_path_factory.mktemp(f"interrupt-{request.param}")
+    proc = _popen(
+        _args(results, "scenario.faulty.variants=[ideal,slow]"), env={"FAULTY_SLOW_S": "3"}
+    )
+    try:
+        _wait_for("*/faulty/ideal/timing-1/status.json", results, proc)
+        _wait_for("*/faulty/slow/timing-1/spec.json", results, proc)
+        time.sleep(1.0)  # the slow worker is up
+        if request.param == "parent":
+            os.kill(proc.pid, signal.SIGINT)
+        else:
+            os.killpg(os.getpgid(proc.pid), signal.SIGINT)
+        _, err = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    run_dir = only_run_dir(results)
+    ideal = run_dir / "faulty/ideal/timing-1/result.json"
+    return {
+        "rc": proc.returncode,
+        "stderr": err,
+        "run_dir": run_dir,
+        "state": json.loads((run_dir / "state.json").read_text())["state"],
+        "tmp": sorted(str(p) for p in results.rglob("*.tmp")),
+        "lock": (results / ".lock").exists(),
+        "ideal": json.loads(ideal.read_text()),
+        "ideal_mtime": ideal.stat().st_mtime_ns,
+        "statuses": _statuses(run_dir),
+    }
+
+
+def test_ctrl_c_keeps_finished_and_marks_interrupted(interrupted_run):
+    snap = interrupted_run
+    assert snap["rc"] == 130, snap["stderr"][-2000:]
+    assert snap["state"] == "interrupted"
+    assert f"harness.resume={snap['run_dir']}" in snap["stderr"]
+    assert snap["ideal"]["variant"] == "ideal" and len(snap["ideal"]["step_ms"]) == 3
+    assert snap["statuses"] == {"faulty/ideal/timing-1": "ok"}  # slow: no half-written status
+    assert snap["tmp"] == []
+    assert not snap["lock"]
+
+
+def test_resume_of_interrupted_run_finishes_only_the_rest(interrupted_run):
+    run_dir = interrupted_run["run_dir"]
+    proc = run_cli(
+        _args(
+            run_dir.parent,
+            "scenario.faulty.variants=[ideal,slow]",
+            f"harness.resume={run_dir}",
+        ),
+        env={**PLUGIN, "FAULTY_SLOW_S": "0.05"},
+        timeout=120,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ideal = run_dir / "faulty/ideal/timing-1/result.json"
+    assert ideal.stat().st_mtime_ns == interrupted_run["ideal_mtime"], "ideal was run again"
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "complete"
+    assert _statuses(run_dir) == {"faulty/ideal/timing-1": "ok", "faulty/slow/timing-1": "ok"}
+    assert (pd.read_csv(run_dir / "runs.csv")["status"] == "ok").all()
+
+
+# -- 9. two runs into one results folder -------------------------------------------------------
+def test_second_run_into_same_results_folder_is_refused(tmp_path):
+    results = tmp_path / "results"
+    first = _popen(_args(results, "scenario.faulty.variants=[slow]"), env={"FAULTY_SLOW_S": "3"})
+    try:
+        _wait_for("*/faulty/slow/timing-1/spec.json", results, first)
+        run_dir = only_run_dir(results)
+        before = sorted(p.name for p in results.iterdir())
+        for extra in ([], [f"harness.resume={run_dir}"]):
+            second = run_cli(_args(results, "scenario.faulty.variants=[ideal]", *extra), env=PLUGIN)
+            assert second.returncode == 2, second.stderr[-2000:]
+            assert f"results folder {results} is in use by harness process {first.pid}" in (
+                second.stderr
+            )
+            assert first.poll() is None, "the first run ended before the check"
+        assert sorted(p.name for p in results.iterdir()) == before, "a refused run created files"
+        _, err = first.communicate(timeout=120)
+    finally:
+        if first.poll() is None:
+            os.killpg(first.pid, signal.SIGKILL)
+    assert first.returncode == 0, err[-2000:]
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "complete"
+    assert not (results / ".lock").exists()
+
+
+def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    (tmp_path / ".lock").write_text(f"{dead.pid} 2020-01-01T00:00:00+00:00\n")
+    with RunLock(tmp_path) as lock:
+        assert lock.path.read_text().split()[0] == str(os.getpid())
+    assert not (tmp_path / ".lock").exists()
+
+
+# -- 10/11. invalid config and unknown scenario, from the CLI ----------------------------------
+@pytest.mark.parametrize(
+    ("override", "needle"),
+    [
+        ("harness.repeats=0", "harness.repeats must be >= 1"),
+        ("harness.memory_cap_gb=-1", "harness.memory_cap_gb must be > 0"),
+        ("scenario.faulty.smoke.steps=0", "'steps' must be >= 1"),
+        ("scenario.faulty.severity=11", "scenario.faulty.severity=11.0 is out of range"),
+    ],
+)
+def test_cli_rejects_invalid_value_before_anything_runs(tmp_path, override, needle):
+    results = tmp_path / "results"
+    proc = run_cli([*_args(results), override], env=PLUGIN, timeout=120)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "error: invalid configuration:" in proc.stderr
+    assert needle in proc.stderr
+    assert not results.exists(), "a rejected config created the results folder"
+
+
+def test_cli_unknown_scenario_lists_available(tmp_path):
+    results = tmp_path / "results"
+    proc = run_cli(["run", "+scenario=nope", f"harness.results_dir={results}"], timeout=120)
+    assert proc.returncode == 2
+    assert "unknown scenario nope" in proc.stderr
+    for name in [*scenarios.shipped_names(), "all"]:
+        assert name in proc.stderr
+    assert not results.exists()
+
+
+# -- 12. disk full -----------------------------------------------------------------------------
+def _tiny_file_cap() -> None:
+    """In the harness child: files over 8 KiB fail with EFBIG (the parquet table does)."""
+    signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+    resource.setrlimit(resource.RLIMIT_FSIZE, (8192, 8192))
+
+
+def test_disk_full_names_the_path_and_keeps_earlier_results(tmp_path):
+    results = tmp_path / "results"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "harness",
+            *_args(results, "scenario.faulty.variants=[ideal,baseline]"),
+        ],
+        cwd=REPO,
+        env=dict(os.environ, **PLUGIN),
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        preexec_fn=_tiny_file_cap,
+    )
+    assert proc.returncode == 1, proc.stderr[-2000:]
+    run_dir = only_run_dir(results)
+    assert re.search(
+        rf"could not write {re.escape(str(run_dir))}/runs\.parquet: .*File too large", proc.stderr
+    )
+    assert "earlier results are intact" in proc.stderr
+    assert "Traceback" not in proc.stderr
+    ideal = json.loads((run_dir / "faulty/ideal/timing-1/result.json").read_text())
+    assert len(ideal["step_ms"]) == 3
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "failed"
+    assert not list(results.rglob("*.tmp"))
+    assert not (results / ".lock").exists()
+
+
+# -- no shell strings --------------------------------------------------------------------------
+def test_no_shell_strings_in_harness():
+    for path in sorted(HARNESS.rglob("*.py")):
+        text = path.read_text()
+        for banned in ("shell=True", "os.system(", "os.popen("):
+            assert banned not in text, f"{path}: {banned}"
