@@ -1,0 +1,63 @@
+"""pageable_copy: host-to-device copies from pageable memory eat step time.
+
+Rule: the union of HtoD copies with a pageable host side, inside the steady-state window, covers
+>= ``min_pageable_h2d_share`` of it. Copies outside the window (weight uploads at start-up) are
+reported in ``pageable_h2d_bytes_outside_window`` but never count. impact = the share.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from analysis import trace as T
+from analysis.detect import _common as C
+from analysis.findings import Finding
+
+KLASS = "pageable_copy"
+
+
+def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
+    th = thresholds[KLASS]
+    if not trace.has(C.KERNEL) and not trace.has(C.MEMCPY):
+        return C.missing(KLASS, C.MEMCPY, "CUDA memory copies")
+    st = C.steady(trace, thresholds)
+    act = C.gpu_activity(trace, st.lo, st.hi)
+    pg = act[(act["kind"] == "memcpy") & (act["direction"] == "HtoD") & act["pageable"]]
+    s, e = C.union(pg["start_ns"], pg["end_ns"])
+    share = C.length(s, e) / st.span_ns
+    nbytes = float(pg["bytes"].fillna(0).sum())
+    metrics: dict[str, float] = {"pageable_h2d_share": share}
+    name, value = st.rate("pageable_h2d_bytes", nbytes)
+    metrics[name] = value
+    dur = float((pg["end_ns"] - pg["start_ns"]).sum())
+    metrics["pageable_h2d_gbps"] = nbytes / dur if dur > 0 else 0.0
+    total = 0
+    if trace.has(C.MEMCPY):
+        ck = T._enum(trace, "ENUM_CUDA_MEMCPY_OPER")
+        mk = T._enum(trace, "ENUM_CUDA_MEM_KIND")
+        sql = f"""SELECT COALESCE(SUM(m.bytes), 0) FROM {C.MEMCPY} AS m
+                  JOIN {ck} AS ck ON ck.id = m.copyKind AND ck.name LIKE '%HTOD'
+                  JOIN {mk} AS sk ON sk.id = m.srcKind AND sk.name LIKE '%PAGEABLE'"""
+        total = int(trace.query(sql)[1][0][0])
+    metrics["pageable_h2d_bytes_outside_window"] = float(total - nbytes)
+    dur_each = (pg["end_ns"] - pg["start_ns"]).to_numpy()
+    top = np.argsort(-dur_each, kind="stable")[:3]
+    evidence = [
+        C.stamp(
+            st, pg["start_ns"].iloc[i], pg["end_ns"].iloc[i],
+            bytes=int(pg["bytes"].iloc[i]),
+            gbps=round(float(pg["bytes"].iloc[i]) / max(1, int(dur_each[i])), 2),
+        )
+        for i in top
+    ]  # fmt: skip
+    fired = share >= th["min_pageable_h2d_share"]
+    reason = (
+        f"pageable HtoD copies take {share:.2%} of the window "
+        f"({'>=' if fired else '<'} {th['min_pageable_h2d_share']:.0%}); "
+        f"{metrics['pageable_h2d_bytes_outside_window']:.0f} pageable bytes outside the window "
+        f"not counted; {st.note}"
+    )
+    return Finding(KLASS, fired, share if fired else 0.0, metrics, evidence, reason)
