@@ -1,0 +1,145 @@
+"""The pictures: nsys-style timelines from the fixture exports, and the speedup matrix."""
+
+from __future__ import annotations
+
+import matplotlib
+
+matplotlib.use("Agg")
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from analysis import trace as tr
+from analysis.plots import load_timeline, plot_pair, plot_timeline, speedup_matrix
+from tests.conftest import DATA, REPO
+
+GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
+GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
+CPU_BASE = DATA / "cpu_nsys2022_sync_loading.sqlite"
+CPU_FIX = DATA / "cpu_nsys2022_sync_loading_async_dataloader.sqlite"
+RUNS = REPO / "results" / "reference" / "h100" / "runs.csv"
+
+
+def _png(fig, path) -> np.ndarray:
+    """Save ``fig`` as PNG, read it back with PIL and return its pixels (asserting it decodes)."""
+    fig.savefig(path)
+    with Image.open(path) as img:
+        img.verify()
+    with Image.open(path) as img:
+        assert img.format == "PNG"
+        pixels = np.asarray(img.convert("RGB"), dtype=float)
+    assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+    return pixels
+
+
+def _labels(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes for t in ax.get_yticklabels()]
+
+
+def _texts(fig) -> list[str]:
+    return [t.get_text() for ax in fig.axes for t in ax.texts] + [t.get_text() for t in fig.texts]
+
+
+@pytest.mark.parametrize("path", [GPU_BASE, GPU_FIX], ids=["baseline", "async_dataloader"])
+def test_gpu_timeline_rows_and_image(path, tmp_path):
+    fig = plot_timeline(path, title=path.stem)
+    labels = _labels(fig)
+    assert any(lbl.startswith("main thread") and "NVTX" in lbl for lbl in labels), labels
+    assert "CUDA API · main" in labels, labels
+    assert any(lbl.startswith("GPU 0 · stream") for lbl in labels), labels
+    data = fig.timelines[0]
+    assert len(data.step_indices) == 2
+    # Steady-state steps from inside the measure window, the first shown at t=0.
+    w0, w1 = tr.window(tr.open_trace(path))
+    assert w0 <= data.t0_ns < data.t1_ns <= w1
+    assert set(data.bars["text"].dropna()) >= {"step", "data_load", "forward", "backward"}
+    assert data.bars["start_ms"].min() >= 0 and data.bars["end_ms"].max() <= data.span_ms + 1e-9
+    pixels = _png(fig, tmp_path / "timeline.png")
+    assert pixels.std() > 20, "the picture looks blank"
+    assert fig.legends and fig.legends[0].get_texts()
+
+
+def test_idle_share_baseline_larger_than_fix():
+    base = load_timeline(GPU_BASE)
+    fix = load_timeline(GPU_FIX)
+    assert base.idle_share is not None and fix.idle_share is not None
+    assert 0 <= fix.idle_share < base.idle_share <= 1
+    assert base.idle_share > 0.8  # JPEG decode on the training thread: GPU mostly idle
+    # The idle share is the shaded gaps over the shown span, recomputed here from the trace.
+    with tr.open_trace(GPU_BASE) as t:
+        busy = [
+            (max(s, base.t0_ns), min(e, base.t1_ns))
+            for df in (tr.kernels(t), tr.memcpy(t), tr.memset(t))
+            for s, e in zip(df["start_ns"], df["end_ns"], strict=True)
+            if s < base.t1_ns and e > base.t0_ns
+        ]
+    # A sweep over +1/-1 events: time with nothing running on the GPU.
+    times = np.array([t for s, e in busy for t in (s, e)] + [base.t0_ns, base.t1_ns])
+    steps = np.array([d for _ in busy for d in (1, -1)] + [0, 0])
+    order = np.lexsort((-steps, times))
+    times, running = times[order], np.cumsum(steps[order])
+    idle_ns = np.sum(np.diff(times)[running[:-1] == 0])
+    assert base.idle_share == pytest.approx(idle_ns / (base.t1_ns - base.t0_ns), abs=1e-9)
+    assert sum(e - s for s, e in base.idle) == pytest.approx(base.idle_share * base.span_ms)
+
+
+def test_baseline_shows_long_data_load_over_an_idle_gpu():
+    data = load_timeline(GPU_BASE)
+    loads = data.bars[data.bars["text"] == "data_load"]
+    longest = (loads["end_ms"] - loads["start_ms"]).max()
+    assert longest > 0.4 * data.span_ms / len(data.step_indices)
+    pageable = data.bars[data.bars["kind"] == "htod_pageable"]
+    assert not pageable.empty  # the pageable HtoD copies have their own colour
+
+
+def test_pair_same_time_scale(tmp_path):
+    out = tmp_path / "pair.png"
+    fig = plot_pair(GPU_BASE, GPU_FIX, labels=("baseline", "async_dataloader"), out=out)
+    assert out.exists()
+    top, bottom = fig.axes[:2]
+    assert top.get_xlim() == bottom.get_xlim()
+    base, fix = fig.timelines
+    assert fix.span_ms < base.span_ms / 5
+    assert fig.idle_share == base.idle_share
+    assert any("shorter than baseline" in t for t in _texts(fig))
+    assert _png(fig, tmp_path / "again.png").std() > 20
+    svg = tmp_path / "pair.svg"
+    plot_pair(GPU_BASE, GPU_FIX, zoom=True, out=svg)
+    assert svg.read_text().lstrip().startswith(("<?xml", "<svg"))
+
+
+@pytest.mark.parametrize("path", [CPU_BASE, CPU_FIX], ids=["baseline", "async_dataloader"])
+def test_cpu_timeline_without_cuda_tables(path, tmp_path):
+    fig = plot_timeline(path, steps=3)
+    labels = _labels(fig)
+    assert any(lbl.startswith("main thread") and "NVTX" in lbl for lbl in labels), labels
+    assert not any(lbl.startswith("CUDA API") for lbl in labels)
+    assert "no GPU activity recorded" in _texts(fig)
+    assert fig.idle_share is None
+    assert {"step", "data_load"} <= set(fig.timelines[0].bars["text"].dropna())
+    assert _png(fig, tmp_path / "cpu.png").std() > 20
+
+
+def test_matrix_on_reference_run(tmp_path):
+    runs = pd.read_csv(RUNS)
+    fig = speedup_matrix(runs)
+    assert fig.matrix.shape == (1, 3)
+    assert list(fig.matrix.columns) == ["async_dataloader", "dali", "ideal"]
+    texts = _texts(fig)
+    assert "54.0x\n[52.1-56.0]" in texts, texts
+    assert any("14.9x" in t for t in texts) and any("63.6x" in t for t in texts)
+    assert _png(fig, tmp_path / "matrix.png").std() > 20
+
+
+def test_matrix_greys_absent_and_failed_pairs():
+    runs = pd.read_csv(RUNS)
+    other = runs[runs["variant"] != "dali"].assign(scenario="forced_sync")
+    other.loc[other["variant"] == "ideal", "status"] = "failed"
+    fig = speedup_matrix(pd.concat([runs, other]))
+    assert fig.matrix.shape == (2, 3)
+    assert np.isnan(fig.matrix.loc["forced_sync", "dali"])
+    assert np.isnan(fig.matrix.loc["forced_sync", "ideal"])
+    texts = _texts(fig)
+    assert "n/a" in texts and "failed" in texts
