@@ -44,3 +44,21 @@ def only_run_dir(results: Path) -> Path:
     runs = [p for p in results.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs
     return runs[0]
+
+
+#: Environment that makes the deliberately broken test scenario (tests/plugins/faulty.py) visible.
+FAULTY_ENV = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty"}
+
+
+def faulty_args(results: Path, *extra: str) -> list[str]:
+    """CLI arguments for a quick, unprofiled run of the faulty scenario into ``results``."""
+    return [
+        "run",
+        "+scenario=faulty",
+        "size=smoke",
+        "harness.repeats=1",
+        "nsys.enabled=false",
+        "harness.progress=false",
+        f"harness.results_dir={results}",
+        *extra,
+    ]

@@ -9,24 +9,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from tests.conftest import only_run_dir
+from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir
 
 pytestmark = pytest.mark.slow
 
-PLUGIN = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty"}
-
-
-def _args(results, *extra):
-    return [
-        "run",
-        "+scenario=faulty",
-        "size=smoke",
-        "harness.repeats=1",
-        "nsys.enabled=false",
-        "harness.progress=false",
-        f"harness.results_dir={results}",
-        *extra,
-    ]
+PLUGIN = FAULTY_ENV
+_args = faulty_args
 
 
 def pid_gone(pid: int) -> bool:

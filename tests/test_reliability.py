@@ -23,25 +23,13 @@ import scenarios
 from harness.config import SuiteConfig
 from harness.nsys import SEARCH_GLOBS, Nsys, find, profile_command
 from harness.runner import Outcome, RunLock, Suite, Unit, check_export
-from tests.conftest import DATA, REPO, only_run_dir, run_cli
+from tests.conftest import DATA, FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
 
 pytestmark = pytest.mark.slow
 
-PLUGIN = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty"}
+PLUGIN = FAULTY_ENV
+_args = faulty_args
 HARNESS = REPO / "harness"
-
-
-def _args(results: Path, *extra: str) -> list[str]:
-    return [
-        "run",
-        "+scenario=faulty",
-        "size=smoke",
-        "harness.repeats=1",
-        "nsys.enabled=false",
-        "harness.progress=false",
-        f"harness.results_dir={results}",
-        *extra,
-    ]
 
 
 def _popen(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
