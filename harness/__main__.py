@@ -16,6 +16,7 @@ subcommands:
             (+scenario=NAME | +scenario=[a,b] | +scenario=all; size=smoke|full|auto;
              harness.resume=RUN_DIR; scenario.NAME.severity=...; --cfg job shows the config)
   list      list scenarios, their variants and bottleneck classes
+  diagnose  findings for any nsys report:  python -m harness diagnose PATH... [--format json]
 """
 
 
@@ -79,7 +80,17 @@ def _list(argv: list[str]) -> int:
     return 0
 
 
-COMMANDS: dict[str, Callable[[list[str]], int]] = {"run": _run, "list": _list}
+def _diagnose(argv: list[str]) -> int:
+    from harness.diagnose import main as diagnose_main
+
+    return diagnose_main(argv)
+
+
+COMMANDS: dict[str, Callable[[list[str]], int]] = {
+    "run": _run,
+    "list": _list,
+    "diagnose": _diagnose,
+}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -508,6 +508,12 @@ class Suite:
             self._say(f"results in {run_dir} are incomplete; finished variants' files are intact.")
             return 130 if state == "interrupted" else 1
         print_summary(table, run_dir)
+        if state != "interrupted" and table["profiled"].any():
+            try:
+                self.write_diagnosis(run_dir, table)
+            except Exception as exc:  # the tables above are safe; say what broke and fail
+                self.failures.append(f"diagnosis failed: {type(exc).__name__}: {exc}")
+                self._say(f"FAILED diagnosing the exports in {run_dir}: {exc}")
         if state == "interrupted":
             return 130
         return 1 if self.failures else 0
@@ -517,6 +523,24 @@ class Suite:
         if str(exc) not in self.failures:
             self.failures.append(str(exc))
             self._say(f"FAILED writing results: {exc}")
+
+    # -- diagnosis ------------------------------------------------------------------------
+    def write_diagnosis(self, run_dir: Path, table: pd.DataFrame) -> None:
+        """diagnosis.csv, verdicts.csv, confusion.csv from the exports; print the verdicts."""
+        from harness import verdicts as V
+
+        diag = V.diagnose_run(run_dir, self.found, table)
+        verdict = V.verdicts(diag, table, self.found)
+        matrix, scores = V.confusion(diag)
+        write_frame(run_dir / "diagnosis.csv", diag)
+        write_frame(run_dir / "verdicts.csv", verdict)
+        write_frame(run_dir / "confusion.csv", matrix.reset_index(names="injected"))
+        write_frame(run_dir / "detector_scores.csv", scores)
+        with pd.option_context("display.width", 160, "display.max_colwidth", 90):
+            print("\nverdicts:")
+            print(verdict[["scenario", "verdict", "reason"]].to_string(index=False))
+            print("\nconfusion (rows: injected, columns: primary finding):")
+            print(matrix.to_string())
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:

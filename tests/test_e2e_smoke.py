@@ -101,3 +101,34 @@ def test_profiled_with_real_exports(smoke_run):
         if v == "baseline":
             loads = ranges[(ranges["text"] == "data_load")]
             assert len(loads) == result["steps"] + result["warmup_steps"]
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
+def test_diagnose_exports_a_real_nsys_rep(smoke_run, cli):
+    """`harness diagnose` on a .nsys-rep: exported with the nsys found, then diagnosed."""
+    _, run_dir = smoke_run
+    rep = run_dir / "sync_loading/baseline/profile/sync_loading__baseline.nsys-rep"
+    proc = cli(["diagnose", "--format", "json", str(rep)])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["report"] == str(rep)
+    assert out["primary"] == "data_stall"  # the NVTX path: data_load dominates the CPU step
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
+def test_ground_truth_tables(smoke_run):
+    """diagnosis.csv, verdicts.csv and the confusion matrix, from the run's own exports."""
+    proc, run_dir = smoke_run
+    diag = pd.read_csv(run_dir / "diagnosis.csv").set_index("variant")
+    assert list(diag.index) == VARIANTS
+    assert diag.loc["baseline", "injected"] == "data_stall"
+    assert (diag.drop(index="baseline")["injected"] == "none").all()
+    assert diag.loc["baseline", "primary"] == "data_stall"
+    assert not diag.drop(index="baseline")["data_stall_fired"].any()
+    verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario")
+    assert verdict.loc["sync_loading", "verdict"] == "confirmed", verdict.loc["sync_loading"]
+    matrix = pd.read_csv(run_dir / "confusion.csv").set_index("injected")
+    assert matrix.loc["data_stall", "data_stall"] == 1
+    assert matrix.loc["none", "none"] == 3
+    assert int(matrix.to_numpy().sum()) == 4
+    assert "verdicts:" in proc.stdout and "confirmed" in proc.stdout

@@ -1,0 +1,125 @@
+"""``python -m harness diagnose PATH... [--format text|json]``: findings for any nsys report.
+
+Takes ``.sqlite`` exports, or ``.nsys-rep`` reports (exported with the nsys the harness finds,
+into a temporary folder). Findings are ranked by impact; the primary class is the fired finding
+with the largest impact, or ``none``. Exit 0 with or without findings, 2 on a file that cannot
+be read.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from analysis.detect import diagnose
+from analysis.trace import TraceError, open_trace
+from harness import nsys as nsys_mod
+
+
+class DiagnoseError(RuntimeError):
+    """A report could not be read or exported; the message says which and why."""
+
+
+def _sqlite_for(path: Path, tmp: Path) -> Path:
+    if not path.exists():
+        raise DiagnoseError(f"{path}: no such file")
+    if path.suffix != ".nsys-rep":
+        return path
+    found = nsys_mod.find(None)
+    if found is None:
+        raise DiagnoseError(f"{path}: exporting a .nsys-rep needs nsys, and none was found")
+    out = tmp / (path.stem + ".sqlite")
+    proc = subprocess.run(
+        nsys_mod.export_command(found, path, out),
+        capture_output=True,
+        text=True,
+        timeout=900,
+        check=False,
+    )
+    if proc.returncode != 0 or not out.is_file():
+        said = (proc.stdout + proc.stderr).strip()[-400:]
+        raise DiagnoseError(f"{path}: nsys export failed (exit {proc.returncode}): {said}")
+    return out
+
+
+def _clean(value: Any) -> Any:
+    """JSON-safe numbers (NaN/inf become null)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _clean(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_clean(v) for v in value]
+    if hasattr(value, "item"):  # numpy scalars
+        return _clean(value.item())
+    return value
+
+
+def diagnose_report(path: Path) -> dict[str, Any]:
+    """The JSON-shaped diagnosis of one report (raises DiagnoseError when unreadable)."""
+    with tempfile.TemporaryDirectory(prefix="bottleneck-diagnose-") as tmp:
+        db = _sqlite_for(path, Path(tmp))
+        try:
+            with open_trace(db) as trace:
+                findings = diagnose(trace)
+        except TraceError as exc:
+            raise DiagnoseError(str(exc)) from exc
+    fired = [f for f in findings if f.fired]
+    return _clean(
+        {
+            "report": str(path),
+            "primary": fired[0].klass if fired else "none",
+            "findings": [
+                {
+                    "class": f.klass,
+                    "fired": f.fired,
+                    "impact": f.impact,
+                    "metrics": f.metrics,
+                    "evidence": f.evidence,
+                    "reason": f.reason,
+                }
+                for f in findings
+            ],
+        }
+    )
+
+
+def format_text(result: dict[str, Any]) -> str:
+    lines = [f"{result['report']}", f"  primary: {result['primary']}"]
+    for f in result["findings"]:
+        mark = "FIRED" if f["fired"] else "     "
+        shown = ", ".join(
+            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+            for k, v in list(f["metrics"].items())[:4]
+        )
+        lines.append(f"  {mark} {f['class']:14s} impact {f['impact']:.3f}  {shown}")
+        if f.get("reason"):
+            lines.append(f"        {f['reason']}")
+    return "\n".join(lines)
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness diagnose", description=__doc__.splitlines()[0]
+    )
+    parser.add_argument("paths", nargs="+", type=Path, help=".sqlite or .nsys-rep files")
+    parser.add_argument("--format", choices=("text", "json"), default="text")
+    args = parser.parse_args(argv)
+    results = []
+    for path in args.paths:
+        try:
+            results.append(diagnose_report(path))
+        except (DiagnoseError, subprocess.TimeoutExpired) as exc:
+            print(f"error: cannot diagnose {path}: {exc}", file=sys.stderr)
+            return 2
+    if args.format == "json":
+        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
+    else:
+        print("\n\n".join(format_text(r) for r in results))
+    return 0
