@@ -128,6 +128,12 @@ def steady(trace: T.Trace, cfg: Mapping[str, Any]) -> Steady:
 # --- GPU activity ------------------------------------------------------------------------------
 
 
+def steady_activity(trace: T.Trace, cfg: Mapping[str, Any]) -> tuple[Steady, pd.DataFrame]:
+    """The steady-state window and the GPU activity inside it: what most detectors start from."""
+    st = steady(trace, cfg)
+    return st, gpu_activity(trace, st.lo, st.hi)
+
+
 def gpu_activity(trace: T.Trace, lo: int, hi: int) -> pd.DataFrame:
     """Kernels, memcpys and memsets overlapping [lo, hi], clipped to it (cached).
 

@@ -23,8 +23,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
     if not trace.has(C.KERNEL):
         return C.missing(KLASS, C.KERNEL, "CUDA kernels")
-    st = C.steady(trace, thresholds)
-    act = C.gpu_activity(trace, st.lo, st.hi)
+    st, act = C.steady_activity(trace, thresholds)
     k = act[act["kind"] == "kernel"]
     nccl = k[k["is_nccl"]]
     ns, ne = C.union(nccl["start_ns"], nccl["end_ns"])

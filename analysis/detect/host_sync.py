@@ -28,9 +28,8 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
     if not trace.has(C.RUNTIME):
         return C.missing(KLASS, C.RUNTIME, "CUDA API calls")
-    st = C.steady(trace, thresholds)
+    st, act = C.steady_activity(trace, thresholds)
     api = C.api_calls(trace, st.lo, st.hi)
-    act = C.gpu_activity(trace, st.lo, st.hi)
     copies = act.loc[act["kind"] == "memcpy", ["correlation_id", "direction", "pageable"]]
     api = api.merge(copies.drop_duplicates("correlation_id"), on="correlation_id", how="left")
     blocking_d2h = (

@@ -25,8 +25,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
     if not trace.has(C.KERNEL):
         return C.missing(KLASS, C.KERNEL, "CUDA kernels")
-    st = C.steady(trace, thresholds)
-    act = C.gpu_activity(trace, st.lo, st.hi)
+    st, act = C.steady_activity(trace, thresholds)
     metrics: dict[str, float] = {}
     is_k = (act["kind"] == "kernel").to_numpy()
     n_kernels = int(is_k.sum())

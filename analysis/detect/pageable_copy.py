@@ -23,8 +23,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
     if not trace.has(C.KERNEL) and not trace.has(C.MEMCPY):
         return C.missing(KLASS, C.MEMCPY, "CUDA memory copies")
-    st = C.steady(trace, thresholds)
-    act = C.gpu_activity(trace, st.lo, st.hi)
+    st, act = C.steady_activity(trace, thresholds)
     pg = act[(act["kind"] == "memcpy") & (act["direction"] == "HtoD") & act["pageable"]]
     s, e = C.union(pg["start_ns"], pg["end_ns"])
     share = C.length(s, e) / st.span_ns
