@@ -14,17 +14,22 @@ raises :class:`TraceError` instead: it never comes back as an empty frame.
 
 from __future__ import annotations
 
+import os
 import re
 import sqlite3
+import threading
 from collections.abc import Iterable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
 from pathlib import Path
 from types import TracebackType
 
+import numpy as np
 import pandas as pd
 
 __all__ = [
+    "ACTIVITY_TABLES",
     "CUDA_API",
     "GPU_INFO",
     "KERNELS",
@@ -40,7 +45,9 @@ __all__ = [
     "api_base_name",
     "api_category",
     "cuda_api",
+    "enum_table",
     "gpu_info",
+    "int_columns",
     "kernels",
     "memcpy",
     "memset",
@@ -212,8 +219,9 @@ GPU_INFO: dict[str, str] = {
     "threads_per_warp": NI64,
 }
 
-# Tables whose rows are timed activity; used by window() when there is no `measure` range.
-_ACTIVITY_TABLES = (
+#: Tables whose rows are timed activity (start, end); window() spans them when there is no
+#: `measure` range.
+ACTIVITY_TABLES = (
     "CUPTI_ACTIVITY_KIND_KERNEL",
     "CUPTI_ACTIVITY_KIND_MEMCPY",
     "CUPTI_ACTIVITY_KIND_MEMSET",
@@ -261,21 +269,36 @@ class Trace:
         self.conn.close()
 
     def query(
-        self, sql: str, params: Mapping[str, object] | None = None
+        self,
+        sql: str,
+        params: Mapping[str, object] | None = None,
+        *,
+        conn: sqlite3.Connection | None = None,
     ) -> tuple[list[str], list[tuple[object, ...]]]:
         """Run SQL and fetch everything, turning SQLite's corruption errors into TraceError.
 
         Corruption past the first page only shows when a query reads it, so every query goes
-        through here and an unreadable file can never come back as an empty frame.
+        through here and an unreadable file can never come back as an empty frame. ``conn``:
+        one of this trace's :meth:`reader` connections instead of the main one.
         """
         try:
-            cur = self.conn.execute(sql, params or {})
+            cur = (conn or self.conn).execute(sql, params or {})
             rows = cur.fetchall()
         except sqlite3.DatabaseError as exc:
             if _is_bug(exc):
                 raise
             raise TraceError(f"{self.path}: unreadable SQLite data ({exc})") from exc
         return [d[0] for d in cur.description or ()], rows
+
+    def reader(self) -> sqlite3.Connection:
+        """Another read-only connection to the same file, usable from another thread (SQLite
+        runs queries without Python's lock, so several readers scan a big table in parallel).
+        The caller closes it."""
+        uri = self.path.resolve().as_uri() + "?mode=ro"
+        try:
+            return sqlite3.connect(uri, uri=True, check_same_thread=False)
+        except sqlite3.Error as exc:
+            raise TraceError(f"{self.path}: cannot open as SQLite ({exc})") from exc
 
     def tables(self) -> frozenset[str]:
         """Names of the tables (and views) in the export, read once."""
@@ -390,17 +413,120 @@ def _stand_in(columns: Iterable[str]) -> str:
     return f"(SELECT {cols} WHERE 0)"
 
 
-def _enum(trace: Trace, table: str) -> str:
-    """A table expression with (id, name, label) for an nsys ENUM_* table.
+def enum_table(trace: Trace, table: str) -> str:
+    """A table expression with columns (id, name, label) for the nsys enum ``table`` (ENUM_*).
 
-    Uses the table itself when it has ``label``; older exports have some enums with only
-    (id, name), so ``name`` stands in for the label; a missing enum becomes a zero-row stand-in.
+    nsys stores kinds (copy kind, memory kind, sync type, event class, ...) as integer ids whose
+    meaning lives in ENUM_* tables of the same export; ids differ between nsys versions, so
+    queries join the enum and test its ``name`` (e.g. ``name LIKE '%PAGEABLE'``) rather than
+    hard-coding ids. Use the result in SQL where a table goes (``LEFT JOIN {expr} AS ck ON
+    ck.id = m.copyKind``). It is the table itself when it has ``label``; older exports have some
+    enums with only (id, name), so ``name`` stands in for the label; a missing enum becomes a
+    zero-row stand-in. ``table`` must be a name from the nsys schema, never caller input.
     """
     if not trace.has(table):
         return _stand_in(("id", "name", "label"))
     if trace.has(table, "label"):
         return table
     return f"(SELECT id, name, name AS label FROM {table})"
+
+
+#: Rowids per chunk (one SQL scan, one task) in int_columns: ~10 MB of text per column.
+INT_COLUMNS_CHUNK = 500_000
+#: Threads (each with its own read-only connection) that int_columns reads passes with.
+PARALLEL_READERS = max(1, min(8, os.cpu_count() or 1))
+
+
+def int_columns(
+    trace: Trace,
+    table: str,
+    columns: Mapping[str, str],
+    where: str = "1",
+    params: Mapping[str, object] | None = None,
+    *,
+    few: bool = False,
+    null: int = -1,
+    chunk_rows: int = INT_COLUMNS_CHUNK,
+) -> dict[str, np.ndarray]:
+    """Integer columns of the rows of ``table`` (alias ``t``) matching ``where``, as int64 arrays.
+
+    For the large activity tables (millions of kernels and API calls): each chunk of
+    ``chunk_rows`` rowids is one SQL scan that folds every column into a ``group_concat`` text,
+    which numpy parses, instead of one Python tuple per row (several times faster, and no object
+    columns); chunks run on :data:`PARALLEL_READERS` threads with their own read-only
+    connections (SQLite works without Python's lock). With ``few=True`` (a selective ``where``:
+    syncs, copies) the columns come from one ordinary query instead.
+    ``columns`` maps a result name to an SQL expression over ``t`` (``'t.start'``,
+    ``"t.nameId IN (3, 5)"``) with integer values; NULL becomes ``null``, so every array has one
+    entry per matching row, in rowid order (the order a rowid-range scan returns them); a
+    value that is not an integer raises TraceError.
+    ``table``, the expressions and ``where`` are SQL text from this package, never caller input;
+    values go in ``params``. An empty or missing table gives empty arrays.
+    """
+    empty = {name: np.zeros(0, np.int64) for name in columns}
+    if not trace.has(table) or not columns:
+        return empty
+    values = {name: f"COALESCE({expr}, {int(null)})" for name, expr in columns.items()}
+    if few:
+        sql = (
+            f"SELECT {', '.join(values.values())} FROM {table} AS t WHERE {where} ORDER BY t.rowid"
+        )
+        rows = trace.query(sql, params)[1]
+        if any(type(v) is not int for row in rows for v in row):
+            raise TraceError(f"{trace.path}: {table} holds values that are not integers")
+        a = np.array(rows, dtype=np.int64).reshape(len(rows), len(values))
+        return {name: a[:, i].copy() for i, name in enumerate(values)}
+    _, rows = trace.query(f"SELECT MIN(rowid), MAX(rowid) FROM {table}")
+    first, last = rows[0]
+    if first is None:
+        return empty
+    tasks = list(range(int(first), int(last) + 1, chunk_rows))
+    # One scan per chunk with one group_concat per column: the aggregates see the rows in the
+    # same order (a rowid-range search visits them in rowid order), and one scan with several
+    # aggregates costs far less than a scan per column or a per-row string concatenation.
+    aggs = ", ".join(f"group_concat({v}, ' ')" for v in values.values())
+    sql = f"SELECT {aggs} FROM {table} AS t WHERE t.rowid >= :_a AND t.rowid < :_b AND ({where})"
+
+    def run(a: int, conn: sqlite3.Connection | None) -> list[np.ndarray]:
+        p = {**(params or {}), "_a": a, "_b": a + chunk_rows}
+        texts = trace.query(sql, p, conn=conn)[1][0]
+        arrays = []
+        for name, text in zip(values, texts, strict=True):
+            bad = TraceError(f"{trace.path}: {table}.{name} holds values that are not integers")
+            try:
+                arr = np.fromstring(text or "", dtype=np.int64, sep=" ")
+            except ValueError as exc:
+                raise bad from exc
+            if text and arr.size != text.count(" ") + 1:
+                raise bad
+            arrays.append(arr)
+        if len({arr.size for arr in arrays}) > 1:  # NULLs slipped through: a bug, not the file
+            raise RuntimeError(f"int_columns: columns of {table} came back misaligned")
+        return arrays
+
+    workers = min(len(tasks), PARALLEL_READERS)
+    if workers <= 1:
+        parts = [run(a, None) for a in tasks]
+    else:
+        local = threading.local()
+        opened: list[sqlite3.Connection] = []
+        lock = threading.Lock()
+
+        def work(a: int) -> list[np.ndarray]:
+            conn = getattr(local, "conn", None)
+            if conn is None:
+                conn = local.conn = trace.reader()
+                with lock:
+                    opened.append(conn)
+            return run(a, conn)
+
+        try:
+            with ThreadPoolExecutor(workers) as pool:
+                parts = list(pool.map(work, tasks))
+        finally:
+            for conn in opened:
+                conn.close()
+    return {name: np.concatenate([part[i] for part in parts]) for i, name in enumerate(values)}
 
 
 def _col(trace: Trace, table: str, column: str, alias: str) -> str:
@@ -496,8 +622,8 @@ def memcpy(trace: Trace) -> pd.DataFrame:
     t = "CUPTI_ACTIVITY_KIND_MEMCPY"
     subs = {
         "graph_node_id": _col(trace, t, "graphNodeId", "m"),
-        "enum_copy_kind": _enum(trace, "ENUM_CUDA_MEMCPY_OPER"),
-        "enum_mem_kind": _enum(trace, "ENUM_CUDA_MEM_KIND"),
+        "enum_copy_kind": enum_table(trace, "ENUM_CUDA_MEMCPY_OPER"),
+        "enum_mem_kind": enum_table(trace, "ENUM_CUDA_MEM_KIND"),
     }
     df = _query(trace, "memcpy", MEMCPY, table=t, subs=subs)
     return _typed(df, MEMCPY, "memcpy", trace)
@@ -509,7 +635,7 @@ def memset(trace: Trace) -> pd.DataFrame:
     subs = {
         "graph_node_id": _col(trace, t, "graphNodeId", "m"),
         "mem_kind": _col(trace, t, "memKind", "m"),
-        "enum_mem_kind": _enum(trace, "ENUM_CUDA_MEM_KIND"),
+        "enum_mem_kind": enum_table(trace, "ENUM_CUDA_MEM_KIND"),
     }
     df = _query(trace, "memset", MEMSET, table=t, subs=subs)
     return _typed(df, MEMSET, "memset", trace)
@@ -586,7 +712,7 @@ def cuda_api(trace: Trace) -> pd.DataFrame:
     it is computed once per distinct name, not per row.
     """
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
-    subs = {"enum_event_class": _enum(trace, "ENUM_NSYS_EVENT_CLASS")}
+    subs = {"enum_event_class": enum_table(trace, "ENUM_NSYS_EVENT_CLASS")}
     df = _query(trace, "cuda_api", CUDA_API, table=t, subs=subs)
     names = pd.Series(df["name"].dropna().unique(), dtype=object)
     base = {n: api_base_name(n) for n in names}
@@ -598,22 +724,40 @@ def cuda_api(trace: Trace) -> pd.DataFrame:
 def sync_events(trace: Trace) -> pd.DataFrame:
     """GPU-side synchronisation records: what the host waited on and for how long."""
     t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
-    subs = {"enum_sync_type": _enum(trace, "ENUM_CUPTI_SYNC_TYPE")}
+    subs = {"enum_sync_type": enum_table(trace, "ENUM_CUPTI_SYNC_TYPE")}
     df = _query(trace, "sync_events", SYNC_EVENTS, table=t, subs=subs)
     return _typed(df, SYNC_EVENTS, "sync_events", trace)
 
 
-def _nvtx_query(trace: Trace, text: str | None, schema: Mapping[str, str]) -> pd.DataFrame:
-    """NVTX ranges, all or those whose text equals ``text`` (filtered in SQL)."""
+def _nvtx_query(
+    trace: Trace,
+    text: str | None,
+    schema: Mapping[str, str],
+    *,
+    tid: int | None = None,
+    spans: Iterable[tuple[int, int]] | None = None,
+) -> pd.DataFrame:
+    """NVTX ranges, all or those whose text equals ``text``, of thread ``tid`` and overlapping
+    one of ``spans`` (all filtered in SQL)."""
+    params: dict[str, object] = {"text": text}
+    filters = ""
+    if tid is not None:
+        filters += " AND n.globalTid = :tid"
+        params["tid"] = int(tid)
+    if spans is not None:
+        ors = []
+        for i, (lo, hi) in enumerate(spans):
+            ors.append(f'(n."end" > :lo{i} AND n.start < :hi{i})')
+            params[f"lo{i}"], params[f"hi{i}"] = int(lo), int(hi)
+        filters += f" AND ({' OR '.join(ors) or '0'})"
     subs = {
-        "enum_event_type": _enum(trace, "ENUM_NSYS_EVENT_TYPE"),
+        "enum_event_type": enum_table(trace, "ENUM_NSYS_EVENT_TYPE"),
         "thread_names": "ThreadNames"
         if trace.has("ThreadNames")
         else _stand_in(("globalTid", "nameId")),
+        "filters": filters,
     }
-    return _query(
-        trace, "nvtx_ranges", schema, table="NVTX_EVENTS", subs=subs, params={"text": text}
-    )
+    return _query(trace, "nvtx_ranges", schema, table="NVTX_EVENTS", subs=subs, params=params)
 
 
 def _nesting_depth(df: pd.DataFrame) -> list[object]:
@@ -644,13 +788,22 @@ def _nesting_depth(df: pd.DataFrame) -> list[object]:
     return depth
 
 
-def nvtx_ranges(trace: Trace) -> pd.DataFrame:
+def nvtx_ranges(
+    trace: Trace,
+    *,
+    tid: int | None = None,
+    spans: Iterable[tuple[int, int]] | None = None,
+) -> pd.DataFrame:
     """NVTX push/pop and start/end ranges with thread names and nesting depth (:data:`NVTX_RANGES`).
 
     These are the harness' phase markers (measure, step, data_load, forward, ...); marks are left
-    out. ``depth`` counts enclosing push/pop ranges on the same thread.
+    out. ``depth`` counts enclosing push/pop ranges on the same thread. ``tid`` (a global tid)
+    and ``spans`` ((start_ns, end_ns) pairs) read only that thread's ranges overlapping one of
+    the spans, in SQL (a trace with per-operator ranges has millions); depths stay exact, since
+    the ranges enclosing a range overlap whatever it overlaps. Ranges still open at the end of
+    the capture overlap no span.
     """
-    df = _nvtx_query(trace, None, NVTX_RANGES)
+    df = _nvtx_query(trace, None, NVTX_RANGES, tid=tid, spans=spans)
     df["depth"] = _nesting_depth(df)
     return _typed(df, NVTX_RANGES, "nvtx_ranges", trace)
 
@@ -680,7 +833,7 @@ def window(trace: Trace, name: str = "measure") -> tuple[int, int]:
         return int(ranges["start_ns"].min()), int(ranges["end_ns"].max())
     starts: list[int] = []
     ends: list[int] = []
-    for table in _ACTIVITY_TABLES:
+    for table in ACTIVITY_TABLES:
         if trace.has(table):
             _, rows = trace.query(_sql("activity_span").format(table=table))
             lo, hi = rows[0]

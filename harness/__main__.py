@@ -6,8 +6,10 @@ the rest is handed to Hydra (which also gives ``--cfg job``, ``--help`` and ``-m
 
 from __future__ import annotations
 
+import os
 import sys
 from collections.abc import Callable
+from pathlib import Path
 
 USAGE = """usage: python -m harness SUBCOMMAND [overrides]
 
@@ -17,6 +19,10 @@ subcommands:
              harness.resume=RUN_DIR; scenario.NAME.severity=...; --cfg job shows the config)
   list      list scenarios, their variants and bottleneck classes
   diagnose  findings for any nsys report:  python -m harness diagnose PATH... [--format json]
+  report    report.html + report.md of a run folder:  python -m harness report RUN_DIR
+            (a sweep folder of `run -m`, or several run folders: dose-response across
+             severities; --out DIR, --steps N, --no-timelines)
+  compare   the speedup matrix by GPU:  python -m harness compare RUN_DIR RUN_DIR... [--out DIR]
 """
 
 
@@ -43,9 +49,11 @@ def _run(argv: list[str]) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     codes: list[int] = []
+    sweeps: list[Path] = []
 
     @hydra.main(config_path=str(config_dir()), config_name="config", version_base="1.3")
     def task(cfg: DictConfig) -> None:
+        before = _run_folders(cfg)
         try:
             suite = to_suite(cfg, found)
             codes.append(Suite(suite, cfg).run())
@@ -58,6 +66,12 @@ def _run(argv: list[str]) -> int:
         except ValueError as exc:  # __post_init__ validation: names the key and the range
             print(f"error: invalid configuration: {exc}", file=sys.stderr)
             codes.append(2)
+        finally:
+            _mark_sweep_job(cfg, before, sweeps)
+        if codes and codes[-1] != 0 and _remote_launcher():
+            # submitit (SLURM) runs each job in a process of its own and sees only whether the
+            # task raised: say it here, or a job whose variants failed reads as a success.
+            raise SuiteFailed(f"harness run exited with code {codes[-1]}; see the run folder")
 
     saved = sys.argv
     sys.argv = [f"{saved[0]} run", *argv]
@@ -65,7 +79,79 @@ def _run(argv: list[str]) -> int:
         task()
     finally:
         sys.argv = saved
+    if sweeps:  # `run -m`: the dose-response over the jobs' run folders, in the sweep folder
+        from harness.report import report_after_sweep
+
+        problem = report_after_sweep(sweeps[0], lambda m: print(m, file=sys.stderr))
+        if problem:
+            codes.append(130 if problem == "interrupted" else 1)
     return max(codes) if codes else 0
+
+
+class SuiteFailed(RuntimeError):
+    """A job of a remote multirun (SLURM) whose run failed: raised so the launcher says so."""
+
+
+def _remote_launcher() -> bool:
+    """True inside a multirun whose launcher runs jobs in other processes (submitit)."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        return hc.mode == RunMode.MULTIRUN and "submitit" in str(hc.launcher.get("_target_", ""))
+    except Exception:  # not under Hydra (tests calling the task directly)
+        return False
+
+
+def _run_folders(cfg: object) -> set[Path]:
+    """Run folders (with a manifest.json) now in the results folder ``cfg`` writes to."""
+    try:
+        base = Path(str(cfg.harness.results_dir))  # type: ignore[attr-defined]
+        return {p.parent.resolve() for p in base.glob("*/manifest.json")}
+    except Exception:  # a bad value is reported by the run itself
+        return set()
+
+
+def _mark_sweep_job(cfg: object, before: set[Path], sweeps: list[Path]) -> None:
+    """In a multirun, note in the Hydra job folder which run folder this job made.
+
+    ``<sweep dir>/<job>/harness-run.json`` (one file per job: launchers may run jobs at once)
+    names the run folder relative to itself and absolutely; ``harness report SWEEP_DIR`` reads
+    them. Outside a multirun, or when the job made no run folder, nothing is written.
+    """
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        hc = HydraConfig.get()
+        if hc.mode != RunMode.MULTIRUN:
+            return
+        made = sorted(_run_folders(cfg) - before)
+        resume = cfg.harness.resume  # type: ignore[attr-defined]
+        if not made and resume:
+            made = [Path(str(resume)).resolve()]
+        job_dir = Path(str(hc.runtime.output_dir)).resolve()
+        sweep_dir = Path(str(hc.sweep.dir)).resolve()
+        if sweep_dir not in sweeps:
+            sweeps.append(sweep_dir)
+        if not made:
+            return
+        from harness.atomic import write_json
+        from harness.report import SWEEP_MARKER
+
+        write_json(
+            job_dir / SWEEP_MARKER,
+            {
+                "job": hc.job.num,
+                "overrides": list(hc.overrides.task),
+                "runs": [
+                    {"relative": os.path.relpath(p, job_dir), "absolute": str(p)} for p in made
+                ],
+            },
+        )
+    except Exception as exc:  # bookkeeping for the sweep report must never cost a run
+        print(f"note: could not record this job for the sweep report: {exc}", file=sys.stderr)
 
 
 def _list(argv: list[str]) -> int:
@@ -86,10 +172,24 @@ def _diagnose(argv: list[str]) -> int:
     return diagnose_main(argv)
 
 
+def _report(argv: list[str]) -> int:
+    from harness.report import main as report_main
+
+    return report_main(argv)
+
+
+def _compare(argv: list[str]) -> int:
+    from harness.report_compare import main as compare_main
+
+    return compare_main(argv)
+
+
 COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "run": _run,
     "list": _list,
     "diagnose": _diagnose,
+    "report": _report,
+    "compare": _compare,
 }
 
 

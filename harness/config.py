@@ -79,8 +79,25 @@ class HarnessConfig:
     """Address-space cap (GiB) for each CPU worker (RLIMIT_AS), so a runaway variant fails as
     'oom' instead of swapping the box; ignored on the GPU, where CUDA maps far more address space
     than it uses. None: no cap."""
+    max_window_s: float | None = 10.0
+    """Measured-window budget per worker: a variant whose ``steps`` would take longer (a 1.3 s
+    data-bound baseline step, say) measures fewer steps, never fewer than ``min_steps``. Sizes
+    and severities stay as they are; only the number of measured steps shrinks. None: off."""
+    min_steps: int = 5
+    """The fewest measured steps a shortened window keeps."""
+    export_workers: int = 4
+    """nsys exports run after each scenario's last worker, this many at once (none overlaps a
+    measurement)."""
 
     def __post_init__(self) -> None:
+        if self.max_window_s is not None and self.max_window_s <= 0:
+            raise ValueError(
+                f"harness.max_window_s must be > 0 seconds or null, got {self.max_window_s}"
+            )
+        if self.min_steps < 1:
+            raise ValueError(f"harness.min_steps must be >= 1, got {self.min_steps}")
+        if self.export_workers < 1:
+            raise ValueError(f"harness.export_workers must be >= 1, got {self.export_workers}")
         if self.timeout_s <= 0:
             raise ValueError(f"harness.timeout_s must be > 0 seconds, got {self.timeout_s}")
         if self.repeats < 1:
@@ -99,6 +116,87 @@ class HarnessConfig:
         return Path(base) / "bottleneck-suite"
 
 
+#: torchrun rendezvous backends the harness can drive across nodes (see DistConfig.rdzv_backend).
+RDZV_BACKENDS = ("static", "c10d")
+
+
+@dataclass(kw_only=True)
+class DistConfig:
+    """How distributed scenarios (``world_size`` > 1) are launched through torchrun.
+
+    One node (the default): ``torchrun --standalone --nproc-per-node=N``. Several nodes: every
+    node runs the same ``harness run`` command with its own ``node_rank``; node 0 writes the usual
+    run folder ``<harness.results_dir>/<run_name>/`` and node k its own run folder inside it,
+    ``<run_name>/node<k>/`` (reports named ``<scenario>__<variant>-node<k>.nsys-rep``).
+    """
+
+    nnodes: int = 1
+    """Machines taking part; above 1 each one runs the harness with its own node_rank."""
+    node_rank: int = 0
+    """This machine's place, 0..nnodes-1. Node 0 hosts the rendezvous and global rank 0, which
+    writes result.json (the step times in runs.csv are node 0's)."""
+    nproc_per_node: int | None = None
+    """Processes (GPUs) per node; None: the scenario's world_size. The world is nnodes times this."""
+    rdzv_endpoint: str | None = None
+    """host:port of node 0, reachable from every node; required when nnodes > 1."""
+    rdzv_backend: str = "static"
+    """'static' (default): global ranks follow node_rank, so rank 0 is on node 0. 'c10d': torchrun's
+    dynamic rendezvous, which ignores node_rank and orders nodes by host name, so node 0 may not
+    hold rank 0 (its variants then end 'no_result')."""
+    rdzv_id: str | None = None
+    """Rendezvous id shared by the nodes (default: run_name); each variant run appends
+    '-<scenario>-<variant>-<phase>' so two nodes never join different variants."""
+    rdzv_timeout_s: float = 900.0
+    """How long a node waits for the others at each variant's rendezvous."""
+    run_name: str | None = None
+    """Run folder name under harness.results_dir that every node writes into; required when
+    nnodes > 1 (a shared file system, or copy node k's 'node<k>/' folder into node 0's after)."""
+
+    def __post_init__(self) -> None:
+        if self.nnodes < 1:
+            raise ValueError(f"dist.nnodes must be >= 1, got {self.nnodes}")
+        if not 0 <= self.node_rank < self.nnodes:
+            raise ValueError(
+                f"dist.node_rank must be in 0..{self.nnodes - 1} (dist.nnodes={self.nnodes}), "
+                f"got {self.node_rank}"
+            )
+        if self.nproc_per_node is not None and self.nproc_per_node < 1:
+            raise ValueError(f"dist.nproc_per_node must be >= 1 or null, got {self.nproc_per_node}")
+        if self.rdzv_backend not in RDZV_BACKENDS:
+            raise ValueError(
+                f"dist.rdzv_backend must be one of {RDZV_BACKENDS}, got {self.rdzv_backend!r}"
+            )
+        if self.rdzv_timeout_s <= 0:
+            raise ValueError(f"dist.rdzv_timeout_s must be > 0 seconds, got {self.rdzv_timeout_s}")
+        for key in ("run_name", "rdzv_id"):
+            value = getattr(self, key)
+            if value is not None and (
+                not value
+                or value in (".", "..")
+                or not all(c.isalnum() or c in "._-" for c in value)
+            ):
+                raise ValueError(
+                    f"dist.{key} must be a plain name (letters, digits, '.', '_', '-'), got {value!r}"
+                )
+        if self.nnodes == 1:
+            return
+        host, _, port = (self.rdzv_endpoint or "").rpartition(":")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise ValueError(
+                f"dist.rdzv_endpoint must be HOST:PORT of node 0 when dist.nnodes > 1, got "
+                f"{self.rdzv_endpoint!r}"
+            )
+        if not self.run_name:
+            raise ValueError(
+                "dist.run_name is required when dist.nnodes > 1: the run folder every node "
+                "writes into, e.g. dist.run_name=ddp-2node-1"
+            )
+
+    @property
+    def multinode(self) -> bool:
+        return self.nnodes > 1
+
+
 @dataclass(kw_only=True)
 class SuiteConfig:
     """Top-level schema: what to run, at which size, and how."""
@@ -109,6 +207,8 @@ class SuiteConfig:
     """Parent-side settings."""
     nsys: NsysConfig = field(default_factory=NsysConfig)
     """Profiler settings."""
+    dist: DistConfig = field(default_factory=DistConfig)
+    """torchrun launch of distributed scenarios: processes per node, nodes, rendezvous."""
     scenario: dict[str, Any] = field(default_factory=dict)
     """Selected scenarios by name, each validated against its own schema."""
 

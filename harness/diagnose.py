@@ -1,9 +1,11 @@
-"""``python -m harness diagnose PATH... [--format text|json]``: findings for any nsys report.
+"""``python -m harness diagnose PATH... [--format text|json] [--expert-rules]``: findings for
+any nsys report.
 
 Takes ``.sqlite`` exports, or ``.nsys-rep`` reports (exported with the nsys the harness finds,
 into a temporary folder). Findings are ranked by impact; the primary class is the fired finding
-with the largest impact, or ``none``. Exit 0 with or without findings, 2 on a file that cannot
-be read.
+with the largest impact, or ``none``. ``--expert-rules`` also runs nsys's own rules
+(``nsys analyze``, analysis/expert_rules.py) on the same export and shows which fired, next to
+the class each stands for. Exit 0 with or without findings, 2 on a file that cannot be read.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from analysis import expert_rules as E
 from analysis.detect import diagnose
 from analysis.trace import TraceError, open_trace
 from harness import nsys as nsys_mod
@@ -61,8 +64,23 @@ def _clean(value: Any) -> Any:
     return value
 
 
-def diagnose_report(path: Path) -> dict[str, Any]:
-    """The JSON-shaped diagnosis of one report (raises DiagnoseError when unreadable)."""
+def expert_rules_for(db: Path) -> dict[str, Any]:
+    """nsys's expert rules on one export: {"nsys", "rules": [...]} or {"skipped": reason}."""
+    found = nsys_mod.find(None)
+    if found is None:
+        return {"skipped": "no nsys found, so nsys's expert rules could not run"}
+    try:
+        results = E.run_rules(found.path, db)
+    except E.ExpertRulesUnavailable as exc:
+        return {"skipped": str(exc)}
+    label = found.version.replace("NVIDIA Nsight Systems version", "").strip()
+    return {"nsys": label, "rules": [r.to_dict() for r in results]}
+
+
+def diagnose_report(path: Path, *, expert_rules: bool = False) -> dict[str, Any]:
+    """The JSON-shaped diagnosis of one report (raises DiagnoseError when unreadable); with
+    ``expert_rules``, an ``expert_rules`` key with nsys's rules on the same export."""
+    rules = None
     with tempfile.TemporaryDirectory(prefix="bottleneck-diagnose-") as tmp:
         db = _sqlite_for(path, Path(tmp))
         try:
@@ -70,7 +88,10 @@ def diagnose_report(path: Path) -> dict[str, Any]:
                 findings = diagnose(trace)
         except TraceError as exc:
             raise DiagnoseError(str(exc)) from exc
+        if expert_rules:
+            rules = expert_rules_for(db)
     fired = [f for f in findings if f.fired]
+    extra = {} if rules is None else {"expert_rules": rules}
     return _clean(
         {
             "report": str(path),
@@ -86,6 +107,7 @@ def diagnose_report(path: Path) -> dict[str, Any]:
                 }
                 for f in findings
             ],
+            **extra,
         }
     )
 
@@ -101,6 +123,17 @@ def format_text(result: dict[str, Any]) -> str:
         lines.append(f"  {mark} {f['class']:14s} impact {f['impact']:.3f}  {shown}")
         if f.get("reason"):
             lines.append(f"        {f['reason']}")
+    rules = result.get("expert_rules")
+    if rules is not None and "skipped" in rules:
+        lines.append(f"  nsys analyze: skipped ({rules['skipped']})")
+    elif rules is not None:
+        lines.append(
+            f"  nsys analyze (nsys {rules['nsys']}), each rule -> the class it stands for:"
+        )
+        for r in rules["rules"]:
+            mark = "FIRED" if r["fired"] else "     "
+            what = f"{r['rows']} rows" if r["fired"] else r["status"].replace("_", " ")
+            lines.append(f"  {mark} {r['rule']:18s} -> {r['class']:14s} {what}")
     return "\n".join(lines)
 
 
@@ -110,11 +143,16 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("paths", nargs="+", type=Path, help=".sqlite or .nsys-rep files")
     parser.add_argument("--format", choices=("text", "json"), default="text")
+    parser.add_argument(
+        "--expert-rules",
+        action="store_true",
+        help="also run nsys's own expert rules (nsys analyze) on each report",
+    )
     args = parser.parse_args(argv)
     results = []
     for path in args.paths:
         try:
-            results.append(diagnose_report(path))
+            results.append(diagnose_report(path, expert_rules=args.expert_rules))
         except (DiagnoseError, subprocess.TimeoutExpired) as exc:
             print(f"error: cannot diagnose {path}: {exc}", file=sys.stderr)
             return 2

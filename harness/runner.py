@@ -14,8 +14,10 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import asdict, dataclass
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +30,7 @@ from harness import nsys as nsys_mod
 from harness.atomic import ResultWriteError, read_json, write_frame, write_json
 from harness.config import SuiteConfig, UsageError, discover_scenarios
 from harness.stats import speedup_ci, summarize
-from harness.worker import OOM_EXIT_CODE, OOM_MARKER, WorkerSpec
+from harness.worker import LAUNCHED_AT_ENV, OOM_EXIT_CODE, OOM_MARKER, WorkerSpec
 from scenarios import Scenario
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
@@ -78,8 +80,8 @@ class RunLock:
     would skew each other's timings, so the second is refused before it creates anything.
     """
 
-    def __init__(self, results_dir: Path) -> None:
-        self.path = results_dir / ".lock"
+    def __init__(self, results_dir: Path, name: str = ".lock") -> None:
+        self.path = results_dir / name
 
     def __enter__(self) -> RunLock:
         for _ in range(2):
@@ -170,6 +172,8 @@ class Outcome:
     error: str = ""
     returncode: int | None = None
     wall_s: float = 0.0
+    export_s: float | None = None
+    """Seconds ``nsys export`` took (profile phase); None: not exported (yet)."""
 
 
 def run_process(
@@ -178,9 +182,12 @@ def run_process(
     timeout_s: float,
     label: str,
     memory_cap_gb: float | None = None,
+    extra_env: dict[str, str] | None = None,
 ) -> Outcome:
     """Run one worker command (argument list) in its own session with a timeout."""
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_AT_ENV: repr(time.time())})
+    for key, value in (extra_env or {}).items():
+        env.setdefault(key, value)  # the user's own setting wins
     t0 = time.perf_counter()
     with open(out_dir / "stdout.log", "wb") as out, open(out_dir / "stderr.log", "wb") as err:
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
@@ -228,6 +235,117 @@ def run_process(
     return Outcome("ok", "", rc, wall)
 
 
+# -- distributed launch (torchrun, one or several nodes) ------------------------------------------
+#
+# A scenario with world_size > 1 runs its worker under torchrun. On one node: --standalone with
+# dist.nproc_per_node (default: the scenario's world_size) processes. On several nodes every node
+# runs the same `harness run` with its own dist.node_rank, in lockstep over the same units: each
+# unit is one torchrun per node meeting at dist.rdzv_endpoint under a rendezvous id of its own, and
+# each node profiles its own ranks under its own nsys. Node 0 writes the usual run folder
+# <results_dir>/<run_name>/ (manifest, runs.csv, diagnosis; global rank 0 and its result.json live
+# there); node k writes a run folder of its own inside it, <run_name>/node<k>/ (manifest, state,
+# per-unit logs and status, reports <scenario>__<variant>-node<k>.nsys-rep), so no file is written
+# by two nodes: on a shared file system the folder is complete, otherwise copying each node's
+# node<k>/ into node 0's run folder gathers it. Each node locks <results_dir>/.lock[.node<k>].
+
+
+def nproc_per_node(cfg: SuiteConfig, world_size: int) -> int:
+    """Processes torchrun starts on this node for a scenario of ``world_size``."""
+    return cfg.dist.nproc_per_node or world_size
+
+
+def node_suffix(cfg: SuiteConfig) -> str:
+    """'' on node 0 (and single-node runs), '-node<k>' on node k: tells the nodes' reports apart."""
+    return f"-node{cfg.dist.node_rank}" if cfg.dist.node_rank else ""
+
+
+def lock_name(cfg: SuiteConfig) -> str:
+    """The lock file's name: one per node, since each node's pid means nothing on the others."""
+    return ".lock" + (f".node{cfg.dist.node_rank}" if cfg.dist.node_rank else "")
+
+
+def multinode_run_dir(cfg: SuiteConfig) -> Path | None:
+    """The named run folder of a multi-node run on this node (created), or None on one node."""
+    d = cfg.dist
+    if not d.multinode:
+        return None
+    assert d.run_name is not None  # DistConfig requires it with nnodes > 1
+    path = Path(cfg.harness.results_dir) / d.run_name
+    if d.node_rank:
+        path = path / f"node{d.node_rank}"
+    if (path / "manifest.json").exists():
+        raise UsageError(
+            f"{path} already holds a run (manifest.json); choose another dist.run_name, or "
+            f"finish it with harness.resume={path} on this node"
+        )
+    path.mkdir(parents=True, exist_ok=True)
+    return path
+
+
+def torchrun_program(cfg: SuiteConfig, unit: Unit, world_size: int, spec: Path) -> list[str]:
+    """``python -m torch.distributed.run ... -m harness.worker --spec SPEC`` for this node."""
+    d = cfg.dist
+    cmd = [sys.executable, "-m", "torch.distributed.run"]
+    nproc = f"--nproc-per-node={nproc_per_node(cfg, world_size)}"
+    if not d.multinode:
+        cmd += ["--standalone", nproc]
+    else:
+        timeout = max(1, round(d.rdzv_timeout_s))
+        # One rendezvous per unit: a node that is behind never joins another variant's group.
+        rdzv_id = f"{d.rdzv_id or d.run_name}-{unit.scenario}-{unit.variant}-{unit.phase}"
+        cmd += [
+            f"--nnodes={d.nnodes}",
+            nproc,
+            f"--rdzv-backend={d.rdzv_backend}",
+            f"--rdzv-endpoint={d.rdzv_endpoint}",
+            f"--rdzv-id={rdzv_id}",
+            "--max-restarts=0",
+        ]
+        if d.rdzv_backend == "static":
+            # Node k's ranks are k*nproc..: global rank 0 (result.json) is on node 0, which
+            # hosts the store at rdzv_endpoint; the others wait up to `timeout` to connect.
+            cmd += [f"--node-rank={d.node_rank}", f"--rdzv-conf=timeout={timeout}"]
+        else:  # c10d ignores --node-rank; node 0 hosts the store by configuration, not by name
+            host = "true" if d.node_rank == 0 else "false"
+            cmd.append(f"--rdzv-conf=is_host={host},join_timeout={timeout},read_timeout={timeout}")
+    return [*cmd, "-m", "harness.worker", "--spec", str(spec)]
+
+
+def distributed_skip(cfg: SuiteConfig, unit: Unit, world_size: int, gpus: int | None) -> str:
+    """Why this node cannot run a unit ('' when it can); ``gpus`` is None on a CPU box."""
+    if world_size <= 1:
+        if cfg.dist.multinode:
+            return (
+                f"{unit.label} skipped: a single-process scenario is not run in a multi-node run "
+                f"(dist.nnodes={cfg.dist.nnodes})"
+            )
+        return ""
+    nproc = nproc_per_node(cfg, world_size)
+    if gpus is not None and gpus < nproc:
+        return (
+            f"{unit.label} skipped: needs {nproc} GPUs on this node (one per process), this "
+            f"machine has {gpus}"
+        )
+    return ""
+
+
+def node_outcome(cfg: SuiteConfig, outcome: Outcome, label: str) -> Outcome:
+    """A node without global rank 0 finishes a good unit with no result.json: that is 'ok'."""
+    d = cfg.dist
+    if not d.multinode or outcome.status != "no_result":
+        return outcome
+    if d.node_rank > 0:
+        return Outcome("ok", "", outcome.returncode, outcome.wall_s)
+    return Outcome(
+        "no_result",
+        f"{label} exited 0 but global rank 0 (which writes result.json) ran on another node: "
+        f"dist.rdzv_backend={d.rdzv_backend} orders nodes by host name, not node_rank; "
+        "dist.rdzv_backend=static keeps rank 0 on node 0",
+        outcome.returncode,
+        outcome.wall_s,
+    )
+
+
 class Suite:
     """One invocation of ``harness run``."""
 
@@ -248,6 +366,9 @@ class Suite:
         self.device = "cuda" if self.gpu.present else "cpu"
         self.nsys: nsys_mod.Nsys | None = None
         self.failures: list[str] = []
+        #: Profiled units whose .nsys-rep waits for ``nsys export`` (run after the last worker).
+        self.pending_exports: list[Unit] = []
+        self._write_lock = threading.Lock()
 
     # -- set-up ---------------------------------------------------------------------------
     def _say(self, msg: str) -> None:
@@ -277,6 +398,14 @@ class Suite:
         return path
 
     def _new_run_dir(self) -> Path:
+        named = multinode_run_dir(self.cfg)  # several nodes: the folder they share, by name
+        if named is not None:
+            if self.cfg.dist.node_rank:
+                self._say(
+                    f"node {self.cfg.dist.node_rank} of {self.cfg.dist.nnodes}: this node's logs "
+                    f"and reports go to {named}; node 0 writes the tables in {named.parent}"
+                )
+            return named
         base = Path(self.cfg.harness.results_dir)
         stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y%m%dT%H%M%SZ")
         for i in range(100):
@@ -346,12 +475,30 @@ class Suite:
             out_dir=str(out_dir),
             emit_nvtx=self.cfg.nsys.emit_nvtx and unit.phase == "profile",
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
+            max_window_s=self.cfg.harness.max_window_s,
+            min_steps=self.cfg.harness.min_steps,
         )
         path = out_dir / "spec.json"
         write_json(path, asdict(spec))
         return path
 
-    def run_unit(self, unit: Unit, run_dir: Path) -> Outcome:
+    def worker_env(self) -> dict[str, str]:
+        """Compiler caches in the harness cache folder, shared by every worker and kept between
+        runs: only the first process that compiles a graph pays for it (about 60 s for
+        kernel_flood's compiled variants on the H100, 6 s warm). Variables already set win."""
+        cache = self.cfg.harness.cache_path()
+        return {
+            "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
+            "TRITON_CACHE_DIR": str(cache / "triton"),
+        }
+
+    def report_base(self, unit: Unit, run_dir: Path) -> Path:
+        """The profile's report path without its suffix (.nsys-rep, .qdstrm, .sqlite)."""
+        return unit.dir(run_dir) / f"{unit.scenario}__{unit.variant}{node_suffix(self.cfg)}"
+
+    def run_unit(self, unit: Unit, run_dir: Path, *, defer_export: bool = False) -> Outcome:
+        """Run one worker process; ``defer_export`` queues a good profile's ``nsys export`` on
+        :attr:`pending_exports` instead of running it now (see :meth:`run_exports`)."""
         out_dir = unit.dir(run_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
         for stale in ("result.json", "status.json"):
@@ -359,26 +506,24 @@ class Suite:
         needs = self.found[unit.scenario].variant(unit.variant).needs_gpu
         if needs and self.device != "cuda":
             return Outcome("skipped", f"{unit.label} skipped on a CPU box: {needs}")
+        world = self.found[unit.scenario].world_size
+        why = distributed_skip(
+            self.cfg, unit, world, len(self.gpu.names) if self.device == "cuda" else None
+        )
+        if why:
+            return Outcome("skipped", why)
         spec = self._spec(unit, out_dir)
         program = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
-        world = self.found[unit.scenario].world_size
         if world > 1:
-            program = [
-                sys.executable,
-                "-m",
-                "torch.distributed.run",
-                "--standalone",
-                f"--nproc-per-node={world}",
-                "-m",
-                "harness.worker",
-                "--spec",
-                str(spec),
-            ]
+            program = torchrun_program(self.cfg, unit, world, spec)
         cap = self.cfg.harness.memory_cap_gb
         if unit.phase != "profile":
-            return run_process(program, out_dir, self.cfg.harness.timeout_s, unit.label, cap)
+            outcome = run_process(
+                program, out_dir, self.cfg.harness.timeout_s, unit.label, cap, self.worker_env()
+            )
+            return node_outcome(self.cfg, outcome, unit.label)
         assert self.nsys is not None
-        report_base = out_dir / f"{unit.scenario}__{unit.variant}"
+        report_base = self.report_base(unit, run_dir)
         for ext in (".nsys-rep", ".qdstrm", ".sqlite"):
             report_base.with_suffix(ext).unlink(missing_ok=True)
         cmd = nsys_mod.profile_command(
@@ -391,12 +536,64 @@ class Suite:
             cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
             extra_args=self.cfg.nsys.extra_args,
         )
-        outcome = run_process(cmd, out_dir, self.cfg.harness.timeout_s, unit.label, cap)
+        outcome = run_process(
+            cmd, out_dir, self.cfg.harness.timeout_s, unit.label, cap, self.worker_env()
+        )
+        outcome = node_outcome(self.cfg, outcome, unit.label)
         if outcome.status != "ok":
+            return outcome
+        if defer_export and report_base.with_suffix(".nsys-rep").is_file():
+            self.pending_exports.append(unit)
             return outcome
         return self._export(unit, report_base, out_dir, outcome)
 
     def _export(self, unit: Unit, base: Path, out_dir: Path, outcome: Outcome) -> Outcome:
+        """Export ``base``.nsys-rep to SQLite and check it; records how long that took."""
+        t0 = time.perf_counter()
+        done = self._export_checked(unit, base, out_dir, outcome)
+        return replace(done, export_s=time.perf_counter() - t0)
+
+    def run_exports(self, run_dir: Path) -> None:
+        """Export every queued report, ``harness.export_workers`` at once. This runs after a
+        scenario's last worker so that no export competes with a measurement for CPU or disk."""
+        pending, self.pending_exports = self.pending_exports, []
+        if not pending:
+            return
+        workers = min(self.cfg.harness.export_workers, len(pending))
+        self._say(f"exporting {len(pending)} nsys reports to SQLite ({workers} at a time)")
+
+        def export(unit: Unit) -> Outcome:
+            out_dir = unit.dir(run_dir)
+            status = read_json(out_dir / "status.json")
+            done = Outcome("ok", "", status.get("returncode"), float(status.get("wall_s") or 0.0))
+            return self._export(unit, self.report_base(unit, run_dir), out_dir, done)
+
+        with ThreadPoolExecutor(workers) as pool:
+            futures = {pool.submit(export, unit): unit for unit in pending}
+            bar = tqdm(
+                as_completed(futures),
+                total=len(futures),
+                unit="export",
+                disable=not self.cfg.harness.progress,
+            )
+            for fut in bar:
+                unit = futures[fut]
+                self.record(run_dir, unit, fut.result())
+        self.write_tables(run_dir)
+
+    def record(self, run_dir: Path, unit: Unit, outcome: Outcome) -> None:
+        """Write a unit's status.json and report a failure or a skip (once per variant)."""
+        status_path = unit.dir(run_dir) / "status.json"
+        with self._write_lock:
+            write_json(status_path, {**asdict(outcome), "unit": asdict(unit), "at": _now()})
+        if outcome.status == "skipped":
+            if unit.phase == "timing-1":  # once per variant, not once per phase
+                self._say(outcome.error)
+        elif outcome.status != "ok":
+            self.failures.append(outcome.error)
+            self._say(f"FAILED {unit.label}: {outcome.error}")
+
+    def _export_checked(self, unit: Unit, base: Path, out_dir: Path, outcome: Outcome) -> Outcome:
         assert self.nsys is not None
         rep, qdstrm, sqlite = (base.with_suffix(e) for e in (".nsys-rep", ".qdstrm", ".sqlite"))
         log = _tail(out_dir / "stdout.log", 30) + "\n" + _tail(out_dir / "stderr.log", 30)
@@ -440,6 +637,8 @@ class Suite:
 
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
+        t_start = time.perf_counter()
+        walls: dict[str, float] = {}
         if not self.gpu.present:
             self._say(NO_GPU_NOTE)
         self._find_nsys()
@@ -447,7 +646,7 @@ class Suite:
         # A resumed run takes the lock of the results folder it was made in.
         lock_dir = resume.resolve().parent if resume else Path(self.cfg.harness.results_dir)
         lock_dir.mkdir(parents=True, exist_ok=True)
-        with RunLock(lock_dir):
+        with RunLock(lock_dir, lock_name(self.cfg)):
             run_dir = resume or self._new_run_dir()
             manifest = self._manifest(run_dir)
             write_json(run_dir / "manifest.json", manifest)
@@ -457,22 +656,27 @@ class Suite:
             bar = tqdm(total=len(units), unit="run", disable=not self.cfg.harness.progress)
             state = "complete"
             try:
-                for unit in units:
+                exports_s = 0.0
+                for i, unit in enumerate(units):
                     bar.set_description(unit.label)
                     status_path = unit.dir(run_dir) / "status.json"
                     if self.cfg.harness.resume and _status(status_path) in ("ok", "skipped"):
-                        bar.update(1)
-                        continue
-                    outcome = self.run_unit(unit, run_dir)
-                    write_json(status_path, {**asdict(outcome), "unit": asdict(unit), "at": _now()})
-                    if outcome.status == "skipped":
-                        if unit.phase == "timing-1":  # once per variant, not once per phase
-                            self._say(outcome.error)
-                    elif outcome.status != "ok":
-                        self.failures.append(outcome.error)
-                        self._say(f"FAILED {unit.label}: {outcome.error}")
-                    self.write_tables(run_dir)
+                        if self._export_missing(unit, run_dir):
+                            self.pending_exports.append(unit)
+                    else:
+                        outcome = self.run_unit(unit, run_dir, defer_export=True)
+                        self.record(run_dir, unit, outcome)
+                        self.write_tables(run_dir)
                     bar.update(1)
+                    # A scenario's reports are exported once its last worker is done: never
+                    # beside a measurement, and a run cut off later keeps these exports.
+                    if i + 1 == len(units) or units[i + 1].scenario != unit.scenario:
+                        t0 = time.perf_counter()
+                        self.run_exports(run_dir)
+                        exports_s += time.perf_counter() - t0
+                bar.close()
+                walls["exports_s"] = exports_s
+                walls["workers_s"] = time.perf_counter() - t_start - exports_s
             except KeyboardInterrupt:
                 state = "interrupted"
                 self._say(
@@ -508,15 +712,55 @@ class Suite:
             self._say(f"results in {run_dir} are incomplete; finished variants' files are intact.")
             return 130 if state == "interrupted" else 1
         print_summary(table, run_dir)
+        t0 = time.perf_counter()
         if state != "interrupted" and table["profiled"].any():
             try:
                 self.write_diagnosis(run_dir, table)
             except Exception as exc:  # the tables above are safe; say what broke and fail
                 self.failures.append(f"diagnosis failed: {type(exc).__name__}: {exc}")
                 self._say(f"FAILED diagnosing the exports in {run_dir}: {exc}")
+        walls["diagnosis_s"] = time.perf_counter() - t0
+        self.write_timings(run_dir, walls, time.perf_counter() - t_start)
+        if state != "interrupted":  # report.html/.md; never raises, the results above are kept
+            from harness.report import report_after_run
+
+            t0 = time.perf_counter()
+            problem = report_after_run(run_dir, self._say, self.found)
+            walls["report_s"] = time.perf_counter() - t0
+            self.write_timings(run_dir, walls, time.perf_counter() - t_start)
+            if problem == "interrupted":
+                return 130
+            if problem:
+                self.failures.append(problem)
         if state == "interrupted":
             return 130
         return 1 if self.failures else 0
+
+    def write_timings(self, run_dir: Path, walls: dict[str, float], total_s: float) -> None:
+        """timings.csv (where each worker's wall time went) and wall_time.json (the suite's
+        phases), so a slow suite shows what to fix; printed as one line."""
+        try:
+            table = build_timings_table(run_dir, self.units())
+            write_frame(run_dir / "timings.csv", table)
+            sums = {f"{c}": float(table[c].sum()) for c in TIMING_PARTS if c in table}
+            write_json(
+                run_dir / "wall_time.json",
+                {"total_s": total_s, **walls, "worker_parts_s": sums, "updated_utc": _now()},
+            )
+        except ResultWriteError as exc:
+            self._write_failed(exc)
+            return
+        parts = ", ".join(f"{k.removesuffix('_s')} {v:.0f} s" for k, v in sums.items())
+        self._say(f"wall time {total_s:.0f} s; worker processes: {parts}")
+
+    def _export_missing(self, unit: Unit, run_dir: Path) -> bool:
+        """A finished profile whose report was never exported (the run stopped before)."""
+        base = self.report_base(unit, run_dir)
+        return (
+            unit.phase == "profile"
+            and base.with_suffix(".nsys-rep").is_file()
+            and not base.with_suffix(".sqlite").is_file()
+        )
 
     def _write_failed(self, exc: ResultWriteError) -> None:
         """Record and print a failed result write once (the final rewrite may repeat it)."""
@@ -544,12 +788,61 @@ class Suite:
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:
+        if self.cfg.dist.node_rank:  # node k of a multi-node run: node 0 holds rank 0's results
+            return pd.DataFrame(columns=COLUMNS)
         table = build_runs_table(
             run_dir, self.found, self.cfg, self.selected, self.cfg.harness.bootstrap
         )
         write_frame(run_dir / "runs.parquet", table)
         write_frame(run_dir / "runs.csv", table)
         return table
+
+
+#: Where a worker's wall time goes (timings.csv columns, seconds).
+TIMING_PARTS = (
+    "startup_s",
+    "import_s",
+    "setup_s",
+    "warmup_s",
+    "window_s",
+    "teardown_s",
+    "export_s",
+)
+
+
+def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
+    """One row per worker process: its wall time split into start-up (interpreter and wrappers
+    such as nsys or torchrun), imports, set-up, warm-up, the measured window, tear-down (the
+    rest, including nsys writing its report) and the SQLite export."""
+    rows: list[dict[str, Any]] = []
+    for unit in units:
+        out_dir = unit.dir(run_dir)
+        status = _read_optional(out_dir / "status.json")
+        if status is None:
+            continue
+        row: dict[str, Any] = {**asdict(unit), "status": status.get("status")}
+        wall = float(status.get("wall_s") or 0.0)
+        row["wall_s"] = wall
+        result = _read_optional(out_dir / "result.json") or {}
+        timing = result.get("timing") or {}
+        known = 0.0
+        for part in ("launch_to_main_s", "import_s", "setup_s", "warmup_s", "window_s"):
+            value = timing.get(part)
+            key = "startup_s" if part == "launch_to_main_s" else part
+            row[key] = value
+            known += float(value or 0.0)
+        row["teardown_s"] = max(0.0, wall - known) if timing else None
+        row["export_s"] = status.get("export_s")
+        rows.append(row)
+    columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS]
+    return pd.DataFrame(rows, columns=columns)
+
+
+def _read_optional(path: Path) -> dict[str, Any] | None:
+    try:
+        return read_json(path)
+    except (OSError, ValueError):
+        return None
 
 
 def _now() -> str:

@@ -26,6 +26,11 @@ from typing import Any
 
 from harness.atomic import read_json, write_json
 
+#: Set by the parent when it starts a worker (epoch seconds), so the worker can say how long
+#: the interpreter and its wrappers (nsys, torchrun) took to reach ``main``.
+LAUNCHED_AT_ENV = "BOTTLENECK_LAUNCHED_AT"
+_MODULE_LOADED_AT = time.time()
+
 #: Exit code of a worker that ran out of memory (host RAM cap or CUDA), so the parent records
 #: 'oom' rather than a generic failure. Wrappers (nsys, torchrun) may change the code, so the
 #: worker also prints OOM_MARKER on stderr, which the parent looks for as well.
@@ -59,6 +64,11 @@ class WorkerSpec:
     """Wrap the window in torch.autograd.profiler.emit_nvtx()."""
     memory_cap_gb: float | None = None
     """harness.memory_cap_gb: address-space cap set at start-up on the CPU (None: none)."""
+    max_window_s: float | None = None
+    """harness.max_window_s: shorten the measured window to about this many seconds when the
+    size's ``steps`` would take longer (never below ``min_steps``); None keeps ``steps``."""
+    min_steps: int = 5
+    """harness.min_steps: the fewest measured steps a shortened window keeps."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Reserved for scenario-specific launch facts."""
 
@@ -91,6 +101,7 @@ def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
 
 def run(spec: WorkerSpec) -> dict[str, Any]:
     """Build, warm up, measure; return the result record (also written to result.json)."""
+    t_import = time.time()
     import numpy as np
     import torch
     from omegaconf import OmegaConf
@@ -101,6 +112,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
 
     started = dt.datetime.now(dt.timezone.utc)
     scen = discover_scenarios()[spec.scenario]
+    import_s = time.time() - t_import
     variant = scen.variant(spec.variant)
     cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(scen.config_cls), spec.config))
     size = cfg.size(spec.size)
@@ -144,15 +156,29 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     workload.setup()
     setup_s = time.perf_counter() - t0
     try:
+        # Start the warm-up together: a rank that set up faster must not count its wait at the
+        # first barrier as step time (the window's length is planned from the warm-up).
+        sync()
         t0 = time.perf_counter()
         warmup = size.warmup_steps + workload.extra_warmup_steps
+        mid = warmup // 2
+        t_mid = t0
         for i in range(warmup):
+            if i == mid:
+                t_mid = time.perf_counter()
             with markers.phase(markers.STEP):
                 workload.step(i)
         sync()
-        warmup_s = time.perf_counter() - t0
-
-        n = size.steps
+        t_end = time.perf_counter()
+        warmup_s = t_end - t0
+        # Steady-state step time from the second half of the warm-up (the first steps carry
+        # one-off costs: cuDNN autotuning, allocator growth, compilation).
+        est_step_s = (t_end - t_mid) / max(1, warmup - mid)
+        n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
+        if distributed:  # every rank must run the same number of steps
+            agreed = torch.tensor([n], device=device)
+            dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
+            n = int(agreed.item())
         nvtx_ops = (
             torch.autograd.profiler.emit_nvtx() if spec.emit_nvtx else contextlib.nullcontext()
         )
@@ -206,14 +232,39 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "host_step_ms": host_ms,
         "window_s": window_s,
         "throughput_samples_per_s": samples * n / window_s,
+        "steps_planned": size.steps,
         "setup_s": setup_s,
         "warmup_s": warmup_s,
+        "timing": {
+            "launch_to_main_s": launch_to_main_s(),
+            "import_s": import_s,
+            "setup_s": setup_s,
+            "warmup_s": warmup_s,
+            "window_s": window_s,
+            "finished_at": time.time(),
+        },
         "metrics": {k: float(v) for k, v in metrics.items()},
         "extras": ctx.extras,
         "env": _env_info(torch, device),
         "started_utc": started.isoformat(),
         "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
     }
+
+
+def window_steps(steps: int, est_step_s: float, max_window_s: float | None, min_steps: int) -> int:
+    """Measured steps: the size's ``steps``, or fewer when they would run past
+    ``max_window_s`` (slow baselines, e.g. 1.3 s steps), but never fewer than ``min_steps``."""
+    if max_window_s is None or est_step_s <= 0 or steps * est_step_s <= max_window_s:
+        return steps
+    return max(min(min_steps, steps), int(max_window_s / est_step_s))
+
+
+def launch_to_main_s() -> float | None:
+    """Seconds from the parent's launch (wrappers, interpreter start) to this module's import."""
+    try:
+        return _MODULE_LOADED_AT - float(os.environ[LAUNCHED_AT_ENV])
+    except (KeyError, ValueError):
+        return None
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
@@ -264,6 +315,12 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['throughput_samples_per_s']:.1f} samples/s",
         flush=True,
     )
+    if spec.phase != "profile":
+        # Skip the interpreter's tear-down (seconds with torch loaded, per worker): the result
+        # is on disk and the loaders are closed. Profiled workers exit normally so nsys gets
+        # every buffer flushed.
+        sys.stderr.flush()
+        os._exit(0)
     return 0
 
 

@@ -1,17 +1,24 @@
 """forced_sync: per-step host reads of device values serialise CPU and GPU (class ``host_sync``).
 
 The workload is a stack of pre-LayerNorm residual MLP blocks (a transformer's MLP half) trained
-with AdamW on device-resident data. Its forward pass is launch-heavy Python (module calls,
-autocast casts, small kernels) and its backward and optimizer are GPU-heavy (twice the GEMM
-FLOPs of the forward, then a memory-bound foreach AdamW over every parameter). Without syncs the
-CPU launches step ``i+1``'s forward while the GPU still runs step ``i``'s backward and
-optimizer, so a step costs ``max(CPU, GPU)``. The baseline's logging code blocks the host every
-step, so the next forward is launched into an empty GPU queue and the two no longer overlap.
+with fused AdamW on device-resident data under bf16 autocast. Its forward pass is launch-heavy
+Python (module calls, autocast casts, small kernels) and its backward and optimizer are
+GPU-heavy. Without syncs the CPU launches step ``i+1``'s forward while the GPU still runs step
+``i``'s backward and optimizer, so a step costs ``max(CPU, GPU)``.
 
-Balance on the GPU (per block, bf16 autocast, the numbers in the report are estimates):
-``depth`` multiplies both sides; ``batch`` moves only the GEMM/elementwise GPU time;
-``width`` moves GEMM time and (quadratically) the optimizer's memory traffic; the CPU launch time
-per block stays about constant.
+The baseline carries the monitoring code real training loops accumulate, each item reading a
+device value on the host every step: an inf/NaN check on every block's output from forward
+hooks (what ``transformers``' ``DebugUnderflowOverflow`` does), ``if torch.isnan(loss)``, a
+per-parameter gradient-norm dict for the logger (``p.grad.norm().item()``, as gradient
+watchers do), ``loss.item()`` and ``torch.cuda.synchronize()`` to time the step. Every read
+waits for the GPU to drain its queue, so the forward's launch time, the norm loop's launch and
+round-trip time and the GPU time add up instead of overlapping. ``sync_free`` computes the
+same numbers on the device (flags via ``isfinite().all()``, norms via ``torch._foreach_norm``)
+and copies them to pinned memory every K steps.
+
+Balance: ``batch`` and ``width`` move only GPU time; ``depth`` moves both sides. The full size
+makes the GPU time per step about 1.5x the host launch time, so the fixed loop stays GPU-bound
+even when nsys's tracing slows the host (the probe effect stays small).
 """
 
 from __future__ import annotations
@@ -19,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 import torch.nn.functional as F
@@ -48,7 +56,7 @@ class ForcedSyncSize(Size):
     """Model width: LayerNorm size and the MLP's input/output features."""
     mlp_ratio: int = 4
     """Hidden features of each MLP = mlp_ratio * width (4 as in GPT/BERT)."""
-    batch: int = 256
+    batch: int = 8192
     """Rows (tokens) per step: scales GEMM and elementwise GPU time, not the launch count."""
     data_batches: int = 4
     """Distinct device-resident batches; step i uses batch i % data_batches (deterministic)."""
@@ -67,8 +75,9 @@ class ForcedSyncConfig(ScenarioConfig):
     """Config schema for forced_sync."""
 
     severity: float = 1.0
-    """Fraction of steps on which the baseline logs loss.item(), checks isnan(loss) on the host
-    and times the step with torch.cuda.synchronize(); 1.0 = every step, as tutorials do."""
+    """Fraction of steps on which the baseline runs its host-side monitoring (per-block inf/NaN
+    checks, per-parameter gradient norms, loss.item(), isnan(loss), torch.cuda.synchronize()
+    for timing); 1.0 = every step, as debugging and logging code usually does."""
     smoke: ForcedSyncSize = field(
         default_factory=lambda: ForcedSyncSize(
             warmup_steps=3,
@@ -83,7 +92,7 @@ class ForcedSyncConfig(ScenarioConfig):
     )
     """CPU size: well under a second of compute per variant."""
     full: ForcedSyncSize = field(default_factory=lambda: ForcedSyncSize(warmup_steps=20, steps=100))
-    """GPU size (H100): host launch time and GPU time per step both a few ms."""
+    """GPU size (H100): GPU time per step about 1.5x the host launch time (measured)."""
 
 
 class MLPBlock(nn.Module):
@@ -133,8 +142,11 @@ class _Trainer(Workload):
         size = self.size
         torch.manual_seed(self.ctx.seed)  # same weights in every variant
         self.model = MLPStack(size.depth, size.width, size.mlp_ratio * size.width).to(self.device)
-        # Default AdamW: foreach kernels on CUDA, host-side step counters (no sync inside).
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01)
+        # Fused AdamW on CUDA (a few launches for every parameter, host-side step counters: no
+        # sync inside); the default foreach implementation on the CPU.
+        self.opt = torch.optim.AdamW(
+            self.model.parameters(), lr=1e-3, weight_decay=0.01, fused=self.on_gpu or None
+        )
         gen = torch.Generator().manual_seed(self.ctx.seed + 1)
         shape = (size.data_batches, size.batch, size.width)
         # Generated on the CPU, then moved: the same numbers on CPU and GPU, and per step index.
@@ -162,6 +174,9 @@ class _Trainer(Workload):
         metrics_s = time.perf_counter() - m0
         with phase("backward"):
             loss.backward()
+        m0 = time.perf_counter()
+        syncs += self.after_backward(index)
+        metrics_s += time.perf_counter() - m0
         with phase("optimizer"):
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
@@ -178,6 +193,19 @@ class _Trainer(Workload):
         """Runs between forward and backward; returns the host syncs it performed."""
         return 0
 
+    def after_backward(self, index: int) -> int:
+        """Runs between backward and the optimizer (gradients present); returns host syncs."""
+        return 0
+
+    def block_outputs(self, hook: Any) -> None:
+        """Call ``hook(block_index, output)`` after every block's forward."""
+        for i, block in enumerate(self.model.blocks):
+            block.register_forward_hook(lambda _m, _inp, out, i=i: hook(i, out))
+
+    def grads(self) -> list[torch.Tensor]:
+        """Every parameter's gradient, in ``named_parameters`` order."""
+        return [p.grad for p in self.model.parameters() if p.grad is not None]
+
     def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
         """Runs after the optimizer; ``t0`` is the step's start (perf_counter)."""
         return 0
@@ -193,29 +221,59 @@ class _Trainer(Workload):
 
 
 class Baseline(_Trainer):
-    """Tutorial logging on every step: a host-side NaN check, ``loss.item()`` and
-    ``torch.cuda.synchronize()`` to time the step with ``time.perf_counter``."""
+    """Monitoring code that reads device values on the host every step: an inf/NaN check on
+    every block's output, ``if torch.isnan(loss)``, a per-parameter gradient-norm dict for the
+    logger, ``loss.item()`` and ``torch.cuda.synchronize()`` to time the step."""
 
     def setup_metrics(self) -> None:
         self.losses: list[float] = []
         self.step_times_ms: list[float] = []
+        self.grad_norms: dict[str, float] = {}  # the latest step's, as a logger would get them
+        self.grad_norm_sums: dict[str, float] = {}
+        self.checking = False
+        self.hook_syncs = 0
+        self.block_outputs(self.check_block)
 
     def syncs_on(self, index: int) -> bool:
         """True on a ``severity`` fraction of steps, spread evenly (1.0: every step)."""
         f = self.cfg.severity
         return int((index + 1) * f) > int(index * f)
 
+    def check_block(self, block: int, out: torch.Tensor) -> None:
+        if not self.checking:
+            return
+        with phase("sync"):
+            # bool() on a device tensor copies it to the host: the CPU waits for this block.
+            if not torch.isfinite(out).all():
+                raise FloatingPointError(f"inf/NaN in the output of block {block}")
+        self.hook_syncs += 1
+
+    def step(self, index: int) -> None:
+        self.checking = self.syncs_on(index)
+        self.hook_syncs = 0
+        super().step(index)
+
     def after_forward(self, index: int, loss: torch.Tensor) -> int:
-        if not self.syncs_on(index):
+        if not self.checking:
             return 0
         with phase("sync"):
-            # bool() on a device tensor copies the flag to the host: the CPU waits for the forward.
             if torch.isnan(loss):
                 raise FloatingPointError(f"NaN loss at step {index}")
-        return 1
+        return 1 + self.hook_syncs
+
+    def after_backward(self, index: int) -> int:
+        if not self.checking:
+            return 0
+        with phase("sync"):
+            for name, p in self.model.named_parameters():
+                self.grad_norms[name] = p.grad.norm().item()  # one host round trip each
+                self.grad_norm_sums[name] = (
+                    self.grad_norm_sums.get(name, 0.0) + self.grad_norms[name]
+                )
+        return len(self.grad_norms)
 
     def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
-        if not self.syncs_on(index):
+        if not self.checking:
             return 0
         with phase("sync"):
             self.losses.append(loss.item())  # waits for backward + optimizer to finish
@@ -234,25 +292,43 @@ class Baseline(_Trainer):
 
 
 class SyncFree(_Trainer):
-    """Metrics stay on the device; a pinned, non-blocking snapshot every K steps is read only
-    once its CUDA event has completed. On the CPU the same loop runs with an ordinary host
-    buffer and no events (the copy is synchronous there, and nothing waits on a device)."""
+    """The same monitoring kept on the device: per-block finite flags and gradient norms are
+    accumulated there; a pinned, non-blocking snapshot every K steps is read only once its CUDA
+    event has completed. On the CPU the same loop runs with an ordinary host buffer and no
+    events (the copy is synchronous there, and nothing waits on a device)."""
 
     def setup_metrics(self) -> None:
         dev = self.device
+        n_params = sum(1 for _ in self.model.parameters())
+        depth = len(self.model.blocks)
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
         self.nan_flag = torch.zeros((), dtype=torch.bool, device=dev)
-        self.snapshot = torch.zeros(2, dtype=torch.float64, device=dev)
-        self.host_buf = torch.zeros(2, dtype=torch.float64, pin_memory=self.on_gpu)
+        self.finite = torch.ones(depth, dtype=torch.bool, device=dev)
+        self.norm_sum = torch.zeros(n_params, dtype=torch.float32, device=dev)
+        # [loss_sum, nan_flag, all blocks finite, per-parameter gradient-norm sums...]
+        self.snapshot = torch.zeros(3 + n_params, dtype=torch.float64, device=dev)
+        self.host_buf = torch.zeros(3 + n_params, dtype=torch.float64, pin_memory=self.on_gpu)
         self.event = torch.cuda.Event() if self.on_gpu else None
         self.steps_done = 0
         self.flushed_steps = 0
         self.pending: int | None = None  # steps covered by the snapshot in flight
         self.logged: list[tuple[int, float]] = []  # (steps, mean loss) read on the host
+        self.mean_grad_norms: list[float] = []
+        self.block_outputs(self.check_block)
+
+    def check_block(self, block: int, out: torch.Tensor) -> None:
+        with phase("metrics"):
+            self.finite[block].logical_and_(torch.isfinite(out).all())
 
     def after_forward(self, index: int, loss: torch.Tensor) -> int:
         with phase("metrics"):
             self.nan_flag.logical_or_(torch.isnan(loss).any())
+        return 0
+
+    def after_backward(self, index: int) -> int:
+        with phase("metrics"):
+            norms = torch._foreach_norm(self.grads())
+            self.norm_sum.add_(torch.stack(norms).float())
         return 0
 
     def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
@@ -268,6 +344,8 @@ class SyncFree(_Trainer):
         """Queue a copy of the running totals to the host; never waits."""
         self.snapshot[0].copy_(self.loss_sum)
         self.snapshot[1].copy_(self.nan_flag)
+        self.snapshot[2].copy_(self.finite.all())
+        self.snapshot[3:].copy_(self.norm_sum)
         self.host_buf.copy_(self.snapshot, non_blocking=self.on_gpu)
         if self.event is not None:
             self.event.record()
@@ -282,11 +360,13 @@ class SyncFree(_Trainer):
                 self.event.synchronize()
             elif not self.event.query():
                 return
-        total, nan = self.host_buf.tolist()  # a host tensor: no device involved
-        self.logged.append((self.pending, total / self.pending))
+        total, nan, finite, *norms = self.host_buf.tolist()  # a host tensor: no device involved
+        steps = self.pending
+        self.logged.append((steps, total / steps))
+        self.mean_grad_norms = [n / steps for n in norms]
         self.pending = None
-        if nan:
-            raise FloatingPointError(f"NaN loss within the first {self.logged[-1][0]} steps")
+        if nan or not finite:
+            raise FloatingPointError(f"inf/NaN within the first {steps} steps")
 
     def mean_loss(self) -> float:
         """Mean loss over every step so far; flushes and waits once (end of run only)."""
@@ -320,49 +400,54 @@ def build(cfg: ForcedSyncConfig, size: ForcedSyncSize, variant: str, ctx: RunCon
 SCENARIO = Scenario(
     name="forced_sync",
     bottleneck="host_sync",
-    title="Per-step host syncs from logging, NaN checks and step timing",
+    title="Per-step host syncs from monitoring: inf/NaN checks, gradient norms, loss logging",
     variants=(
         Variant(
             name="baseline",
             kind="baseline",
-            summary="every step: `if torch.isnan(loss)`, loss.item() and torch.cuda.synchronize() "
-            "for perf_counter timing",
+            summary="every step: inf/NaN check on each block's output (forward hooks), "
+            "`if torch.isnan(loss)`, p.grad.norm().item() per parameter, loss.item() and "
+            "torch.cuda.synchronize() for perf_counter timing",
         ),
         Variant(
             name="sync_free",
             kind="fix",
-            summary="loss sum and NaN flag accumulated on the device, copied non_blocking to a "
-            "pinned buffer every K steps, read after event.query()",
+            summary="the same checks and norms accumulated on the device (isfinite().all(), "
+            "_foreach_norm), copied non_blocking to a pinned buffer every K steps, read after "
+            "event.query()",
         ),
-        Variant(name="ideal", kind="ideal", summary="the same loop with no metrics at all"),
+        Variant(name="ideal", kind="ideal", summary="the same loop with no monitoring at all"),
     ),
     severity=Severity(
-        meaning="fraction of steps on which the baseline NaN-checks, logs and times the step "
-        "through host syncs (3 syncs on each such step)",
+        meaning="fraction of steps on which the baseline runs its host-side monitoring "
+        "(one sync per block, per parameter, plus loss checks and step timing)",
         unit="fraction of steps",
         low=0.01,
         high=1.0,
-        why_default="tutorial and quick-start training loops print loss.item(), guard with "
-        "`if torch.isnan(loss)` and time with torch.cuda.synchronize() on every step",
+        why_default="debugging hooks (transformers' DebugUnderflowOverflow checks every module's "
+        "output), gradient-norm logging per parameter and `print(loss.item())` with "
+        "torch.cuda.synchronize() timing usually run on every step once switched on",
     ),
     teaching=Teaching(
-        symptom="Each step has short cyan 'sync' ranges (after the forward and at the end) in "
-        "which the Python thread sits in cudaStreamSynchronize/cudaDeviceSynchronize and a tiny "
-        "DtoH memcpy; right after them the GPU row shows gaps between the next forward's kernels, "
-        "which start only as fast as Python launches them.",
-        cause="bool(torch.isnan(loss)), loss.item() and torch.cuda.synchronize() make the host "
-        "wait until the GPU has drained its queue. The CPU can no longer launch step i+1's "
-        "launch-bound forward while the GPU runs step i's backward and optimizer, so host "
-        "launch time and GPU time add up instead of overlapping.",
-        fix="Keep metrics on the device (running loss sum, NaN flag via isnan().any() and "
-        "logical_or_), copy them non_blocking into pinned memory every K steps, record an event "
-        "and read the buffer only once event.query() is true; time with CUDA events. The sync "
-        "ranges vanish, the CPU runs a step ahead and kernels run back to back.",
+        symptom="Each step is striped with short 'sync' NVTX ranges: one after every block in "
+        "the forward and a long run of them after the backward, each holding a small kernel, a "
+        "4-byte DtoH memcpy and cudaStreamSynchronize on the Python thread. On the GPU rows the "
+        "kernels come in short bursts separated by gaps; the GPU waits while Python launches the "
+        "next few kernels, and it is idle during the whole gradient-norm loop.",
+        cause="bool(torch.isfinite(out).all()), bool(torch.isnan(loss)), .item() and "
+        "torch.cuda.synchronize() make the host wait until the GPU has drained its queue. The "
+        "CPU can then no longer run ahead: the launch-bound forward, the per-parameter norm "
+        "round trips and the GPU's work add up instead of overlapping.",
+        fix="Keep monitoring on the device: accumulate finite flags with isfinite().all() and "
+        "logical_and_, gradient norms with torch._foreach_norm, the loss in a device scalar; "
+        "copy them non_blocking into pinned memory every K steps, record an event and read "
+        "the buffer only once event.query() is true; time with CUDA events. The sync ranges "
+        "vanish, the CPU runs a step ahead and kernels run back to back.",
     ),
     config_cls=ForcedSyncConfig,
     build=build,
     expected_diagnosis="baseline: synchronizing CUDA API calls (cudaStreamSynchronize, "
-    "cudaDeviceSynchronize, DtoH memcpy) inside 'sync' NVTX ranges every step and GPU gaps during "
-    "the following forward; sync_free and ideal: no synchronizing call inside the measured steps "
-    "(sync_free: one async DtoH copy every K steps), GPU busy back to back",
+    "cudaDeviceSynchronize, DtoH memcpy) inside 'sync' NVTX ranges, over a hundred per step, "
+    "with GPU idle after each; sync_free and ideal: no synchronizing call inside the measured "
+    "steps (sync_free: one async DtoH copy every K steps), GPU busy back to back",
 )

@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Fresh machine -> .venv with the project and its dev + DALI extras, plus nsys where it can.
+# Fresh machine -> .venv with the project and its dev, DALI and slurm extras (slurm: Hydra's
+# submitit launcher, three small pure-Python wheels), plus nsys where it can.
 # - No NVIDIA GPU: torch is pinned to 2.13.0 first (on these machines a small CPU wheel; an
 #   unpinned torch pulls a multi-GB CUDA build) and Debian's nsys 2022.4 is installed.
 # - NVIDIA GPU: the venv sees the system's site-packages, so an existing CUDA torch and nsys
@@ -19,4 +20,4 @@ else
     echo "not root or no apt-get: nsys not installed (runs go unprofiled; nsys tests skip)" >&2
   fi
 fi
-.venv/bin/python -m pip install -q -e '.[dev,dali]'
+.venv/bin/python -m pip install -q -e '.[dev,dali,slurm]'

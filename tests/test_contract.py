@@ -1,16 +1,106 @@
-"""Every scenario honours the contract (TorchBench-style: generated per scenario x variant)."""
+"""Every scenario honours the contract (TorchBench-style: generated per scenario x variant),
+and the smallest example in ADDING_SCENARIOS.md is a scenario that honours it and runs."""
 
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import itertools
+import os
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
 
+import pandas as pd
 import pytest
 
 import scenarios
-from scenarios import BOTTLENECK_CLASSES, Scenario, ScenarioImportError, Size
+from scenarios import (
+    BOTTLENECK_CLASSES,
+    Scenario,
+    ScenarioConfig,
+    ScenarioImportError,
+    Severity,
+    Size,
+    Teaching,
+)
+from tests.conftest import REPO, only_run_dir
 
 FOUND = scenarios.discover()
+
+#: Shortest teaching text (symptom, cause, fix) that can say something.
+MIN_TEACHING_CHARS = 41
+
+
+def contract_problems(scen: Scenario) -> list[str]:
+    """What ``scen`` lacks, one message per gap, each naming the missing piece.
+
+    ``Scenario`` itself refuses a missing field (TypeError naming it), an unknown bottleneck
+    class and a bad variant list; this checks what it cannot: empty teaching text, a severity
+    knob without meaning, range or reason, missing smoke/full sizes, an empty expected diagnosis.
+    """
+    problems: list[str] = []
+    # expected class: the bottleneck the baseline injects, and what its export must show
+    if scen.bottleneck not in BOTTLENECK_CLASSES:
+        problems.append(
+            f"expected class: bottleneck={scen.bottleneck!r} is not one of {BOTTLENECK_CLASSES}"
+        )
+    if not (scen.expected_diagnosis or "").strip():
+        problems.append(
+            "expected class: expected_diagnosis is empty (what the nsys export must show on the "
+            "baseline and not on the fixes)"
+        )
+    if not (scen.title or "").strip():
+        problems.append("title is empty")
+    # teaching text
+    if not isinstance(scen.teaching, Teaching):
+        problems.append(
+            "teaching text is missing: teaching=Teaching(symptom=..., cause=..., fix=...)"
+        )
+    else:
+        for part in ("symptom", "cause", "fix"):
+            text = (getattr(scen.teaching, part) or "").strip()
+            if len(text) < MIN_TEACHING_CHARS:
+                problems.append(
+                    f"teaching text: teaching.{part} is empty or too short ({len(text)} chars, "
+                    f"at least {MIN_TEACHING_CHARS})"
+                )
+    # severity knob
+    sev = scen.severity
+    if not isinstance(sev, Severity):
+        problems.append(
+            "severity knob is missing: severity=Severity(meaning, unit, low, high, ...)"
+        )
+    else:
+        for part in ("meaning", "unit", "why_default"):
+            if not (getattr(sev, part) or "").strip():
+                problems.append(f"severity knob: severity.{part} is empty")
+        if not sev.low <= sev.high:
+            problems.append(f"severity knob: low {sev.low} is above high {sev.high}")
+    # sizes: smoke runs on CI's CPU, full on the GPU
+    try:
+        cfg = scen.default_config()
+    except Exception as exc:  # a default out of range fails in __post_init__
+        problems.append(f"config: {scen.config_cls.__name__}() fails: {exc}")
+        return problems
+    sizes: dict[str, Size] = {}
+    for size_name in ("smoke", "full"):
+        size = getattr(cfg, size_name, None)
+        if not isinstance(size, Size):
+            problems.append(
+                f"{size_name} size is missing: {scen.config_cls.__name__}.{size_name} must be a "
+                f"Size (got {type(size).__name__})"
+            )
+        elif size.steps < 1:
+            problems.append(f"{size_name} size: steps must be >= 1, got {size.steps}")
+        else:
+            sizes[size_name] = size
+    if len(sizes) == 2:
+        smoke, full = sizes["smoke"], sizes["full"]
+        if smoke.steps + smoke.warmup_steps > full.steps + full.warmup_steps:
+            problems.append("smoke size: more steps than full (smoke runs on CI's CPU)")
+    return problems
 
 
 def test_discovery_finds_every_module():
@@ -21,21 +111,10 @@ def test_discovery_finds_every_module():
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_scenario_declares_everything(name):
     scen: Scenario = FOUND[name]
-    assert scen.bottleneck in BOTTLENECK_CLASSES
-    assert scen.title and scen.expected_diagnosis
-    for text in (scen.teaching.symptom, scen.teaching.cause, scen.teaching.fix):
-        assert len(text) > 40, "teaching text must say something"
+    assert contract_problems(scen) == []
     kinds = [v.kind for v in scen.variants]
     assert kinds[0] == "baseline" and "fix" in kinds
     assert "ideal" in kinds or len(scen.limit_note) > 20
-    cfg = scen.default_config()
-    assert scen.severity.low <= cfg.severity <= scen.severity.high
-    assert scen.severity.why_default
-    for size_name in ("smoke", "full"):
-        size = cfg.size(size_name)
-        assert isinstance(size, Size) and size.steps >= 1
-    # smoke must be smaller than full in total steps: it runs on CI's CPU
-    assert cfg.smoke.steps + cfg.smoke.warmup_steps <= cfg.full.steps + cfg.full.warmup_steps
 
 
 def _documented_fields(klass: type) -> set[str]:
@@ -58,15 +137,20 @@ def _documented_fields(klass: type) -> set[str]:
     return out
 
 
+def undocumented_fields(klass: type) -> list[str]:
+    """Fields of a dataclass (inherited ones included) without a docstring under them."""
+    documented: set[str] = set()
+    for k in klass.__mro__:
+        if dataclasses.is_dataclass(k):
+            documented |= _documented_fields(k)
+    return [f.name for f in dataclasses.fields(klass) if f.name not in documented]
+
+
 @pytest.mark.parametrize("name", sorted(FOUND))
 def test_config_fields_are_documented(name):
     cls = FOUND[name].config_cls
     for klass in (cls, type(cls().smoke)):
-        documented: set[str] = set()
-        for k in klass.__mro__:
-            if dataclasses.is_dataclass(k):
-                documented |= _documented_fields(k)
-        missing = [f.name for f in dataclasses.fields(klass) if f.name not in documented]
+        missing = undocumented_fields(klass)
         assert not missing, f"{klass.__name__} fields without a docstring: {missing}"
 
 
@@ -85,3 +169,172 @@ def test_module_without_symbol_is_an_error(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(tmp_path))
     with pytest.raises(ScenarioImportError, match="must export SCENARIO"):
         scenarios.discover(["nosymbol"])
+
+
+# --- ADDING_SCENARIOS.md: its smallest complete example is a working scenario ----------------
+
+ADDING = REPO / "ADDING_SCENARIOS.md"
+
+
+def example_sources() -> tuple[str, str, str]:
+    """(name, Python module, YAML file) of the smallest complete example in ADDING_SCENARIOS.md."""
+    text = ADDING.read_text()
+    _, _, section = text.partition("## The smallest complete example")
+    py = re.search(r"`scenarios/(\w+)\.py`:\s*```python\n(.*?)```", section, re.S)
+    yml = re.search(r"`conf/scenario/(\w+)\.yaml`:\s*```yaml\n(.*?)```", section, re.S)
+    assert py, "ADDING_SCENARIOS.md: no `scenarios/<name>.py` python block in the example section"
+    assert yml, "ADDING_SCENARIOS.md: no `conf/scenario/<name>.yaml` yaml block in the example"
+    assert py.group(1) == yml.group(1), "the example's module and YAML name different scenarios"
+    return py.group(1), py.group(2), yml.group(2)
+
+
+@dataclass
+class Example:
+    name: str
+    folder: Path
+    """Holds ``<name>.py``; put it on PYTHONPATH for the harness."""
+    module: object
+    yaml: str
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.module.SCENARIO  # type: ignore[attr-defined]
+
+
+@pytest.fixture(scope="module")
+def example(tmp_path_factory):
+    """The example module from ADDING_SCENARIOS.md, written out and imported as ``<name>``."""
+    name, source, yaml_text = example_sources()
+    folder = tmp_path_factory.mktemp("example")
+    (folder / f"{name}.py").write_text(source)
+    sys.path.insert(0, str(folder))
+    try:
+        yield Example(name, folder, importlib.import_module(name), yaml_text)
+    finally:
+        sys.path.remove(str(folder))
+        sys.modules.pop(name, None)
+
+
+@pytest.fixture
+def broken(example):
+    """Variants of the example built with ``dataclasses.replace``; re-binds its schema afterwards
+    (building a Scenario points its config class at it)."""
+    yield lambda **changes: dataclasses.replace(example.scenario, **changes)
+    example.scenario.config_cls._scenario = example.scenario
+
+
+def test_example_honours_the_contract(example):
+    scen = example.scenario
+    assert scen.name == example.name
+    assert contract_problems(scen) == []
+    assert scen.variants[0].kind == "baseline"
+    for klass in (scen.config_cls, type(scen.default_config().smoke)):
+        assert undocumented_fields(klass) == [], klass.__name__
+    # the extra-scenario mechanism finds it beside the shipped ones
+    found = scenarios.discover([example.name])
+    assert found[example.name] is scen and set(FOUND) < set(found)
+
+
+@dataclass(kw_only=True)
+class _NoSmoke(ScenarioConfig):
+    """A schema that forgot its smoke size."""
+
+    severity: float = 1
+    """Host reads per step."""
+    full: Size = field(default_factory=Size)
+    """GPU size."""
+
+
+@pytest.mark.parametrize(
+    ("what", "needles"),
+    [
+        ("teaching", ["teaching.symptom", "teaching.cause", "teaching.fix"]),
+        ("severity", ["severity.meaning", "severity.unit", "severity.why_default"]),
+        ("smoke", ["smoke size is missing: _NoSmoke.smoke"]),
+        ("expected", ["expected_diagnosis is empty"]),
+    ],
+)
+def test_empty_part_of_the_contract_is_named(broken, what, needles):
+    changes = {
+        "teaching": {"teaching": Teaching(symptom="", cause="n/a", fix=" ")},
+        "severity": {
+            "severity": Severity(meaning="", unit="", low=0, high=10, why_default=""),
+        },
+        "smoke": {"config_cls": _NoSmoke},
+        "expected": {"expected_diagnosis": ""},
+    }[what]
+    problems = contract_problems(broken(**changes))
+    assert problems, f"a scenario with an empty {what} passed the contract"
+    text = "\n".join(problems)
+    for needle in needles:
+        assert needle in text
+    assert len(problems) == len(needles), text  # nothing else is reported
+
+
+@pytest.mark.parametrize("missing", ["teaching", "severity", "bottleneck"])
+def test_missing_part_of_the_contract_is_refused_by_name(example, missing):
+    scen = example.scenario
+    kwargs = {f.name: getattr(scen, f.name) for f in dataclasses.fields(scen)}
+    del kwargs[missing]
+    with pytest.raises(TypeError, match=f"'{missing}'"):
+        Scenario(**kwargs)
+
+
+@pytest.mark.parametrize("bottleneck", ["", "slow_gpu"])
+def test_unknown_expected_class_is_refused_by_name(broken, bottleneck):
+    with pytest.raises(ValueError, match=f"unknown bottleneck class '{bottleneck}'"):
+        broken(bottleneck=bottleneck)
+
+
+def test_example_yaml_composes_onto_its_schema(example, tmp_path):
+    """The example's YAML, dropped into a copy of conf/, selects the scenario on its schema."""
+    import shutil
+
+    from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
+
+    from harness.config import config_dir, register_configs, to_suite
+
+    conf = tmp_path / "conf"
+    shutil.copytree(config_dir(), conf)
+    (conf / "scenario" / f"{example.name}.yaml").write_text(example.yaml)
+    register_configs(FOUND)  # the shipped schemas, as the CLI does
+    # only the example's schema: its config-group option must come from the YAML above
+    ConfigStore.instance().store(
+        group="schema/scenario", name=example.name, node=example.scenario.config_cls
+    )
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("config", overrides=[f"+scenario={example.name}", "size=smoke"])
+    suite = to_suite(cfg, {**FOUND, example.name: example.scenario})
+    sub = suite.scenario[example.name]
+    assert list(suite.scenario) == [example.name]
+    assert isinstance(sub, example.scenario.config_cls)
+    assert sub.severity == example.scenario.default_config().severity
+
+
+@pytest.mark.slow
+def test_example_runs_end_to_end_through_the_cli(example, cli, tmp_path, cache_dir):
+    """The example, loaded through BOTTLENECK_SCENARIO_MODULES, runs every variant at smoke size."""
+    env = {
+        "BOTTLENECK_SCENARIO_MODULES": example.name,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(example.folder), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    proc = cli(
+        [
+            "run",
+            f"+scenario={example.name}",
+            "size=smoke",
+            "harness.repeats=1",
+            "nsys.enabled=false",
+            "harness.progress=false",
+            f"harness.results_dir={tmp_path}",
+            f"harness.cache_dir={cache_dir}",
+        ],
+        env=env,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    runs = pd.read_csv(only_run_dir(tmp_path) / "runs.csv").set_index("variant")
+    assert list(runs.index) == example.scenario.variant_names
+    assert (runs["status"] == "ok").all(), runs["error"].to_dict()

@@ -279,10 +279,11 @@ def _cuda_export(
     path: Path,
     kernels: list[tuple[int, int, str]],
     api: list[tuple[int, int, str, int]] = (),  # type: ignore[assignment]
+    devices: list[int] | None = None,
 ) -> Path:
     """A minimal nsys-shaped export: StringIds, a kernel table and, if ``api`` is given, a runtime
-    table (2025 column names). Kernel i has correlation id i; api rows are (start, end, name,
-    correlation id), all on one thread."""
+    table (2025 column names). Kernel i has correlation id i and runs on GPU ``devices[i]`` (0
+    without ``devices``); api rows are (start, end, name, correlation id), all on one thread."""
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
     names = sorted({n for _, _, n in kernels} | {a[2] for a in api})
@@ -296,9 +297,9 @@ def _cuda_export(
     )
     gpid = (1 << 56) | (4242 << 24)
     db.executemany(
-        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, ?, ?, ?, ?, ?)",
+        "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
         [
-            (s, e, 13 if "nccl" in n else 7, i, gpid, ids[n], ids[n])
+            (s, e, devices[i] if devices else 0, 13 if "nccl" in n else 7, i, gpid, ids[n], ids[n])
             for i, (s, e, n) in enumerate(kernels)
         ],
     )
@@ -353,6 +354,69 @@ def test_exposed_comm_synthetic(
 
 def kernels_span(kernels: list[tuple[int, int, str]]) -> int:
     return max(e for _, e, _ in kernels) - min(s for s, _, _ in kernels)
+
+
+# Two ranks in one report (DDP, one GPU each): each GPU's NCCL is judged against its own compute.
+AR = "ncclDevKernel_AllReduce_Sum_f32"
+# GPU 0: compute [0,100), all-reduce [100,200) with nothing of its own under it; GPU 1: compute
+# [0,200) with its all-reduce [50,150) under it. Across both GPUs the NCCL union [50,200) lies
+# under the compute union [0,200) (GPU 1's compute "hides" GPU 0's wait); per GPU, GPU 0 has
+# 100 of 200 ns exposed and GPU 1 none: mean 0.25, max 0.5.
+CROSS = [(0, 100, "gemm"), (100, 200, AR), (0, 200, "gemm"), (50, 150, AR)]
+CROSS_DEV = [0, 0, 1, 1]
+# Each GPU's all-reduce runs under its own compute: nothing exposed anywhere.
+OWN = [(0, 200, "gemm"), (50, 150, AR), (0, 200, "gemm"), (100, 190, AR)]
+OWN_DEV = [0, 0, 1, 1]
+
+
+def _exposed_comm(
+    path: Path, devices: list[int], kernels: list, over: dict | None = None
+) -> Finding:
+    with T.open_trace(_cuda_export(path, kernels, devices=devices)) as tr:
+        return _by_class(diagnose(tr, {**NO_SKIP, **(over or {})}))["exposed_comm"]
+
+
+def test_exposed_comm_per_gpu_not_hidden_by_peer_compute(tmp_path: Path) -> None:
+    # the same kernels all on one GPU: the cross-device view, which calls the wait hidden
+    one = _exposed_comm(tmp_path / "one.sqlite", [0] * len(CROSS), CROSS)
+    assert one.metrics["nccl_exposed_share"] == 0.0 and not one.fired
+    f = _exposed_comm(tmp_path / "two.sqlite", CROSS_DEV, CROSS)
+    m = f.metrics
+    assert m["nccl_exposed_share_gpu0"] == pytest.approx(100 / 200)
+    assert m["nccl_exposed_share_gpu1"] == 0.0
+    assert m["nccl_exposed_share"] == pytest.approx(0.25)  # mean over the two GPUs
+    assert m["nccl_exposed_share_max"] == pytest.approx(0.5)
+    assert m["nccl_exposed_share_min"] == 0.0
+    assert m["nccl_share"] == pytest.approx((100 + 100) / 2 / 200)
+    assert m["nccl_kernels_per_s"] == pytest.approx(2 / (200 / 1e9))
+    assert f.fired, f.reason
+    assert f.impact == pytest.approx(0.25)
+    assert "mean over 2 GPUs" in f.reason
+    ev = f.evidence[0]
+    assert (ev["device"], ev["start_ns"], ev["exposed_ns"]) == (0, 100, 100)
+    assert len(f.evidence) == 1
+
+
+def test_exposed_comm_per_gpu_hidden_by_own_compute(tmp_path: Path) -> None:
+    f = _exposed_comm(tmp_path / "own.sqlite", OWN_DEV, OWN)
+    assert not f.fired and f.impact == 0.0 and f.evidence == []
+    m = f.metrics
+    assert m["nccl_exposed_share"] == 0.0 and m["nccl_exposed_share_max"] == 0.0
+    assert m["nccl_exposed_share_gpu0"] == 0.0 and m["nccl_exposed_share_gpu1"] == 0.0
+
+
+def test_exposed_comm_threshold_from_config(tmp_path: Path) -> None:
+    import yaml
+
+    th = yaml.safe_load(config_path().read_text(encoding="utf-8"))["exposed_comm"]
+    assert th["min_nccl_exposed_share"] == 0.1
+    assert load_thresholds()["exposed_comm"]["min_nccl_exposed_share"] == 0.1
+    # the mean (0.25) is compared with the threshold, not the max (0.5)
+    for limit, fired in [(0.25, True), (0.3, False), (0.5, False)]:
+        over = {"exposed_comm": {"min_nccl_exposed_share": limit}}
+        f = _exposed_comm(tmp_path / f"th{limit}.sqlite", CROSS_DEV, CROSS, over)
+        assert f.fired is fired, (limit, f.reason)
+        assert f.impact == (pytest.approx(0.25) if fired else 0.0)
 
 
 # --- synthetic launch-bound and host-sync exports ----------------------------------------------

@@ -19,7 +19,7 @@ GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
 GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
 CPU_BASE = DATA / "cpu_nsys2022_sync_loading.sqlite"
 CPU_FIX = DATA / "cpu_nsys2022_sync_loading_async_dataloader.sqlite"
-RUNS = REPO / "results" / "reference" / "h100" / "runs.csv"
+RUNS = REPO / "results" / "reference" / "h100" / "sync_loading-74eb868" / "runs.csv"
 
 
 def _png(fig, path) -> np.ndarray:

@@ -21,6 +21,7 @@ import textwrap
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -735,3 +736,60 @@ def test_sql_files_ship_as_package_data() -> None:
 
     names = {p.name for p in resources.files("analysis").joinpath("sql").iterdir()}
     assert {f"{n}.sql" for n in TABLE_FUNCS if n != "step_ranges"} <= names
+
+
+# --- bulk integer columns and enum tables ------------------------------------------------------
+
+
+@pytest.mark.parametrize("workers", [1, 3], ids=["serial", "parallel"])
+def test_int_columns_match_plain_query(gpu_export: Path, workers: int, monkeypatch) -> None:
+    """Chunked, column-at-a-time (and threaded) reading gives exactly the plain query's rows."""
+    monkeypatch.setattr(T, "PARALLEL_READERS", workers)
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    with T.open_trace(gpu_export) as tr:
+        lo, hi = T.window(tr)
+        where = 't."end" > :lo AND t.start < :hi'
+        _, rows = tr.query(
+            f'SELECT start, "end", correlationId, nameId, rowid FROM {t} AS t WHERE {where} '
+            "ORDER BY rowid",
+            {"lo": lo, "hi": hi},
+        )
+        cols = {"s": "t.start", "e": 't."end"', "c": "t.correlationId", "n": "t.nameId"}
+        cols["r"] = "t.rowid"
+        got = T.int_columns(tr, t, cols, where, {"lo": lo, "hi": hi}, chunk_rows=257)
+        few = T.int_columns(tr, t, cols, where, {"lo": lo, "hi": hi}, few=True)
+        none = T.int_columns(tr, "NO_SUCH_TABLE", cols)
+        total = tr.query(f"SELECT COUNT(*) FROM {t}")[1][0][0]
+    assert 2 * 257 < len(rows) < total  # several chunks of 257; the window leaves rows out
+    expected = np.array(rows, dtype=np.int64)
+    for i, name in enumerate(cols):
+        assert got[name].dtype == np.int64
+        np.testing.assert_array_equal(got[name], expected[:, i])
+        np.testing.assert_array_equal(few[name], expected[:, i])
+        assert none[name].size == 0
+
+
+def test_int_columns_nulls_and_non_integers(synthetic: tuple[T.Trace, bool]) -> None:
+    tr, _ = synthetic
+    # NVTX marks have no end: NULL comes back as the sentinel, so columns stay aligned
+    got = T.int_columns(tr, "NVTX_EVENTS", {"s": "t.start", "e": 't."end"'}, null=-7)
+    _, rows = tr.query('SELECT start, COALESCE("end", -7) FROM NVTX_EVENTS ORDER BY rowid')
+    np.testing.assert_array_equal(np.column_stack([got["s"], got["e"]]), np.array(rows))
+    assert (got["e"] == -7).sum() == 2
+    for few in (False, True):
+        with pytest.raises(T.TraceError, match="not integers"):
+            T.int_columns(tr, "NVTX_EVENTS", {"text": "t.text"}, "t.text IS NOT NULL", few=few)
+
+
+def test_enum_table_is_public_and_handles_every_layout(synthetic: tuple[T.Trace, bool]) -> None:
+    tr, legacy = synthetic
+    expr = T.enum_table(tr, "ENUM_CUDA_MEM_KIND")
+    _, rows = tr.query(f"SELECT id, name, label FROM {expr} ORDER BY id")
+    assert [r[0] for r in rows] == [0, 2, 5]
+    labels = {r[1]: r[2] for r in rows}
+    assert labels["CUDA_MEMOPR_MEMORY_KIND_PAGEABLE"] == (
+        "CUDA_MEMOPR_MEMORY_KIND_PAGEABLE" if legacy else "Pageable"  # no label: name stands in
+    )
+    _, none = tr.query(f"SELECT id, name, label FROM {T.enum_table(tr, 'ENUM_NOT_THERE')}")
+    assert none == []
+    assert "enum_table" in T.__all__ and not hasattr(T, "_enum")

@@ -1,8 +1,11 @@
 """Shared pieces of the detectors: the steady-state window, GPU activity in it, interval maths.
 
 Everything is read with window-bounded SQL (only rows overlapping the window, only the columns
-needed) and combined with vectorised numpy/pandas; results are cached on the Trace object, so
-running all five detectors reads each table once.
+needed). The big tables (kernels, CUDA API calls) come back as numpy arrays through
+:func:`analysis.trace.int_columns`, never as per-row Python objects or pandas frames; names and
+kinds are resolved once per distinct id (StringIds, ENUM_*) and tested as id sets in SQL; of
+the API table only the calls a rule looks at are read (launches, syncs, copies). Results are
+cached on the Trace object, so running all five detectors reads each table once.
 """
 
 from __future__ import annotations
@@ -12,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from analysis import trace as T
 from analysis.findings import Finding
@@ -73,7 +75,7 @@ def activity_span(trace: T.Trace) -> tuple[int, int] | None:
     """First start and last end over every activity table (what nsys captured at all)."""
     lo: list[int] = []
     hi: list[int] = []
-    for table in T._ACTIVITY_TABLES:
+    for table in T.ACTIVITY_TABLES:
         if trace.has(table):
             a, b = _scalar(trace, f'SELECT MIN(start), MAX("end") FROM {table}')
             if a is not None:
@@ -127,88 +129,255 @@ def steady(trace: T.Trace, cfg: Mapping[str, Any]) -> Steady:
 
 # --- GPU activity ------------------------------------------------------------------------------
 
+#: Activity.kind codes.
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+#: Activity.direction codes: index into this tuple (memcpy rows; 0 for the rest).
+DIRECTIONS = ("other", "HtoD", "DtoH", "DtoD")
+HTOD, DTOH = 1, 2
 
-def steady_activity(trace: T.Trace, cfg: Mapping[str, Any]) -> tuple[Steady, pd.DataFrame]:
+
+@dataclass(frozen=True)
+class Activity:
+    """Kernels, memcpys and memsets overlapping the window, clipped to it, as aligned arrays.
+
+    Sorted by (start, end), ties in table order (kernels, then copies, then memsets, each by
+    rowid). ``corr`` is -1 where the export has no correlation id; ``rowid`` is the row in the
+    activity's own table (to fetch a kernel's name for evidence, see :func:`kernel_names`).
+    Copy fields (``nbytes``, ``direction``, ``pageable``) are 0 on kernels and memsets.
+    ``device`` is the row's CUDA deviceId (0 where the export has no such column; filled with
+    zeros when an Activity is built without it, so older callers keep working).
+    """
+
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    corr: np.ndarray
+    rowid: np.ndarray
+    nccl: np.ndarray
+    nbytes: np.ndarray
+    direction: np.ndarray
+    pageable: np.ndarray
+    device: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        if self.device is None:
+            object.__setattr__(self, "device", np.zeros(self.start.size, np.int64))
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def take(self, idx: np.ndarray) -> Activity:
+        """The rows at ``idx`` (an index or boolean array), in that order."""
+        return Activity(**{f: getattr(self, f)[idx] for f in self.__dataclass_fields__})
+
+
+def steady_activity(trace: T.Trace, cfg: Mapping[str, Any]) -> tuple[Steady, Activity]:
     """The steady-state window and the GPU activity inside it: what most detectors start from."""
     st = steady(trace, cfg)
     return st, gpu_activity(trace, st.lo, st.hi)
 
 
-def gpu_activity(trace: T.Trace, lo: int, hi: int) -> pd.DataFrame:
+def id_list(values: Any) -> str:
+    """A literal SQL list of integer ids (values are ints read from the export, never text)."""
+    return ", ".join(str(int(v)) for v in values)
+
+
+def enum_ids(trace: T.Trace, table: str, pattern: str) -> list[int]:
+    """Ids of the nsys enum ``table`` whose name is LIKE ``pattern`` (cached)."""
+    key = ("enum", table, pattern)
+    cache = _cache(trace)
+    if key not in cache:
+        sql = f"SELECT id FROM {T.enum_table(trace, table)} WHERE name LIKE :p"
+        cache[key] = sorted(int(r[0]) for r in trace.query(sql, {"p": pattern})[1])
+    return cache[key]
+
+
+def _string_ids(trace: T.Trace, pattern: str) -> list[int]:
+    """Ids of StringIds whose value is LIKE ``pattern`` (cached)."""
+    key = ("strings", pattern)
+    cache = _cache(trace)
+    if key not in cache:
+        rows = trace.query("SELECT id FROM StringIds WHERE value LIKE :p", {"p": pattern})[1]
+        cache[key] = sorted(int(r[0]) for r in rows)
+    return cache[key]
+
+
+#: SQL condition: row ``t`` overlaps the window (:lo, :hi).
+WINDOW = 't."end" > :lo AND t.start < :hi'
+
+
+def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     """Kernels, memcpys and memsets overlapping [lo, hi], clipped to it (cached).
 
-    Columns: start_ns, end_ns (clipped), kind (kernel/memcpy/memset), correlation_id, name (kernel
-    short name), is_nccl, bytes, direction, pageable.
+    Read as numpy columns with :func:`analysis.trace.int_columns` (no per-row Python objects);
+    an NCCL kernel is one whose demangled name (else short name) contains ``nccl``: the string
+    table is searched once and the kernels are tested against those ids in SQL. Copy direction and pageability come from the
+    export's ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND.
     """
     key = ("gpu", lo, hi)
     cache = _cache(trace)
     if key in cache:
         return cache[key]
-    parts = []
     p = {"lo": lo, "hi": hi}
-    cols = ["start_ns", "end_ns", "kind", "correlation_id", "name", "is_nccl"]
-    cols += ["bytes", "direction", "pageable"]
+    base = {"start": "t.start", "end": 't."end"', "corr": "t.correlationId", "rowid": "t.rowid"}
+
+    def with_device(table: str, cols: dict[str, str]) -> dict[str, str]:
+        return cols | {"device": "t.deviceId"} if trace.has(table, "deviceId") else cols
+
+    parts: list[dict[str, np.ndarray]] = []
     if trace.has(KERNEL):
-        sql = f"""
-            SELECT k.start, k."end", 'kernel', k.correlationId, sn.value,
-                   COALESCE(dn.value, sn.value, '') LIKE '%nccl%', NULL, NULL, NULL
-            FROM {KERNEL} AS k
-            LEFT JOIN StringIds AS sn ON sn.id = k.shortName
-            LEFT JOIN StringIds AS dn ON dn.id = k.demangledName
-            WHERE k."end" > :lo AND k.start < :hi"""
-        parts.append(trace.query(sql, p)[1])
+        cols = with_device(KERNEL, dict(base))
+        nccl = _string_ids(trace, "%nccl%")
+        if nccl:
+            cols["nccl"] = (
+                "CASE WHEN t.demangledName IN (SELECT id FROM StringIds) "
+                f"THEN t.demangledName IN ({id_list(nccl)}) ELSE t.shortName IN ({id_list(nccl)}) END"
+            )
+        k = T.int_columns(trace, KERNEL, cols, WINDOW, p)
+        k["kind"] = np.full(k["start"].size, KIND_KERNEL, np.int8)
+        parts.append(k)
     if trace.has(MEMCPY):
-        ck = T._enum(trace, "ENUM_CUDA_MEMCPY_OPER")
-        mk = T._enum(trace, "ENUM_CUDA_MEM_KIND")
-        sql = f"""
-            SELECT m.start, m."end", 'memcpy', m.correlationId, NULL, 0, m.bytes,
-                   CASE WHEN ck.name LIKE '%HTOD' THEN 'HtoD' WHEN ck.name LIKE '%DTOH' THEN 'DtoH'
-                        WHEN ck.name LIKE '%DTOD' THEN 'DtoD' ELSE 'other' END,
-                   (sk.name LIKE '%PAGEABLE' OR dk.name LIKE '%PAGEABLE')
-            FROM {MEMCPY} AS m
-            LEFT JOIN {ck} AS ck ON ck.id = m.copyKind
-            LEFT JOIN {mk} AS sk ON sk.id = m.srcKind
-            LEFT JOIN {mk} AS dk ON dk.id = m.dstKind
-            WHERE m."end" > :lo AND m.start < :hi"""
-        parts.append(trace.query(sql, p)[1])
+        ops = "ENUM_CUDA_MEMCPY_OPER"
+        htod, dtoh = enum_ids(trace, ops, "%HTOD"), enum_ids(trace, ops, "%DTOH")
+        dtod = enum_ids(trace, ops, "%DTOD")
+        pg = id_list(enum_ids(trace, "ENUM_CUDA_MEM_KIND", "%PAGEABLE"))
+        cols = with_device(MEMCPY, dict(base))
+        cols["nbytes"] = "COALESCE(t.bytes, 0)"
+        cols["direction"] = (
+            f"CASE WHEN t.copyKind IN ({id_list(htod)}) THEN 1 WHEN t.copyKind IN ({id_list(dtoh)}) "
+            f"THEN 2 WHEN t.copyKind IN ({id_list(dtod)}) THEN 3 ELSE 0 END"
+        )
+        cols["pageable"] = f"COALESCE(t.srcKind IN ({pg}) OR t.dstKind IN ({pg}), 0)"
+        m = T.int_columns(trace, MEMCPY, cols, WINDOW, p)
+        m["kind"] = np.full(m["start"].size, KIND_MEMCPY, np.int8)
+        parts.append(m)
     if trace.has(MEMSET):
-        sql = f"""SELECT start, "end", 'memset', correlationId, NULL, 0, bytes, NULL, NULL
-                  FROM {MEMSET} WHERE "end" > :lo AND start < :hi"""
-        parts.append(trace.query(sql, p)[1])
-    rows = [r for part in parts for r in part]
-    df = pd.DataFrame(rows, columns=cols)
-    df["start_ns"] = df["start_ns"].astype("int64").clip(lower=lo)
-    df["end_ns"] = df["end_ns"].astype("int64").clip(upper=hi)
-    df["is_nccl"] = df["is_nccl"].fillna(0).astype(bool)
-    df["pageable"] = df["pageable"].fillna(0).astype(bool)
-    df = df.sort_values(["start_ns", "end_ns"], kind="stable").reset_index(drop=True)
-    cache[key] = df
-    return df
+        s = T.int_columns(trace, MEMSET, with_device(MEMSET, dict(base)), WINDOW, p)
+        s["kind"] = np.full(s["start"].size, KIND_MEMSET, np.int8)
+        parts.append(s)
+
+    def col(name: str, dtype: Any) -> np.ndarray:
+        arrays = [
+            part[name] if name in part else np.zeros(part["start"].size, np.int64) for part in parts
+        ]
+        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+    start = np.clip(col("start", np.int64), lo, None)
+    end = np.clip(col("end", np.int64), None, hi)
+    order = np.lexsort((end, start))  # stable: ties keep kernels, copies, memsets, rowid order
+    act = Activity(
+        start=start[order],
+        end=end[order],
+        kind=col("kind", np.int8)[order],
+        corr=col("corr", np.int64)[order],
+        rowid=col("rowid", np.int64)[order],
+        nccl=col("nccl", bool)[order],
+        nbytes=col("nbytes", np.int64)[order],
+        direction=col("direction", np.int8)[order],
+        pageable=col("pageable", bool)[order],
+        device=col("device", np.int64)[order],
+    )
+    cache[key] = act
+    return act
 
 
-def api_calls(trace: T.Trace, lo: int, hi: int) -> pd.DataFrame:
-    """CUDA API calls overlapping [lo, hi] with base_name and category (cached)."""
-    key = ("api", lo, hi)
+def busy(trace: T.Trace, st: Steady, act: Activity) -> tuple[np.ndarray, np.ndarray]:
+    """The union of all GPU activity in the window (cached with the activity)."""
+    key = ("busy", st.lo, st.hi)
     cache = _cache(trace)
-    if key in cache:
-        return cache[key]
-    cols = ["start_ns", "end_ns", "global_tid", "correlation_id", "name"]
-    rows: list[tuple[Any, ...]] = []
-    if trace.has(RUNTIME):
-        sql = f"""SELECT r.start, r."end", r.globalTid, r.correlationId, s.value
-                  FROM {RUNTIME} AS r LEFT JOIN StringIds AS s ON s.id = r.nameId
-                  WHERE r."end" > :lo AND r.start < :hi"""
-        rows = trace.query(sql, {"lo": lo, "hi": hi})[1]
-    df = pd.DataFrame(rows, columns=cols)
-    df["start_ns"] = df["start_ns"].astype("int64")
-    df["end_ns"] = df["end_ns"].astype("int64")
-    names = df["name"].dropna().unique()
-    base = {n: T.api_base_name(n) for n in names}
-    df["base_name"] = df["name"].map(base)
-    df["category"] = df["base_name"].map({b: T.api_category(b) for b in set(base.values())})
-    df = df.sort_values("start_ns", kind="stable").reset_index(drop=True)
-    cache[key] = df
-    return df
+    if key not in cache:
+        cache[key] = union(act.start, act.end)
+    return cache[key]
+
+
+def kernel_names(trace: T.Trace, rowids: Any) -> list[str | None]:
+    """Short names of the kernels at these rowids of the kernel table (None where unknown)."""
+    rowids = [int(r) for r in rowids]
+    if not rowids or not trace.has(KERNEL):
+        return [None] * len(rowids)
+    sql = f"""SELECT t.rowid, s.value FROM {KERNEL} AS t
+              LEFT JOIN StringIds AS s ON s.id = t.shortName WHERE t.rowid IN ({id_list(rowids)})"""
+    found = dict(trace.query(sql)[1])
+    return [found.get(r) for r in rowids]
+
+
+# --- CUDA API calls ----------------------------------------------------------------------------
+
+
+def api_names(trace: T.Trace) -> dict[int, tuple[str, str]]:
+    """StringIds id -> (base name, category) for every CUDA API name in the export (cached).
+
+    Every API name that has a category other than ``other`` starts with ``cu`` (cudaLaunchKernel,
+    cuLaunchKernel, cudaStreamSynchronize, cuMemcpyDtoH, ...), so only those strings are read.
+    """
+    cache = _cache(trace)
+    if "api_names" not in cache:
+        rows = trace.query("SELECT id, value FROM StringIds WHERE value LIKE 'cu%'")[1]
+        out = {}
+        for i, name in rows:
+            base = T.api_base_name(str(name))
+            out[int(i)] = (base, T.api_category(base))
+        cache["api_names"] = out
+    return cache["api_names"]
+
+
+def category_ids(trace: T.Trace, *categories: str) -> list[int]:
+    """Name ids of the CUDA API calls in these categories (launch, sync, memcpy, ...)."""
+    return sorted(i for i, (_, c) in api_names(trace).items() if c in categories)
+
+
+def api_in_window(
+    trace: T.Trace,
+    lo: int,
+    hi: int,
+    categories: tuple[str, ...],
+    columns: tuple[str, ...] = ("start", "end", "corr"),
+    *,
+    few: bool = False,
+) -> dict[str, np.ndarray]:
+    """CUDA API calls of ``categories`` overlapping [lo, hi], sorted by start (ties in table
+    order). ``columns`` from: start, end, corr, name (StringIds id), tid, rowid; ``few`` when
+    the calls are rare (syncs, copies: one scan for all columns)."""
+    known = {"start": "t.start", "end": 't."end"', "corr": "t.correlationId", "name": "t.nameId"}
+    known |= {"tid": "t.globalTid", "rowid": "t.rowid"}
+    cols = {c: known[c] for c in dict.fromkeys(("start", *columns))}
+    where = f"{WINDOW} AND t.nameId IN ({id_list(category_ids(trace, *categories))})"
+    out = T.int_columns(trace, RUNTIME, cols, where, {"lo": lo, "hi": hi}, few=few)
+    order = np.argsort(out["start"], kind="stable")  # rows come in rowid order
+    return {k: v[order] for k, v in out.items()}
+
+
+def launches(trace: T.Trace, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """Kernel launch calls overlapping [lo, hi], one per correlation id (the first to start),
+    sorted by start (cached)."""
+    key = ("launch", lo, hi)
+    cache = _cache(trace)
+    if key not in cache:
+        calls = api_in_window(trace, lo, hi, ("launch",))
+        _, first = np.unique(calls["corr"], return_index=True)
+        keep = np.sort(first)
+        cache[key] = {k: v[keep] for k, v in calls.items()}
+    return cache[key]
+
+
+def launch_end_of(calls: Mapping[str, np.ndarray], corr: np.ndarray) -> np.ndarray:
+    """For each correlation id, the end of its launch call (NaN where there is none)."""
+    uniq, first = np.unique(calls["corr"], return_index=True)
+    ends = calls["end"][first].astype(float)
+    if uniq.size == 0:
+        return np.full(corr.shape, np.nan)
+    pos = np.clip(np.searchsorted(uniq, corr), 0, uniq.size - 1)
+    return np.where(uniq[pos] == corr, ends[pos], np.nan)
+
+
+def launcher_tids(trace: T.Trace, lo: int, hi: int) -> np.ndarray:
+    """Threads that make kernel launch calls overlapping [lo, hi]."""
+    if not trace.has(RUNTIME):
+        return np.zeros(0, np.int64)
+    sql = f"""SELECT DISTINCT t.globalTid FROM {RUNTIME} AS t WHERE {WINDOW}
+              AND t.nameId IN ({id_list(category_ids(trace, "launch"))})"""
+    rows = trace.query(sql, {"lo": lo, "hi": hi})[1]
+    return np.array([r[0] for r in rows if r[0] is not None], dtype=np.int64)
 
 
 # --- interval maths (vectorised) ---------------------------------------------------------------
@@ -263,24 +432,16 @@ def length(s: np.ndarray, e: np.ndarray) -> int:
     return int((np.asarray(e) - np.asarray(s)).sum())
 
 
-def nvtx(trace: T.Trace) -> pd.DataFrame:
-    """All NVTX ranges with an end (cached)."""
-    cache = _cache(trace)
-    if "nvtx" not in cache:
-        r = T.nvtx_ranges(trace)
-        cache["nvtx"] = r[r["end_ns"].notna()].astype({"end_ns": "int64"})
-    return cache["nvtx"]
-
-
 def label_at(trace: T.Trace, st: Steady, start: int, end: int) -> str | None:
-    """Text of the innermost NVTX range on the step thread overlapping [start, end] the most."""
+    """Text of the innermost NVTX range on the step thread overlapping [start, end] the most
+    (read for that span only)."""
     if st.step_tid is None:
         return None
-    r = nvtx(trace)
-    r = r[(r["global_tid"] == st.step_tid) & (r["end_ns"] > start) & (r["start_ns"] < end)]
-    r = r[~r["text"].isin(["measure", "step"])]
+    r = T.nvtx_ranges(trace, tid=st.step_tid, spans=[(start, end)])
+    r = r[r["end_ns"].notna() & ~r["text"].isin(["measure", "step"])]
     if r.empty:
         return None
+    r = r.astype({"end_ns": "int64"})
     ov = np.minimum(r["end_ns"], end) - np.maximum(r["start_ns"], start)
     best = r.assign(_ov=ov).sort_values(["_ov", "depth"], ascending=False, kind="stable")
     return str(best["text"].iloc[0])

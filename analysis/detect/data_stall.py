@@ -25,8 +25,8 @@ KLASS = "data_stall"
 
 def _data_load(trace: T.Trace, st: C.Steady, name: str) -> tuple[np.ndarray, np.ndarray]:
     """Union of the ``data_load`` ranges on the step thread, clipped to the window."""
-    r = C.nvtx(trace)
-    r = r[(r["text"] == name) & (r["global_tid"] == st.step_tid)]
+    r = T.step_ranges(trace, name)  # the ranges called `name` (selected in SQL)
+    r = r[(r["global_tid"] == st.step_tid) & r["end_ns"].notna()].astype({"end_ns": "int64"})
     return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
 
 
@@ -36,16 +36,26 @@ def _file_io(trace: T.Trace, st: C.Steady, calls: list[str]) -> tuple[np.ndarray
     if not trace.has("OSRT_API") or not calls:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     marks = ", ".join(f":n{i}" for i in range(len(calls)))
-    sql = f"""SELECT o.start, o."end", o.globalTid FROM OSRT_API AS o JOIN StringIds AS s ON s.id = o.nameId
-              WHERE o."end" > :lo AND o.start < :hi AND s.value IN ({marks})"""
-    params: dict[str, object] = {"lo": st.lo, "hi": st.hi}
-    params.update({f"n{i}": c for i, c in enumerate(calls)})
-    rows = trace.query(sql, params)[1]
-    api = C.api_calls(trace, st.lo, st.hi)
-    launchers = api.loc[api["category"] == "launch", "global_tid"].unique()
-    a = np.array(rows, dtype=np.int64).reshape(-1, 3)
-    a = a[np.isin(a[:, 2], launchers)]
-    return C.union(np.clip(a[:, 0], st.lo, None), np.clip(a[:, 1], None, st.hi))
+    rows = trace.query(
+        f"SELECT id FROM StringIds WHERE value IN ({marks})",
+        {f"n{i}": c for i, c in enumerate(calls)},
+    )[1]
+    launchers = C.launcher_tids(trace, st.lo, st.hi)
+    if not rows or launchers.size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    where = (
+        f"{C.WINDOW} AND t.nameId IN ({C.id_list(r[0] for r in rows)}) "
+        f"AND t.globalTid IN ({C.id_list(launchers)})"
+    )
+    io = T.int_columns(
+        trace,
+        "OSRT_API",
+        {"start": "t.start", "end": 't."end"'},
+        where,
+        {"lo": st.lo, "hi": st.hi},
+        few=True,
+    )
+    return C.union(np.clip(io["start"], st.lo, None), np.clip(io["end"], None, st.hi))
 
 
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
@@ -72,7 +82,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         return Finding(KLASS, fired, share if fired else 0.0, metrics, evidence, reason)
 
     act = C.gpu_activity(trace, st.lo, st.hi)
-    bs, be = C.union(act["start_ns"], act["end_ns"])
+    bs, be = C.busy(trace, st, act)
     gs, ge = C.gaps(bs, be, st.lo, st.hi)
     idle = C.length(gs, ge) / st.span_ns
     metrics["gpu_idle_share"] = idle

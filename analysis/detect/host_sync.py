@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from analysis import trace as T
 from analysis.detect import _common as C
@@ -24,41 +23,93 @@ from analysis.findings import Finding
 KLASS = "host_sync"
 
 
+def _copies_by_corr(act: C.Activity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The window's memcpys, one per correlation id (the first in activity order): sorted
+    correlation ids with the direction and pageability of their copy."""
+    cp = act.take(act.kind == C.KIND_MEMCPY)
+    corr, first = np.unique(cp.corr, return_index=True)
+    return corr, cp.direction[first], cp.pageable[first]
+
+
+def _sync_calls(trace: T.Trace, st: C.Steady, act: C.Activity) -> dict[str, np.ndarray]:
+    """Blocking calls overlapping the window: sync-category API calls plus memcpy calls whose
+    copy is device-to-host and either synchronous (no ``Async``) or into pageable memory.
+    Sorted by start (ties in table order); ``base`` holds the base names."""
+    cols = ("start", "end", "corr", "name", "tid", "rowid")
+    calls = C.api_in_window(trace, st.lo, st.hi, ("sync", "memcpy"), cols, few=True)
+    names = C.api_names(trace)
+    base = np.array([names[int(i)][0] for i in calls["name"]], dtype=object)
+    cat = np.array([names[int(i)][1] for i in calls["name"]], dtype=object)
+    corr, direction, pageable = _copies_by_corr(act)
+    pos = np.clip(np.searchsorted(corr, calls["corr"]), 0, max(0, corr.size - 1))
+    has_copy = (corr[pos] == calls["corr"]) if corr.size else np.zeros(cat.size, bool)
+    d2h = has_copy & (direction[pos] == C.DTOH if corr.size else False)
+    is_async = np.array(["Async" in b for b in base], dtype=bool)
+    pageable_copy = has_copy & (pageable[pos] if corr.size else False)
+    blocking = (cat == "memcpy") & d2h & (~is_async | pageable_copy)
+    keep = (cat == "sync") | blocking
+    out = {k: v[keep] for k, v in calls.items()}
+    out["base"] = base[keep]
+    return out
+
+
+def _resumes_quickly(
+    trace: T.Trace,
+    st: C.Steady,
+    syncs: dict[str, np.ndarray],
+    blocking_rows: np.ndarray,
+    r_ns: float,
+) -> np.ndarray:
+    """For each sync: does the same thread make a non-blocking CUDA call (overlapping the window)
+    that starts within ``r_ns`` of the sync's end?
+
+    Only calls starting in [end, end + r_ns] of some sync can answer yes, so only those are read:
+    the API table is filtered in SQL by buckets of width ~r_ns around the syncs' ends.
+    """
+    ends, tids = syncs["end"], syncs["tid"]
+    if ends.size == 0 or r_ns < 0:
+        return np.zeros(ends.size, bool)
+    width = max(1, int(r_ns))
+    lo_b, hi_b = ends // width - 1, (ends + int(np.ceil(r_ns))) // width + 1
+    buckets = np.unique(
+        np.concatenate([np.arange(a, b + 1) for a, b in zip(lo_b, hi_b, strict=True)])
+    )
+    where = (
+        f"{C.WINDOW} AND (t.start / {width}) IN ({C.id_list(buckets)}) "
+        f"AND t.globalTid IN ({C.id_list(np.unique(tids))})"
+    )
+    cols = {"start": "t.start", "tid": "t.globalTid", "rowid": "t.rowid"}
+    near = T.int_columns(trace, C.RUNTIME, cols, where, {"lo": st.lo, "hi": st.hi}, few=True)
+    other = ~np.isin(near["rowid"], blocking_rows)
+    quick = np.zeros(ends.size, bool)
+    for tid in np.unique(tids):
+        starts = np.sort(near["start"][other & (near["tid"] == tid)])
+        if starts.size == 0:
+            continue
+        mine = np.flatnonzero(tids == tid)
+        i = np.searchsorted(starts, ends[mine], side="left")
+        nxt = np.where(i < starts.size, starts[np.clip(i, 0, starts.size - 1)], np.inf)
+        quick[mine] = (nxt - ends[mine]) <= r_ns
+    return quick
+
+
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
     if not trace.has(C.RUNTIME):
         return C.missing(KLASS, C.RUNTIME, "CUDA API calls")
     st, act = C.steady_activity(trace, thresholds)
-    api = C.api_calls(trace, st.lo, st.hi)
-    copies = act.loc[act["kind"] == "memcpy", ["correlation_id", "direction", "pageable"]]
-    api = api.merge(copies.drop_duplicates("correlation_id"), on="correlation_id", how="left")
-    blocking_d2h = (
-        (api["category"] == "memcpy")
-        & (api["direction"] == "DtoH")
-        & (
-            ~api["base_name"].str.contains("Async", na=False)
-            | api["pageable"].fillna(False).astype(bool)
-        )
-    )
-    is_sync = (api["category"] == "sync") | blocking_d2h
-    syncs = api[is_sync & (api["start_ns"] >= st.lo)].sort_values("start_ns", kind="stable")
+    blocking = _sync_calls(trace, st, act)
+    first = blocking["start"] >= st.lo
+    syncs = {k: v[first] for k, v in blocking.items()}
     metrics: dict[str, float] = {}
-    name, value = st.rate("syncs", len(syncs))
+    name, value = st.rate("syncs", syncs["start"].size)
     metrics[name] = value
-    # the same thread's next CUDA call after each sync returns
-    others = api[~is_sync].sort_values("start_ns", kind="stable")
-    nxt = pd.merge_asof(
-        syncs[["end_ns", "global_tid"]].sort_values("end_ns").reset_index(),
-        others[["start_ns", "global_tid"]].rename(columns={"start_ns": "next_ns"}),
-        left_on="end_ns", right_on="next_ns", by="global_tid", direction="forward",
-    ).set_index("index").reindex(syncs.index)  # fmt: skip
-    resumes = (nxt["next_ns"] - syncs["end_ns"]).to_numpy(dtype=float, na_value=np.inf)
-    quick = resumes <= th["resume_us"] * 1e3
-    bs, be = C.union(act["start_ns"], act["end_ns"])
+    # the same thread's next CUDA call after each sync returns, if it comes within resume_us
+    quick = _resumes_quickly(trace, st, syncs, blocking["rowid"], th["resume_us"] * 1e3)
+    bs, be = C.busy(trace, st, act)
     gs, ge = C.gaps(bs, be, st.lo, st.hi)
     gs, ge = gs[gs > st.lo], ge[gs > st.lo]  # a gap at the window's edge has no start to judge
-    ss = syncs["start_ns"].to_numpy()
-    se = syncs["end_ns"].to_numpy()
+    ss, se = syncs["start"], syncs["end"]
     j = np.searchsorted(ss, gs, side="right") - 1
     jj = np.clip(j, 0, None)
     exposed = (j >= 0) & (gs <= se[jj]) & quick[jj] if len(ss) else np.zeros(gs.size, bool)
@@ -67,7 +118,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     idx = np.flatnonzero(exposed)
     top = idx[np.argsort(-(ge[idx] - gs[idx]), kind="stable")[:3]]
     evidence = [
-        C.stamp(st, gs[i], ge[i], after=str(syncs["base_name"].iloc[jj[i]]),
+        C.stamp(st, gs[i], ge[i], after=str(syncs["base"][jj[i]]),
                 nvtx=C.label_at(trace, st, gs[i], ge[i]))
         for i in top
     ]  # fmt: skip

@@ -27,34 +27,30 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         return C.missing(KLASS, C.KERNEL, "CUDA kernels")
     st, act = C.steady_activity(trace, thresholds)
     metrics: dict[str, float] = {}
-    is_k = (act["kind"] == "kernel").to_numpy()
+    is_k = act.kind == C.KIND_KERNEL
     n_kernels = int(is_k.sum())
     name, value = st.rate("kernels", n_kernels)
     metrics[name] = value
-    dur = (act["end_ns"] - act["start_ns"]).to_numpy()
+    dur = act.end - act.start
     metrics["median_kernel_us"] = float(np.median(dur[is_k]) / 1e3) if n_kernels else 0.0
     # idle gap before each activity: its start minus the running max of earlier ends
-    start = act["start_ns"].to_numpy()
-    prev_end = np.concatenate([[st.lo], np.maximum.accumulate(act["end_ns"].to_numpy())[:-1]])
-    gap = start - prev_end
-    api = C.api_calls(trace, st.lo, st.hi)
-    launch = api[api["category"] == "launch"].drop_duplicates("correlation_id")
-    launch_end = (
-        act[["correlation_id"]]
-        .merge(launch[["correlation_id", "end_ns"]], on="correlation_id", how="left")["end_ns"]
-        .to_numpy(dtype=float, na_value=np.nan)
-    )
+    prev_end = np.concatenate([[st.lo], np.maximum.accumulate(act.end)[:-1]]).astype(np.int64)
+    gap = act.start - prev_end
+    launch = C.launches(trace, st.lo, st.hi)
+    launch_end = C.launch_end_of(launch, act.corr)
     waited = launch_end >= prev_end  # the launch call had not returned when the GPU ran dry
     lg = is_k & (gap > 0) & (gap <= th["max_gap_us"] * 1e3) & waited
     metrics["launch_gap_share"] = float(gap[lg].sum()) / st.span_ns
-    bs, be = C.union(act["start_ns"], act["end_ns"])
+    bs, be = C.busy(trace, st, act)
     metrics["gpu_idle_share"] = C.length(*C.gaps(bs, be, st.lo, st.hi)) / st.span_ns
-    in_launch = C.union(launch["start_ns"].clip(lower=st.lo), launch["end_ns"].clip(upper=st.hi))
+    in_launch = C.union(np.clip(launch["start"], st.lo, None), np.clip(launch["end"], None, st.hi))
     metrics["launch_api_share"] = C.length(*in_launch) / st.span_ns
     idx = np.flatnonzero(lg)
     top = idx[np.argsort(-gap[idx], kind="stable")[:3]]
+    names = C.kernel_names(trace, act.rowid[top])
     evidence = [
-        C.stamp(st, prev_end[i], start[i], next_kernel=str(act["name"].iloc[i])) for i in top
+        C.stamp(st, prev_end[i], act.start[i], next_kernel=str(n))
+        for i, n in zip(top, names, strict=True)
     ]
     fired = (
         n_kernels > 0

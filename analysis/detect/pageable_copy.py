@@ -24,31 +24,30 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     if not trace.has(C.KERNEL) and not trace.has(C.MEMCPY):
         return C.missing(KLASS, C.MEMCPY, "CUDA memory copies")
     st, act = C.steady_activity(trace, thresholds)
-    pg = act[(act["kind"] == "memcpy") & (act["direction"] == "HtoD") & act["pageable"]]
-    s, e = C.union(pg["start_ns"], pg["end_ns"])
+    pg = act.take((act.kind == C.KIND_MEMCPY) & (act.direction == C.HTOD) & act.pageable)
+    s, e = C.union(pg.start, pg.end)
     share = C.length(s, e) / st.span_ns
-    nbytes = float(pg["bytes"].fillna(0).sum())
+    nbytes = float(pg.nbytes.sum())
     metrics: dict[str, float] = {"pageable_h2d_share": share}
     name, value = st.rate("pageable_h2d_bytes", nbytes)
     metrics[name] = value
-    dur = float((pg["end_ns"] - pg["start_ns"]).sum())
+    dur_each = pg.end - pg.start
+    dur = float(dur_each.sum())
     metrics["pageable_h2d_gbps"] = nbytes / dur if dur > 0 else 0.0
     total = 0
     if trace.has(C.MEMCPY):
-        ck = T._enum(trace, "ENUM_CUDA_MEMCPY_OPER")
-        mk = T._enum(trace, "ENUM_CUDA_MEM_KIND")
+        htod = C.enum_ids(trace, "ENUM_CUDA_MEMCPY_OPER", "%HTOD")
+        pageable = C.enum_ids(trace, "ENUM_CUDA_MEM_KIND", "%PAGEABLE")
         sql = f"""SELECT COALESCE(SUM(m.bytes), 0) FROM {C.MEMCPY} AS m
-                  JOIN {ck} AS ck ON ck.id = m.copyKind AND ck.name LIKE '%HTOD'
-                  JOIN {mk} AS sk ON sk.id = m.srcKind AND sk.name LIKE '%PAGEABLE'"""
+                  WHERE m.copyKind IN ({C.id_list(htod)}) AND m.srcKind IN ({C.id_list(pageable)})"""
         total = int(trace.query(sql)[1][0][0])
     metrics["pageable_h2d_bytes_outside_window"] = float(total - nbytes)
-    dur_each = (pg["end_ns"] - pg["start_ns"]).to_numpy()
     top = np.argsort(-dur_each, kind="stable")[:3]
     evidence = [
         C.stamp(
-            st, pg["start_ns"].iloc[i], pg["end_ns"].iloc[i],
-            bytes=int(pg["bytes"].iloc[i]),
-            gbps=round(float(pg["bytes"].iloc[i]) / max(1, int(dur_each[i])), 2),
+            st, pg.start[i], pg.end[i],
+            bytes=int(pg.nbytes[i]),
+            gbps=round(float(pg.nbytes[i]) / max(1, int(dur_each[i])), 2),
         )
         for i in top
     ]  # fmt: skip

@@ -356,7 +356,10 @@ def _load(trace: tr.Trace, steps: int) -> TimelineData:
                 row = len(data.rows)
                 dev_s = "?" if pd.isna(dev) else int(dev)
                 str_s = "?" if pd.isna(stream) else int(stream)
-                data.rows.append(f"GPU {dev_s} · stream {str_s}")
+                # A stream that mostly runs NCCL kernels is the communication stream: say so.
+                kinds = part["_kind"].astype(str)
+                nccl = " · NCCL" if (kinds == "nccl").sum() * 2 > len(kinds) else ""
+                data.rows.append(f"GPU {dev_s} · stream {str_s}{nccl}")
                 data.groups.append("gpu")
                 add(part, row, part["_kind"].astype(str), None)
         busy = _merge(
@@ -502,7 +505,7 @@ def draw_timeline(
         )
 
     ax.set_yticks(range(n))
-    ax.set_yticklabels(data.rows, fontsize=8)
+    ax.set_yticklabels([_short(r) for r in data.rows], fontsize=8)
     ax.tick_params(axis="y", length=0)
     ax.tick_params(axis="x", labelsize=8)
     for side in ("top", "right", "left"):
@@ -533,6 +536,21 @@ def draw_timeline(
     return used
 
 
+_MAX_LABEL = 36  # characters of a row label that fit the left margin at 8 pt
+
+
+def _short(label: str) -> str:
+    """A row label cut to the margin: the thread name shortened, its tid and kind kept."""
+    if len(label) <= _MAX_LABEL:
+        return label
+    head, sep, tail = label.rpartition(" (tid ")
+    if sep:
+        keep = _MAX_LABEL - len(sep + tail) - 1
+        if keep >= 8:
+            return head[:keep] + "…" + sep + tail
+    return label[: _MAX_LABEL - 1] + "…"
+
+
 def legend_keys(data: TimelineData) -> set[str]:
     """The legend entries a drawing of ``data`` needs: colour kinds, ``nvtx:<name>``, ``idle``."""
     b = data.bars
@@ -543,16 +561,38 @@ def legend_keys(data: TimelineData) -> set[str]:
     return keys
 
 
+#: Most NVTX names listed one by one in the legend; past this, names other than the harness'
+#: phases (a library's own ranges: DALI, NCCL, PyTorch's per-operator ranges) share one entry.
+_MAX_OTHER_NVTX = 6
+
+
+def _nvtx_entries(used: set[str]) -> list[tuple[str, str]]:
+    """(label, colour) legend entries for the NVTX names in ``used``."""
+    names = [k[5:] for k in sorted(used) if k.startswith("nvtx:")]
+    known = [n for n in NVTX_COLORS if n in names]
+    others = sorted(set(names) - set(known))
+    out = [(f"NVTX: {n}", nvtx_color(n)) for n in known]
+    if len(others) <= _MAX_OTHER_NVTX:
+        out += [(f"NVTX: {n}", nvtx_color(n)) for n in others]
+    else:
+        out.append(
+            (
+                f"NVTX: {len(others)} other range names (library threads; named in the bar)",
+                _NVTX_FALLBACK[0],
+            )
+        )
+    return out
+
+
 def _legend_rows(used: set[str]) -> int:
-    return max(1, -(-len(used) // _LEGEND_COLS))
+    n = len([k for k in used if not k.startswith("nvtx:")]) + len(_nvtx_entries(used))
+    return max(1, -(-n // _LEGEND_COLS))
 
 
 def _legend(fig: Figure, used: set[str]) -> None:
     handles: list[Patch] = []
-    nvtx_names = [k[5:] for k in sorted(used) if k.startswith("nvtx:")]
-    known = [n for n in NVTX_COLORS if n in nvtx_names]
-    for name in known + sorted(set(nvtx_names) - set(known)):
-        handles.append(Patch(facecolor=nvtx_color(name), label=f"NVTX: {name}"))
+    for label, color in _nvtx_entries(used):
+        handles.append(Patch(facecolor=color, label=label))
     for cat in API_COLORS:
         if f"api:{cat}" in used:
             handles.append(Patch(facecolor=API_COLORS[cat], label=API_LABELS[cat]))
@@ -657,19 +697,21 @@ def plot_pair(
         draw_timeline(d, ax, xlim_ms=xmax if i < 2 else None, title=label)
     if f.span_ms > 0 and b.span_ms > 0:
         ratio = b.span_ms / f.span_ms
+        room = f.span_ms < 0.75 * xmax  # the note fits right of the fix's last step
         axes[1].annotate(
             f"{ratio:.1f}x shorter than {labels[0]}"
             if ratio >= 1
             else f"{1 / ratio:.1f}x longer than {labels[0]}",
-            xy=(f.span_ms, 1 - 0.5 / len(f.rows)),
-            xycoords=("data", "axes fraction"),
-            xytext=(14, 0),
+            xy=(f.span_ms, 1 - 0.5 / len(f.rows)) if room else (1.0, 1.0),
+            xycoords=("data", "axes fraction") if room else "axes fraction",
+            xytext=(14, 0) if room else (0, 4),
             textcoords="offset points",
             fontsize=9,
-            va="center",
+            va="center" if room else "bottom",
+            ha="left" if room else "right",
             color="#333333",
             bbox={"boxstyle": "round,pad=0.2", "fc": "white", "ec": "none", "alpha": 0.9},
-            arrowprops={"arrowstyle": "-|>", "color": "#555555", "lw": 0.8},
+            arrowprops={"arrowstyle": "-|>", "color": "#555555", "lw": 0.8} if room else None,
         )
     if title:
         fig.text(0.005, 1 - 0.1 / fig.get_figheight(), title, fontsize=13, va="top", weight="bold")

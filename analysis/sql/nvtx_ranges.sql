@@ -2,7 +2,8 @@
 -- looked up by name in ENUM_NSYS_EVENT_TYPE. text is the literal text or the registered string;
 -- domain is the name given by the NvtxDomainCreate event of the same process (NULL: default).
 -- :text filters on the resolved text (NULL: all ranges).
--- Placeholders: enum_event_type, thread_names (table or stand-in with globalTid, nameId).
+-- Placeholders: enum_event_type, thread_names (table or stand-in with globalTid, nameId), filters
+-- (empty, or `AND ...` over n with named parameters: one thread, overlap with time spans).
 SELECT
     n.start AS start_ns,
     n."end" AS end_ns,
@@ -34,5 +35,5 @@ LEFT JOIN (
     SELECT globalTid, nameId, MAX(rowid) FROM {thread_names} GROUP BY globalTid
 ) AS t ON t.globalTid = n.globalTid
 LEFT JOIN StringIds AS tn ON tn.id = t.nameId
-WHERE :text IS NULL OR COALESCE(n.text, s.value) = :text
-ORDER BY n.start, n.globalTid
+WHERE (:text IS NULL OR COALESCE(n.text, s.value) = :text) {filters}
+ORDER BY n.start, n.globalTid, n.rowid

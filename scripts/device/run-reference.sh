@@ -16,7 +16,10 @@ echo "harness exit code: $rc; wall: $(( $(date +%s) - start )) s"
 run=$(ls -d "$results"/*/ | tail -1)
 if [ -n "${OUT:-}" ] && [ -n "$run" ]; then
   tar -C "$run" -cJf "$OUT/$name-tables.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' .
-  tar -C "$run" -cJf "$OUT/$name-sqlite.tar.xz" $(cd "$run" && find . -name '*.sqlite')
+  # The exports in 15 MB pieces (what comes back is capped at 16 MB a file, 8 files):
+  #   cat NAME-sqlite.tar.xz.* | tar -xJ
+  (cd "$run" && find . -name '*.sqlite' -print0 | tar --null -T - -cJf - ) \
+    | split -b 15M -d -a 1 - "$OUT/$name-sqlite.tar.xz."
   ls -la "$OUT"
 fi
 exit $rc

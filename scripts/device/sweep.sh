@@ -16,3 +16,7 @@ while read -r label overrides; do
   [ -n "${OUT:-}" ] && tar -C "$results" -cJf "$OUT/sweep-tables.tar.xz" \
     --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' .
 done < "$plan"
+# KEEP_SQLITE=1: also bring the SQLite exports back (those under 60 MB, xz-compressed).
+if [ -n "${KEEP_SQLITE:-}" ] && [ -n "${OUT:-}" ]; then
+  (cd "$results" && find . -name '*.sqlite' -size -60M -print0 | tar --null -T - -cJf "$OUT/sweep-sqlite.tar.xz")
+fi

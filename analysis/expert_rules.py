@@ -1,0 +1,249 @@
+"""nsys's own expert rules (``nsys analyze``) on a report, mapped to the suite's bottleneck classes.
+
+The cross-check runs the rules that the nsys at hand offers on the same exports the detectors
+read, and scores them against the same ground truth (``harness.verdicts.crosscheck``). A rule
+*fires* when it returns any row, which is what the rules do at their defaults (no options are
+passed, so the default row limit of 50 also caps ``rows``). A rule that nsys skips because the
+report lacks its data (a CPU export has no CUDA tables: "does not contain the required CUDA
+data") is ``not_applicable``, never "did not fire".
+
+nsys renamed the rules in 2024; both spellings map to one class (2022.4 name / 2024+ name ->
+class: what fires it at the defaults, and why the mapping is loose):
+
+- ``cuda-async-memcpy`` / ``cuda_memcpy_async`` -> pageable_copy: any *Async memcpy whose host
+  side is pageable, however small or rare (a 12-byte scalar upload fires it); a plain
+  ``cudaMemcpy`` from pageable memory is not flagged.
+- ``cuda-sync-memcpy`` / ``cuda_memcpy_sync`` -> host_sync: synchronous memcpy calls (not DtoD,
+  not HtoD of 64 KB or less); a blocking pageable copy (pageable_copy) fires it too.
+- ``cuda-sync-memset`` / ``cuda_memset_sync`` -> host_sync: synchronous memsets to pinned or
+  managed memory.
+- ``cuda-sync-api`` / ``cuda_api_sync`` -> host_sync: any cudaDeviceSynchronize or
+  cudaStreamSynchronize call, even one per run (the harness syncs at the window's edges).
+- ``gpu-starv`` / ``gpu_gaps`` -> data_stall: the GPU idle for 500 ms or more; any long stall
+  (input, host sync, compilation) fires it, not only data loading.
+- ``gpu-low-util`` / ``gpu_time_util`` -> launch_bound: a chunk (1/30) of the GPU's active span
+  less than 50% in use; low time-utilisation of any cause (data, syncs, launch overhead).
+
+``dx12-mem-op`` / ``dx12_mem_ops`` (DirectX 12) map to no class and are not run; no rule maps to
+``exposed_comm``. The rules judge the whole report, not the detectors' steady-state window.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+__all__ = [
+    "RULES",
+    "ExpertRulesUnavailable",
+    "RuleResult",
+    "RuleSpec",
+    "available_rules",
+    "class_votes",
+    "run_rule",
+    "run_rules",
+    "runnable_rules",
+    "spec_for",
+]
+
+
+@dataclass(frozen=True)
+class RuleSpec:
+    """One expert rule under all its names, the class it stands for, and what it flags."""
+
+    names: tuple[str, ...]  # nsys 2022.4 spelling first, 2024+ spelling last
+    klass: str
+    flags: str
+
+    @property
+    def canonical(self) -> str:
+        """The current (2024+) name, so results of different nsys versions line up."""
+        return self.names[-1]
+
+
+RULES: tuple[RuleSpec, ...] = (
+    RuleSpec(
+        ("cuda-async-memcpy", "cuda_memcpy_async"),
+        "pageable_copy",
+        "asynchronous memcpy calls whose host memory is pageable (they run synchronously)",
+    ),
+    RuleSpec(
+        ("cuda-sync-memcpy", "cuda_memcpy_sync"),
+        "host_sync",
+        "synchronous memcpy calls (not DtoD, not HtoD of 64 KB or less)",
+    ),
+    RuleSpec(
+        ("cuda-sync-memset", "cuda_memset_sync"),
+        "host_sync",
+        "synchronous memsets to pinned or managed memory",
+    ),
+    RuleSpec(
+        ("cuda-sync-api", "cuda_api_sync"),
+        "host_sync",
+        "cudaDeviceSynchronize / cudaStreamSynchronize calls",
+    ),
+    RuleSpec(
+        ("gpu-starv", "gpu_gaps"),
+        "data_stall",
+        "GPU idle for 500 ms or more between its first and last operation",
+    ),
+    RuleSpec(
+        ("gpu-low-util", "gpu_time_util"),
+        "launch_bound",
+        "chunks (1/30) of the GPU's active span with less than 50% in use",
+    ),
+)
+
+#: RuleResult.status values.
+FIRED, SILENT, NOT_APPLICABLE, ERROR = "fired", "silent", "not_applicable", "error"
+
+_RULE_LINE = re.compile(r"^\s*([A-Za-z0-9_.-]+)(?:\[:options\.\.\.\])?\s+--\s+(.+?)\s*$")
+
+
+class ExpertRulesUnavailable(RuntimeError):
+    """The nsys at hand cannot run expert rules (no ``analyze`` command, or no known rule)."""
+
+
+@dataclass(frozen=True)
+class RuleResult:
+    """One rule on one report. ``rows`` is None unless the rule ran (fired or silent)."""
+
+    rule: str
+    canonical: str
+    klass: str
+    status: str
+    rows: int | None
+    reason: str
+    seconds: float
+
+    @property
+    def fired(self) -> bool | None:
+        """True/False when the rule ran; None when it was not applicable or failed."""
+        if self.status in (FIRED, SILENT):
+            return self.status == FIRED
+        return None
+
+    def to_dict(self) -> dict[str, object]:
+        d = asdict(self)
+        d["class"] = d.pop("klass")
+        d["fired"] = self.fired
+        return d
+
+
+def spec_for(rule: str) -> RuleSpec | None:
+    """The spec of a rule by any of its names."""
+    return next((s for s in RULES if rule in s.names), None)
+
+
+def _run(cmd: list[str], timeout_s: float) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+
+
+def available_rules(nsys: str, timeout_s: float = 120) -> dict[str, str]:
+    """Rules this nsys offers (name -> title), from ``nsys analyze --help-rules``.
+
+    Raises :class:`ExpertRulesUnavailable` when the binary has no ``analyze`` command.
+    """
+    try:
+        proc = _run([nsys, "analyze", "--help-rules"], timeout_s)
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        raise ExpertRulesUnavailable(f"{nsys} analyze --help-rules did not run: {exc}") from exc
+    text = proc.stdout + proc.stderr
+    found = {}
+    for line in text.splitlines():
+        m = _RULE_LINE.match(line)
+        if m and not m.group(1).startswith("-"):
+            found[m.group(1)] = m.group(2)
+    if not found:  # (2022.4 lists them and exits 1)
+        raise ExpertRulesUnavailable(
+            f"{nsys} offers no expert rules (`nsys analyze --help-rules` exit "
+            f"{proc.returncode}: {text.strip()[-300:]})"
+        )
+    return found
+
+
+def runnable_rules(nsys: str) -> list[str]:
+    """The rules of :data:`RULES` this nsys offers, under its own names, in RULES order."""
+    offered = available_rules(nsys)
+    names = [n for spec in RULES for n in spec.names if n in offered]
+    if not names:
+        raise ExpertRulesUnavailable(
+            f"{nsys} offers none of the mapped rules (it offers: {', '.join(sorted(offered))})"
+        )
+    return names
+
+
+def _data_rows(path: Path) -> int:
+    with path.open(newline="", encoding="utf-8", errors="replace") as fh:
+        rows = [r for r in csv.reader(fh) if any(cell.strip() for cell in r)]
+    return max(0, len(rows) - 1)  # the first line is the header
+
+
+def run_rule(nsys: str, report: Path, rule: str, *, timeout_s: float = 300) -> RuleResult:
+    """Run one rule on ``report`` (.sqlite or .nsys-rep) at its defaults, CSV to a temp folder.
+
+    ``fired`` when the CSV has a data row; ``not_applicable`` when nsys skips the rule because
+    the report lacks its data; ``error`` when nsys fails, times out or writes no CSV.
+    """
+    spec = spec_for(rule)
+    klass, canonical = (spec.klass, spec.canonical) if spec else ("", rule)
+    t0 = time.perf_counter()
+
+    def result(status: str, rows: int | None, reason: str) -> RuleResult:
+        return RuleResult(
+            rule, canonical, klass, status, rows, reason, round(time.perf_counter() - t0, 3)
+        )
+
+    with tempfile.TemporaryDirectory(prefix="bottleneck-analyze-") as tmp:
+        cmd = [
+            nsys, "analyze", f"--rule={rule}", "--format=csv", f"--output={Path(tmp) / 'r'}",
+            "--force-overwrite=true", str(report),
+        ]  # fmt: skip
+        try:
+            proc = _run(cmd, timeout_s)
+        except subprocess.TimeoutExpired:
+            return result(ERROR, None, f"nsys analyze timed out after {timeout_s:g} s")
+        except OSError as exc:
+            return result(ERROR, None, f"nsys analyze did not run: {exc}")
+        said = (proc.stdout + "\n" + proc.stderr).strip()
+        skipped = re.search(r"SKIPPED:\s*(.+)", said)
+        if skipped:
+            why = skipped.group(1).strip().replace(str(report), report.name)
+            return result(NOT_APPLICABLE, None, why)
+        if proc.returncode != 0:
+            return result(ERROR, None, f"nsys analyze exit {proc.returncode}: {said[-300:]}")
+        csvs = sorted(Path(tmp).glob("*.csv"))
+        if not csvs:
+            return result(ERROR, None, f"nsys analyze wrote no CSV: {said[-300:]}")
+        rows = sum(_data_rows(p) for p in csvs)
+    if rows:
+        return result(FIRED, rows, f"{rows} row(s) (default row limit 50)")
+    return result(SILENT, 0, "no rows")
+
+
+def run_rules(
+    nsys: str, report: Path, rules: list[str] | None = None, *, timeout_s: float = 300
+) -> list[RuleResult]:
+    """Every mapped rule this nsys offers (or ``rules``) on ``report``."""
+    return [run_rule(nsys, report, r, timeout_s=timeout_s) for r in (rules or runnable_rules(nsys))]
+
+
+def class_votes(results: list[RuleResult]) -> dict[str, bool | None]:
+    """Per class: True when one of its rules fired, False when its rules ran and none fired,
+    None when none of them could judge the report (not applicable or failed)."""
+    votes: dict[str, bool | None] = {}
+    for r in results:
+        if not r.klass:
+            continue
+        fired = r.fired
+        prev = votes.get(r.klass)
+        if fired is None:
+            votes.setdefault(r.klass, None)
+        else:
+            votes[r.klass] = bool(prev) or fired
+    return votes

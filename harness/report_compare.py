@@ -1,0 +1,239 @@
+"""``python -m harness compare RUN_DIR RUN_DIR... [--out DIR]``: the speedup matrix by GPU.
+
+Each run folder is one facet, labelled by its GPU slug and size from ``manifest.json`` (plus the
+folder's name where two runs would share a label). Writes into ``--out`` (default: beside the
+run folders, ``compare-<label>-vs-<label>``):
+
+- ``compare.csv``: one row per GPU x scenario x fix (speedup, 95% CI, status);
+- ``compare.md`` and ``compare.html``: the table with one ``speedup [CI]`` column per GPU, the
+  faceted matrix and a per-fix plot with the GPUs side by side, each run's environment, and what
+  makes the numbers not comparable (different sizes or severities);
+- ``compare/*.png``: the pictures.
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime as dt
+import os
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+from harness.report import RunFolder, _new_figure_context, _rel, _scenario_info, _section
+from harness.report_doc import Badge, Code, Doc, Link, write_doc
+
+__all__ = ["build_compare", "main", "write_compare"]
+
+
+def _labels(runs: list[RunFolder]) -> list[str]:
+    labels = [r.label for r in runs]
+    dup = {x for x in labels if labels.count(x) > 1}
+    return [f"{r.label} · {r.path.name}" if r.label in dup else r.label for r in runs]
+
+
+def build_compare(
+    runs: list[RunFolder], out_dir: Path, *, columns: str = "auto"
+) -> tuple[Doc, pd.DataFrame]:
+    """The comparison document and its long table (``compare.csv``)."""
+    from analysis.plots.compare import compare_cells, compare_forest, compare_matrix, compare_wide
+
+    _new_figure_context()
+    found, _ = _scenario_info()
+    labels = _labels(runs)
+    by_label = {lab: r.runs for lab, r in zip(labels, runs, strict=True)}
+    cells = compare_cells(by_label, columns)
+    title = " vs ".join(labels)
+    doc = Doc(f"bottleneck-suite comparison: {title}", image_dir="compare")
+    doc.h(1, f"Speedups by GPU: {title}", "top")
+    doc.p(
+        f"{len(runs)} runs · written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by "
+        "python -m harness compare",
+        cls="sub",
+    )
+
+    def caveats() -> None:
+        sizes = {lab: r.size for lab, r in zip(labels, runs, strict=True)}
+        if len(set(sizes.values())) > 1:
+            doc.note(
+                "the runs were made at different sizes ("
+                + ", ".join(f"{k}: {v}" for k, v in sizes.items())
+                + "); the same scenario does different work at each size, so its speedups are "
+                "not directly comparable",
+                kind="caveat",
+            )
+        sev: dict[str, dict[str, float]] = {}
+        for lab, r in zip(labels, runs, strict=True):
+            if "severity" not in r.runs:
+                continue
+            for s, g in r.runs.groupby("scenario", sort=False):
+                v = pd.to_numeric(g["severity"], errors="coerce").dropna()
+                if not v.empty:
+                    sev.setdefault(str(s), {})[lab] = float(v.iloc[0])
+        for s, per in sev.items():
+            if len(set(per.values())) > 1:
+                doc.note(
+                    f"{s} ran at different severities: "
+                    + ", ".join(f"{k}: {v:g}" for k, v in per.items()),
+                    kind="caveat",
+                )
+        if any(r.slug == "cpu" for r in runs):
+            doc.note(
+                "a CPU run is among these: its timings say nothing about GPU speedups",
+                kind="caveat",
+            )
+
+    _section(doc, "caveats", caveats)
+    doc.h(2, "Speedup matrix by GPU", "matrix")
+
+    def matrix() -> None:
+        klass = {s: found[s].bottleneck for s in cells["scenario"].unique() if s in found}
+        shown = {s: f"{s}\n({k})" for s, k in klass.items()}
+        fig = compare_matrix(by_label, columns=columns, labels=shown)
+        doc.image(
+            "compare_matrix",
+            fig,
+            "speedup matrix faceted by GPU",
+            "One panel per run, same rows, columns and colour scale. Each cell: speedup over the "
+            "baseline of the same run and its 95% CI; grey: the pair does not apply (n/a) or did "
+            "not finish (its status).",
+        )
+        doc.image(
+            "compare_points",
+            compare_forest(cells),
+            "speedup per fix, GPUs side by side",
+            "The same numbers as points on one log axis, one marker per GPU, bars the 95% CI.",
+            width_px=1000,
+        )
+
+    _section(doc, "matrix", matrix)
+    doc.h(2, "Table", "table")
+
+    def table() -> None:
+        wide = compare_wide(cells)
+        gpu_cols = [c for c in wide.columns if c not in ("scenario", "column", "variant")]
+        same = (wide["column"] == wide["variant"]) | (wide["variant"] == "")
+        show_col = not same.all()
+        header = ["scenario", *(["column"] if show_col else []), "variant", *gpu_cols]
+        rows = []
+        for r in wide.to_dict("records"):
+            rows.append(
+                [
+                    r["scenario"],
+                    *([r["column"]] if show_col else []),
+                    r["variant"] or r["column"],
+                    *[r[c] for c in gpu_cols],
+                ]
+            )
+        start = len(header) - len(gpu_cols)
+        doc.table(header, rows, numeric=range(start, len(header)))
+        doc.p(
+            Link("compare.csv", "compare.csv"),
+            ": the same numbers, one row per GPU x scenario x variant that ran "
+            "(pairs absent from every run are left out of this table).",
+        )
+
+    _section(doc, "table", table)
+    doc.h(2, "Runs", "runs")
+    rows = []
+    for lab, r in zip(labels, runs, strict=True):
+        m = r.manifest or {}
+        report = r.path / "report.html"
+        rows.append(
+            [
+                lab,
+                Link(r.path.name, _rel(report if report.is_file() else r.path, out_dir)),
+                r.gpu_name,
+                str(r.gpu.get("driver") or "–"),
+                str(m.get("torch", "–")),
+                str((m.get("nsys") or {}).get("version", "–")).replace(
+                    "NVIDIA Nsight Systems version ", ""
+                ),
+                r.size,
+                Badge(r.state_name, "ok" if r.state_name == "complete" else "inconclusive"),
+                r.created or "–",
+            ]
+        )
+    doc.table(
+        ["facet", "run folder", "GPU", "driver", "torch", "nsys", "size", "state", "created (UTC)"],
+        rows,
+    )
+    doc.p("Run folders: ", *[x for r in runs for x in (Code(str(r.path)), " ")], cls="sub")
+    return doc, cells
+
+
+def write_compare(run_dirs: list[Path], out_dir: Path, *, columns: str = "auto") -> list[Path]:
+    """Write compare.html, compare.md, compare.csv and compare/*.png; returns the paths."""
+    from harness.atomic import write_frame
+
+    runs = [RunFolder.load(Path(p)) for p in run_dirs]
+    for r in runs:
+        if r.runs is None or r.runs.empty:
+            raise ValueError(f"{r.path}: {r.why_missing('runs.csv')}")
+    out_dir = Path(out_dir)
+    doc, cells = build_compare(runs, out_dir, columns=columns)
+    html, md = write_doc(doc, out_dir, stem="compare")
+    csv = out_dir / "compare.csv"
+    labels = _labels(runs)
+    meta = pd.DataFrame(
+        {
+            "gpu": labels,
+            "gpu_slug": [r.slug for r in runs],
+            "gpu_name": [r.gpu_name for r in runs],
+            "size": [r.size for r in runs],
+            "run_dir": [str(r.path) for r in runs],
+        }
+    )
+    table = cells[cells["status"] != "n/a"].drop(columns=["text", "layout"])
+    table = meta.merge(table, on="gpu", how="right")
+    write_frame(csv, table)
+    return [html, md, csv]
+
+
+def _default_out(runs: list[Path]) -> Path:
+    common = Path(os.path.commonpath([str(p.resolve()) for p in runs]))
+    if common in {p.resolve() for p in runs}:
+        common = common.parent
+    slugs = []
+    for p in runs:
+        r = RunFolder.load(p)
+        slugs.append(r.slug)
+    name = "compare-" + "-vs-".join(dict.fromkeys(slugs))
+    return common / name
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m harness compare",
+        description="The speedup matrix of several runs (e.g. one per GPU generation) side by "
+        "side: compare.html, compare.md, compare.csv.",
+    )
+    parser.add_argument("runs", nargs="+", type=Path, help="run folders (runs.csv + manifest.json)")
+    parser.add_argument("--out", type=Path, default=None, help="output folder")
+    parser.add_argument(
+        "--columns",
+        choices=("auto", "variant", "slot"),
+        default="auto",
+        help="one column per fix name (variant), fix 1..n (slot), or pick (auto)",
+    )
+    args = parser.parse_args(argv)
+    if len(args.runs) < 2:
+        print("error: compare needs at least two run folders", file=sys.stderr)
+        return 2
+    for p in args.runs:
+        if not (p / "runs.csv").is_file():
+            print(f"error: {p}: not a run folder with a runs.csv", file=sys.stderr)
+            return 2
+    out = args.out or _default_out(args.runs)
+    try:
+        written = write_compare(args.runs, out, columns=args.columns)
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except OSError as exc:
+        print(f"error: could not write the comparison: {exc}", file=sys.stderr)
+        return 1
+    for w in written:
+        print(f"wrote {w}")
+    return 0

@@ -1,0 +1,89 @@
+"""`harness compare`: the speedup matrix faceted by GPU, from the H100 reference run and a CPU
+run folder made by the harness in this session (plus a copy of it relabelled in tmp_path)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from tests.conftest import run_cli
+from tests.test_report import (
+    REFERENCE,
+    assert_links_resolve,
+    assert_markdown_images,
+    shared_sweep,
+)
+
+
+@pytest.fixture(scope="module")
+def cpu_run(tmp_path_factory, cache_dir):
+    s = shared_sweep(tmp_path_factory, cache_dir)
+    assert s["proc"].returncode == 0, s["proc"].stderr[-3000:]
+    return s["runs"][-1]
+
+
+def test_compare_h100_with_a_cpu_run(cpu_run, tmp_path):
+    out = tmp_path / "cmp"
+    proc = run_cli(["compare", str(REFERENCE), str(cpu_run), "--out", str(out)])
+    assert proc.returncode == 0, proc.stderr
+    for name in ("compare.html", "compare.md", "compare.csv"):
+        assert (out / name).is_file(), name
+    csv = pd.read_csv(out / "compare.csv")
+    assert list(dict.fromkeys(csv["gpu"])) == ["h100 · full", "cpu · smoke"]
+    # the numbers are the runs' own: every row of both runs.csv that has a speedup
+    for label, folder in (("h100 · full", REFERENCE), ("cpu · smoke", cpu_run)):
+        runs = pd.read_csv(folder / "runs.csv")
+        mine = csv[csv["gpu"] == label].set_index("variant")
+        for r in runs[runs["kind"] != "baseline"].itertuples():
+            assert mine.loc[r.variant, "speedup"] == pytest.approx(r.speedup)
+            assert mine.loc[r.variant, "ci_low"] == pytest.approx(r.speedup_ci_low)
+        assert set(mine["gpu_slug"]) == {
+            json.loads((folder / "manifest.json").read_text())["gpu"]["slug"]
+        }
+    md = (out / "compare.md").read_text()
+    assert "| scenario | variant | h100 · full | cpu · smoke |" in md
+    assert "| sync_loading | dali | 54.0x [52.09-56.04] | n/a |" in md  # cpu ran no dali
+    assert "different sizes" in md and "CPU run" in md
+    pngs = {p.stem for p in assert_markdown_images(out / "compare.md")}
+    assert pngs == {"compare_matrix", "compare_points"}
+    assert_links_resolve(out / "compare.html")
+
+
+def test_compare_two_gpus_same_size(cpu_run, tmp_path):
+    """A copy of the CPU run that says it ran on another GPU: two facets with equal numbers,
+    no size caveat; two runs of one GPU are told apart by their folder names."""
+    other = tmp_path / "copy"
+    shutil.copytree(cpu_run, other, ignore=shutil.ignore_patterns("*.sqlite", "*.nsys-rep"))
+    manifest = json.loads((other / "manifest.json").read_text())
+    manifest["gpu"]["slug"] = "othergpu"
+    (other / "manifest.json").write_text(json.dumps(manifest))
+    out = tmp_path / "cmp"
+    from harness.report_compare import main
+
+    assert main([str(cpu_run), str(other), "--out", str(out)]) == 0
+    csv = pd.read_csv(out / "compare.csv")
+    assert set(csv["gpu"]) == {"cpu · smoke", "othergpu · smoke"}
+    a = csv[csv["gpu"] == "cpu · smoke"].set_index("variant")["speedup"]
+    b = csv[csv["gpu"] == "othergpu · smoke"].set_index("variant")["speedup"]
+    pd.testing.assert_series_equal(a, b, check_names=False)
+    assert "different sizes" not in (out / "compare.md").read_text()
+
+    twin = tmp_path / "twin"  # the same GPU again
+    shutil.copytree(other, twin)
+    (twin / "manifest.json").write_text(
+        json.dumps({**manifest, "gpu": {**manifest["gpu"], "slug": "cpu"}})
+    )
+    out2 = tmp_path / "same"
+    assert main([str(cpu_run), str(twin), str(other), "--out", str(out2)]) == 0
+    labels = list(dict.fromkeys(pd.read_csv(out2 / "compare.csv")["gpu"]))
+    assert labels == [f"cpu · smoke · {cpu_run.name}", "cpu · smoke · twin", "othergpu · smoke"]
+
+
+def test_compare_usage_errors(tmp_path):
+    from harness.report_compare import main
+
+    assert main([str(REFERENCE)]) == 2
+    assert main([str(REFERENCE), str(tmp_path)]) == 2

@@ -1,0 +1,369 @@
+"""Reports: report.html / report.md of real run folders made by the harness in this session, of
+the H100 reference folder (tables only), and of the committed H100 exports' timelines.
+
+The harness run these tests read is one small severity sweep (:func:`shared_sweep`), made once
+per session and shared with tests/test_dose.py and tests/test_compare.py.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import re
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pandas as pd
+import pytest
+from PIL import Image
+
+from tests.conftest import DATA, REPO, run_cli
+
+REFERENCE = REPO / "results" / "reference" / "h100" / "sync_loading-74eb868"
+SCENARIO = "sync_loading"
+#: Two severities of sync_loading (JPEG long side, px): small and the default.
+SEVERITIES = (32, 500)
+VARIANTS = ("baseline", "ideal")
+
+_SWEEP: dict[str, object] = {}
+
+
+def shared_sweep(tmp_path_factory, cache_dir) -> dict[str, object]:
+    """``harness run -m`` of sync_loading at two severities, smoke size, under nsys; once per
+    session. Returns the process, the results folder, the sweep folder and the run folders
+    (sorted by severity)."""
+    if not _SWEEP:
+        results = tmp_path_factory.mktemp("report-sweep")
+        proc = run_cli(
+            [
+                "run",
+                "-m",
+                f"+scenario={SCENARIO}",
+                "size=smoke",
+                "harness.repeats=1",
+                "harness.progress=false",
+                f"scenario.{SCENARIO}.variants=[{','.join(VARIANTS)}]",
+                f"scenario.{SCENARIO}.smoke.steps=8",
+                f"scenario.{SCENARIO}.smoke.warmup_steps=2",
+                f"scenario.{SCENARIO}.severity={','.join(map(str, SEVERITIES))}",
+                f"harness.results_dir={results}",
+                f"harness.cache_dir={cache_dir}",
+            ]
+        )
+        runs = [p.parent for p in results.glob("*/manifest.json")]
+        sev = {
+            p: pd.read_csv(p / "runs.csv")["severity"].iloc[0]
+            for p in runs
+            if (p / "runs.csv").is_file()
+        }
+        sweeps = sorted((results / "multirun").glob("*")) if (results / "multirun").is_dir() else []
+        _SWEEP.update(
+            proc=proc,
+            results=results,
+            sweep=sweeps[0] if sweeps else None,
+            runs=sorted(runs, key=lambda p: sev.get(p, 0)),
+        )
+    return _SWEEP
+
+
+@pytest.fixture(scope="module")
+def sweep(tmp_path_factory, cache_dir):
+    """The shared sweep; its exports, diagnosis and timelines need nsys."""
+    if shutil.which("nsys") is None:
+        pytest.skip("nsys not installed (scripts/install-nsys-cpu.sh)")
+    s = shared_sweep(tmp_path_factory, cache_dir)
+    proc = s["proc"]
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(s["runs"]) == len(SEVERITIES), s["runs"]
+    return s
+
+
+# --- helpers shared with the other report tests -------------------------------------------------
+
+
+class _Links(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: list[str] = []
+        self.imgs: list[str] = []
+        self.ids: set[str] = set()
+
+    def handle_starttag(self, tag, attrs):
+        a = dict(attrs)
+        if "id" in a:
+            self.ids.add(a["id"])
+        if tag == "a" and a.get("href"):
+            self.hrefs.append(a["href"])
+        if tag == "img" and a.get("src"):
+            self.imgs.append(a["src"])
+
+
+def parse_html(path: Path) -> _Links:
+    p = _Links()
+    p.feed(path.read_text(encoding="utf-8"))
+    return p
+
+
+def png_pixels(data: bytes) -> np.ndarray:
+    """Decode PNG bytes with PIL (verifying them) and return RGB pixels."""
+    with Image.open(io.BytesIO(data)) as img:
+        img.verify()
+    with Image.open(io.BytesIO(data)) as img:
+        assert img.format == "PNG"
+        return np.asarray(img.convert("RGB"), dtype=float)
+
+
+def assert_picture(data: bytes, min_side: int = 150) -> np.ndarray:
+    px = png_pixels(data)
+    assert px.shape[0] >= min_side and px.shape[1] >= min_side, px.shape
+    assert px.std() > 15, "the picture looks blank"
+    return px
+
+
+def assert_links_resolve(html_path: Path) -> _Links:
+    """Every relative link of the page points at a file or folder that exists, every anchor at an
+    id of the page, and every image is an embedded PNG that decodes and is not blank."""
+    page = parse_html(html_path)
+    for href in page.hrefs:
+        if href.startswith("#"):
+            assert href[1:] in page.ids, f"dangling anchor {href}"
+            continue
+        assert not re.match(r"^[a-z]+://", href), f"absolute link {href}"
+        target = (html_path.parent / unquote(href)).resolve()
+        assert target.exists(), f"{html_path.name}: link {href} -> {target} does not exist"
+    assert page.imgs, "no pictures"
+    for src in page.imgs:
+        assert src.startswith("data:image/png;base64,"), src[:40]
+        assert_picture(base64.b64decode(src.split(",", 1)[1]))
+    return page
+
+
+def assert_markdown_images(md_path: Path) -> list[Path]:
+    text = md_path.read_text(encoding="utf-8")
+    refs = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert refs, "no pictures in the Markdown"
+    paths = []
+    for ref in refs:
+        p = md_path.parent / unquote(ref)
+        assert p.is_file(), f"{md_path.name}: image {ref} missing"
+        assert_picture(p.read_bytes())
+        paths.append(p)
+    for ref in re.findall(r"(?<!!)\[[^\]]*\]\(([^)#][^)]*)\)", text):
+        assert (md_path.parent / unquote(ref)).exists(), f"{md_path.name}: link {ref} missing"
+    return paths
+
+
+def _visible_text(html_path: Path) -> str:
+    text = re.sub(r'src="data:[^"]+"', "", html_path.read_text(encoding="utf-8"))
+    return re.sub(r"<[^>]+>", " ", text)
+
+
+# --- a run folder with exports: the report written at the end of `harness run` -----------------
+
+
+def test_run_writes_its_report_at_the_end(sweep):
+    proc = sweep["proc"]
+    for run in sweep["runs"]:
+        assert (run / "report.html").is_file() and (run / "report.md").is_file()
+        assert f"report: {run / 'report.html'}" in proc.stderr
+        assert json.loads((run / "state.json").read_text())["state"] == "complete"
+
+
+def test_run_report_holds_every_section(sweep):
+    import scenarios
+
+    scen = scenarios.discover()[SCENARIO]
+    run = sweep["runs"][-1]
+    html = run / "report.html"
+    page = assert_links_resolve(html)
+    text = _visible_text(html)
+    for anchor in ("summary", "matrix", "verdicts", "detectors", "confusion", "variants",
+                   f"scenario-{SCENARIO}", "environment"):  # fmt: skip
+        assert anchor in page.ids, anchor
+    # every scenario and its verdict, title, class and teaching text
+    verdicts = pd.read_csv(run / "verdicts.csv")
+    for r in verdicts.itertuples():
+        assert r.scenario in text and r.verdict in text
+    assert scen.title in text and scen.bottleneck in text
+    for part in (scen.teaching.symptom, scen.teaching.cause, scen.teaching.fix):
+        assert part[:60] in text.replace("&#x27;", "'")
+    # detector table from diagnosis.csv, confusion and probe effect per variant
+    diag = pd.read_csv(run / "diagnosis.csv")
+    assert set(diag["variant"]) == set(VARIANTS)
+    assert "Detector scores" in text and "injected" in text
+    runs = pd.read_csv(run / "runs.csv")
+    for v, pe in zip(runs["variant"], runs["probe_effect"], strict=True):
+        assert v in text
+        assert f"{pe:.2f}" in text, (v, pe)
+    # links to every variant's .nsys-rep, relative
+    reps = [h for h in page.hrefs if h.endswith(".nsys-rep")]
+    for v in VARIANTS:
+        assert any(f"{SCENARIO}/{v}/profile/" in h for h in reps), (v, reps)
+    # environment from manifest.json
+    manifest = json.loads((run / "manifest.json").read_text())
+    assert manifest["torch"] in text and manifest["nsys"]["version"] in text
+    assert "No data:" not in text, "a section of a complete profiled run says it has no data"
+
+
+def test_run_report_pictures(sweep):
+    run = sweep["runs"][-1]
+    pngs = {p.stem: p for p in assert_markdown_images(run / "report.md")}
+    assert {"speedup_matrix", "confusion", "probe_effect", f"timeline_{SCENARIO}"} <= set(pngs)
+    # the timeline is tall enough to read: baseline above the fix, several host rows each
+    px = png_pixels(pngs[f"timeline_{SCENARIO}"].read_bytes())
+    assert px.shape[1] >= 1200 and px.shape[0] >= 400
+    md = (run / "report.md").read_text()
+    assert "| scenario | variant | kind | status |" in md
+    assert f"{SCENARIO}: baseline above ideal" in md or "baseline above ideal" in md
+
+
+def test_report_cli_to_another_folder(sweep, tmp_path):
+    """`harness report RUN --out DIR`: relative links from DIR back into the run folder."""
+    run = sweep["runs"][0]
+    out = tmp_path / "elsewhere"
+    proc = run_cli(["report", str(run), "--out", str(out), "--no-timelines"])
+    assert proc.returncode == 0, proc.stderr
+    assert f"wrote {out / 'report.html'}" in proc.stdout
+    page = assert_links_resolve(out / "report.html")
+    assert any(h.startswith("../") and h.endswith(".nsys-rep") for h in page.hrefs)
+    assert "timelines left out" in _visible_text(out / "report.html")
+    assert_markdown_images(out / "report.md")
+
+
+# --- a folder of tables only: the reference result ----------------------------------------------
+
+
+def test_reference_folder_degrades_and_says_why(tmp_path):
+    from harness.report import main
+
+    ref = tmp_path / "h100"
+    shutil.copytree(REFERENCE, ref)
+    assert main([str(ref)]) == 0
+    html = ref / "report.html"
+    page = assert_links_resolve(html)
+    text = _visible_text(html)
+    assert "NVIDIA H100 80GB HBM3" in text and SCENARIO in text
+    runs = pd.read_csv(REFERENCE / "runs.csv")
+    for v in runs["variant"]:
+        assert v in text
+    assert "54.0x [52.09–56.04]" in text  # dali's speedup and CI from runs.csv
+    # no verdicts, diagnosis, confusion or exports here: each section says so and why
+    assert text.count("No data:") >= 4
+    for what in ("verdicts.csv", "diagnosis.csv", "confusion.csv"):
+        assert f"no {what}: this folder holds tables only" in text, what
+    assert "no timeline: no SQLite exports in this folder" in text
+    assert "not here" in text  # the .nsys-rep runs.csv names is not in the folder
+    # the teaching text comes from the scenario module even without exports
+    import scenarios
+
+    assert scenarios.discover()[SCENARIO].teaching.symptom[:50] in text.replace("&#x27;", "'")
+    assert "speedup_matrix" in {p.stem for p in assert_markdown_images(ref / "report.md")}
+    assert not any(h.endswith(".nsys-rep") for h in page.hrefs)
+
+
+def test_every_section_has_content_or_says_why(tmp_path):
+    """Even a folder with a manifest and nothing else: no crash, every section explains itself."""
+    from harness.report import main
+
+    bare = tmp_path / "bare"
+    bare.mkdir()
+    shutil.copy(REFERENCE / "manifest.json", bare)
+    assert main([str(bare)]) == 0
+    html = (bare / "report.html").read_text()
+    sections = re.split(r"<h2 ", html)[1:]
+    assert len(sections) >= 7
+    for sec in sections:
+        title = re.search(r">([^<]+)</h2>", sec).group(1)
+        has = any(tag in sec for tag in ("<img", "<table", "<dl", 'class="note'))
+        assert has, f"section {title!r} is silently empty"
+    assert "no runs.csv in" in html
+
+
+# --- timelines from the committed H100 exports --------------------------------------------------
+
+
+def test_gpu_timeline_from_committed_exports(tmp_path):
+    """A folder with the reference tables and the committed H100 exports of sync_loading's
+    baseline and async_dataloader: the timeline shows both, GPU rows and idle share included."""
+    from harness.report import RunFolder, build_run_report
+
+    run = tmp_path / "h100"
+    shutil.copytree(REFERENCE, run)
+    for v, name in (("baseline", "gpu_nsys2025_sync_loading"),
+                    ("async_dataloader", "gpu_nsys2025_sync_loading_async_dataloader")):  # fmt: skip
+        prof = run / SCENARIO / v / "profile"
+        prof.mkdir(parents=True)
+        shutil.copy(DATA / f"{name}.sqlite", prof / f"{SCENARIO}__{v}.sqlite")
+    doc = build_run_report(RunFolder.load(run), run)
+    img = next(b for b in doc.images if b.name == f"timeline_{SCENARIO}")
+    px = assert_picture(img.png, 600)
+    assert px.shape[1] >= 1400
+    assert "baseline above async_dataloader" in img.alt
+    assert re.search(r"GPU idle \d+% of the baseline's steps against \d+% with", img.caption)
+    # dali and ideal have no export here: the fastest fix that has one is shown
+    assert "dali" not in img.alt
+
+
+def test_timeline_legend_groups_library_ranges():
+    """Many library NVTX names (DALI's threads) share one legend entry instead of flooding it."""
+    from analysis.plots.timeline import _nvtx_entries
+
+    used = {"nvtx:step", "nvtx:data_load"} | {f"nvtx:decode #{i}" for i in range(30)}
+    entries = [label for label, _ in _nvtx_entries(used)]
+    assert entries[:2] == ["NVTX: step", "NVTX: data_load"]
+    assert len(entries) == 3 and "30 other range names" in entries[2]
+
+
+# --- the report never costs a run its results ---------------------------------------------------
+
+
+def test_report_failure_is_reported_not_raised(tmp_path, monkeypatch):
+    import harness.report as R
+
+    run = tmp_path / "run"
+    shutil.copytree(REFERENCE, run)
+    said: list[str] = []
+
+    def boom(*a, **k):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(R, "write_run_report", boom)
+    problem = R.report_after_run(run, said.append)
+    assert problem and "No space left on device" in problem
+    assert f"python -m harness report {run}" in problem
+    assert said and said[0].startswith("FAILED")
+    assert (run / "runs.csv").read_bytes() == (REFERENCE / "runs.csv").read_bytes()
+
+    def interrupt(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(R, "write_run_report", interrupt)
+    assert R.report_after_run(run, said.append) == "interrupted"
+    # a folder without runs.csv (node k of a multi-node run, a failed start): nothing to report
+    assert R.report_after_run(tmp_path, said.append) is None
+
+
+def test_html_escapes_text_and_markdown_escapes_tables():
+    from harness.report_doc import Doc, Link, render_html, render_markdown
+
+    doc = Doc("t <x>")
+    doc.h(2, "A <b>")
+    doc.p("if a < b and c > d", Link("file x.nsys-rep", "a b/c#1.nsys-rep"))
+    doc.table(["a|b", "c"], [["x|y", 1.23456], [None, float("nan")]], numeric=[1])
+    html = render_html(doc)
+    assert "<b>" not in html.split("</style>", 1)[1] and "A &lt;b&gt;" in html
+    assert 'href="a%20b/c#1.nsys-rep"' in html
+    md = render_markdown(doc)
+    assert "| x\\|y | 1.23 |" in md and "| – | – |" in md
+
+
+def test_cli_usage_errors(tmp_path):
+    from harness.report import main
+
+    assert main([str(tmp_path / "nope")]) == 2
+    (tmp_path / "empty").mkdir()
+    assert main([str(tmp_path / "empty")]) == 2
