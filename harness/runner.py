@@ -778,6 +778,9 @@ class Suite:
         matrix, scores = V.confusion(diag)
         write_frame(run_dir / "diagnosis.csv", diag)
         write_frame(run_dir / "verdicts.csv", verdict)
+        work = V.gpu_work_table(run_dir, self.found, table)
+        write_frame(run_dir / "gpu_work.csv", work)
+        limits = work[work["share_of_limit"].notna()] if "share_of_limit" in work else work.iloc[:0]
         write_frame(run_dir / "confusion.csv", matrix.reset_index(names="injected"))
         write_frame(run_dir / "detector_scores.csv", scores)
         with pd.option_context("display.width", 160, "display.max_colwidth", 90):
@@ -785,6 +788,11 @@ class Suite:
             print(verdict[["scenario", "verdict", "reason"]].to_string(index=False))
             print("\nconfusion (rows: injected, columns: primary finding):")
             print(matrix.to_string())
+            if not limits.empty:
+                print("\nanalytic limits (sum of the baseline's kernel durations per step):")
+                cols = ["scenario", "variant", "kernels_per_step", "kernel_ms_per_step"]
+                cols += ["step_ms_mean", "limit_ms_per_step", "share_of_limit"]
+                print(limits[cols].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:

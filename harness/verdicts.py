@@ -19,6 +19,7 @@ import pandas as pd
 from analysis import expert_rules as E
 from analysis.detect import diagnose, load_thresholds
 from analysis.findings import CLASSES
+from analysis.gpu_work import gpu_work
 from analysis.trace import TraceError, open_trace
 from harness import nsys as nsys_mod
 from harness.atomic import write_frame
@@ -76,6 +77,40 @@ def diagnose_run(
     if crosscheck and bool(load_thresholds().get("expert_rules", {}).get("enabled", True)):
         write_crosscheck(run_dir, diag, runs)
     return diag
+
+
+def gpu_work_table(run_dir: Path, found: dict[str, Scenario], runs: pd.DataFrame) -> pd.DataFrame:
+    """``gpu_work.csv``: GPU work per step of every profiled variant (kernels, their summed
+    duration, GPU busy time; :func:`analysis.gpu_work.gpu_work`). For a scenario without an
+    ``ideal`` variant the limit is analytic: ``limit_ms_per_step`` is the baseline's kernel-sum
+    per step from its own trace, and ``share_of_limit`` = limit / the variant's unprofiled mean
+    step time. An export without kernels (a CPU capture) gets its reason in ``error``."""
+    rows: list[dict[str, Any]] = []
+    for r, db in _exports(run_dir, runs):
+        row: dict[str, Any] = {
+            "scenario": r.scenario,
+            "variant": r.variant,
+            "kind": r.kind,
+            "step_ms_mean": r.step_ms_mean,
+        }
+        try:
+            with open_trace(db) as trace:
+                row.update(gpu_work(trace).iloc[0].to_dict())
+        except TraceError as exc:
+            row["error"] = str(exc)
+        rows.append(row)
+    table = pd.DataFrame(rows)
+    if table.empty or "kernel_ms_per_step" not in table:
+        return table
+    table["limit_ms_per_step"] = float("nan")
+    for name, group in table.groupby("scenario", sort=False):
+        if "ideal" in found[name].variant_names:
+            continue
+        base = group[group["kind"] == "baseline"]["kernel_ms_per_step"].dropna()
+        if not base.empty and group["steps"].notna().all():
+            table.loc[group.index, "limit_ms_per_step"] = float(base.iloc[0])
+    table["share_of_limit"] = table["limit_ms_per_step"] / table["step_ms_mean"]
+    return table
 
 
 def verdicts(diag: pd.DataFrame, runs: pd.DataFrame, found: dict[str, Scenario]) -> pd.DataFrame:
