@@ -29,6 +29,7 @@ from harness import envinfo
 from harness import nsys as nsys_mod
 from harness.atomic import ResultWriteError, read_json, write_frame, write_json
 from harness.config import SuiteConfig, UsageError, discover_scenarios
+from harness.forkserver import ForkServer, ForkServerError
 from harness.stats import speedup_ci, summarize
 from harness.worker import LAUNCHED_AT_ENV, OOM_EXIT_CODE, OOM_MARKER, WorkerSpec
 from scenarios import Scenario
@@ -135,7 +136,7 @@ def _signal_all(pgid: int, pids: list[int], sig: signal.Signals) -> None:
             os.kill(pid, sig)
 
 
-def _kill_group(proc: subprocess.Popen[bytes], grace_s: float = 5.0) -> None:
+def _kill_group(proc: Any, grace_s: float = 5.0) -> None:
     """Terminate the worker's process group (loader workers, nsys) and every descendant that
     left it: torchrun starts each rank in a session of its own, out of the group's reach.
 
@@ -183,14 +184,22 @@ def run_process(
     label: str,
     memory_cap_gb: float | None = None,
     extra_env: dict[str, str] | None = None,
+    forkserver: ForkServer | None = None,
 ) -> Outcome:
-    """Run one worker command (argument list) in its own session with a timeout."""
+    """Run one worker command (argument list) in its own session with a timeout; through the
+    fork server when one is given (``python -m harness.worker`` commands only)."""
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_AT_ENV: repr(time.time())})
     for key, value in (extra_env or {}).items():
         env.setdefault(key, value)  # the user's own setting wins
     t0 = time.perf_counter()
-    with open(out_dir / "stdout.log", "wb") as out, open(out_dir / "stderr.log", "wb") as err:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+    stdout, stderr = out_dir / "stdout.log", out_dir / "stderr.log"
+    with open(stdout, "wb") as out, open(stderr, "wb") as err:
+        proc: Any = None
+        if forkserver is not None:
+            with contextlib.suppress(ForkServerError):  # gone: start this one the usual way
+                proc = forkserver.spawn(cmd, stdout, stderr, env)
+        if proc is None:
+            proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
         try:
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
@@ -368,6 +377,8 @@ class Suite:
         self.failures: list[str] = []
         #: Profiled units whose .nsys-rep waits for ``nsys export`` (run after the last worker).
         self.pending_exports: list[Unit] = []
+        self.forks: ForkServer | None = None
+        self._forks_failed = False
         self._write_lock = threading.Lock()
 
     # -- set-up ---------------------------------------------------------------------------
@@ -482,6 +493,28 @@ class Suite:
         write_json(path, asdict(spec))
         return path
 
+    def _forkserver(self) -> ForkServer | None:
+        """The fork server for unprofiled workers (started on first use), or None when
+        ``harness.fork_server`` is off or it could not start (said once; workers then start
+        the usual way)."""
+        if not self.cfg.harness.fork_server or self._forks_failed:
+            return None
+        if self.forks is not None and self.forks.alive:
+            return self.forks
+        try:
+            self.forks = ForkServer()
+        except (ForkServerError, OSError) as exc:
+            self._forks_failed = True
+            self._say(f"fork server unavailable ({exc}); workers start as new interpreters")
+            return None
+        return self.forks
+
+    def close(self) -> None:
+        """Stop the fork server, if one was started."""
+        if self.forks is not None:
+            self.forks.close()
+            self.forks = None
+
     def worker_env(self) -> dict[str, str]:
         """Compiler caches in the harness cache folder, shared by every worker and kept between
         runs: only the first process that compiles a graph pays for it (about 60 s for
@@ -519,7 +552,13 @@ class Suite:
         cap = self.cfg.harness.memory_cap_gb
         if unit.phase != "profile":
             outcome = run_process(
-                program, out_dir, self.cfg.harness.timeout_s, unit.label, cap, self.worker_env()
+                program,
+                out_dir,
+                self.cfg.harness.timeout_s,
+                unit.label,
+                cap,
+                self.worker_env(),
+                self._forkserver() if world <= 1 else None,
             )
             return node_outcome(self.cfg, outcome, unit.label)
         assert self.nsys is not None
@@ -688,6 +727,7 @@ class Suite:
                 self._write_failed(exc)
             finally:
                 bar.close()
+                self.close()
                 if state == "complete" and self.failures:
                     state = "failed"
                 table: pd.DataFrame | None = None
