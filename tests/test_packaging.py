@@ -487,6 +487,26 @@ def test_documented_command_submits_one_array_task_per_scenario(cli, tmp_path):
 
 
 @pytest.mark.slow
+def _local_sweep(cli, sweep_dir: Path, env: dict[str, str], *overrides: str):
+    """The documented SLURM sweep pattern, run through submitit's local executor."""
+    return cli(
+        [
+            "run",
+            "-m",
+            "hydra/launcher=submitit_local",
+            *overrides,
+            "size=smoke",
+            "harness.repeats=1",
+            "nsys.enabled=false",
+            "harness.progress=false",
+            f"hydra.sweep.dir={sweep_dir}",
+            "harness.results_dir=${hydra:sweep.dir}/${hydra:job.num}",
+        ],
+        env=env,
+        timeout=600,
+    )
+
+
 def test_sweep_runs_each_scenario_in_its_own_job_and_folder(cli, tmp_path):
     """Executed for real through submitit's local executor (the SLURM one minus sbatch): the
     documented sweep and per-job results folder, over two copies of ADDING_SCENARIOS.md's example."""
@@ -504,22 +524,7 @@ def test_sweep_runs_each_scenario_in_its_own_job_and_folder(cli, tmp_path):
         ),
     }
     sweep_dir = tmp_path / "sweep"
-    proc = cli(
-        [
-            "run",
-            "-m",
-            "hydra/launcher=submitit_local",
-            f"+scenario={name},{other}",
-            "size=smoke",
-            "harness.repeats=1",
-            "nsys.enabled=false",
-            "harness.progress=false",
-            f"hydra.sweep.dir={sweep_dir}",
-            "harness.results_dir=${hydra:sweep.dir}/${hydra:job.num}",
-        ],
-        env=env,
-        timeout=600,
-    )
+    proc = _local_sweep(cli, sweep_dir, env, f"+scenario={name},{other}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran = {}
     for job in ("0", "1"):
@@ -538,22 +543,8 @@ def test_failed_job_under_submitit_makes_the_sweep_fail(cli, tmp_path):
     from tests.conftest import FAULTY_ENV
 
     sweep_dir = tmp_path / "sweep"
-    proc = cli(
-        [
-            "run",
-            "-m",
-            "hydra/launcher=submitit_local",
-            "+scenario=faulty",
-            "scenario.faulty.variants=[baseline,crash]",
-            "size=smoke",
-            "harness.repeats=1",
-            "nsys.enabled=false",
-            "harness.progress=false",
-            f"hydra.sweep.dir={sweep_dir}",
-            "harness.results_dir=${hydra:sweep.dir}/${hydra:job.num}",
-        ],
-        env=FAULTY_ENV,
-        timeout=600,
+    proc = _local_sweep(
+        cli, sweep_dir, FAULTY_ENV, "+scenario=faulty", "scenario.faulty.variants=[baseline,crash]"
     )
     assert proc.returncode != 0
     (run_dir,) = [p for p in (sweep_dir / "0").iterdir() if p.is_dir()]
