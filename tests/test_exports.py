@@ -1,0 +1,49 @@
+"""Exports run after each scenario's workers; a resumed run exports what was never exported."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pandas as pd
+import pytest
+
+from tests.conftest import FAULTY_ENV, only_run_dir
+
+pytestmark = pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
+
+
+def _args(results, *extra):
+    return [
+        "run",
+        "+scenario=faulty",
+        "scenario.faulty.variants=[baseline,ideal]",
+        "size=smoke",
+        "harness.repeats=1",
+        "harness.progress=false",
+        f"harness.results_dir={results}",
+        *extra,
+    ]
+
+
+def test_profiles_are_exported_and_a_resume_exports_the_missing_one(cli, tmp_path):
+    results = tmp_path / "r"
+    proc = cli(_args(results), env=FAULTY_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "exporting 2 nsys reports to SQLite" in proc.stderr
+    run = only_run_dir(results)
+    base = run / "faulty" / "baseline" / "profile" / "faulty__baseline"
+    status = json.loads((base.parent / "status.json").read_text())
+    assert status["status"] == "ok" and status["export_s"] > 0
+    timings = pd.read_csv(run / "timings.csv").set_index(["variant", "phase"])
+    assert timings.loc[("baseline", "profile"), "export_s"] > 0
+    assert pd.isna(timings.loc[("baseline", "timing-1"), "export_s"])
+
+    # as if the run had stopped between the profile and its export
+    base.with_suffix(".sqlite").unlink()
+    before = base.with_suffix(".nsys-rep").stat().st_mtime_ns
+    proc = cli(_args(results, f"harness.resume={run}"), env=FAULTY_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "exporting 1 nsys reports to SQLite" in proc.stderr
+    assert base.with_suffix(".sqlite").is_file()
+    assert base.with_suffix(".nsys-rep").stat().st_mtime_ns == before  # not profiled again
