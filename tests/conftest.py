@@ -50,11 +50,11 @@ def only_run_dir(results: Path) -> Path:
 FAULTY_ENV = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty"}
 
 
-def faulty_args(results: Path, *extra: str) -> list[str]:
-    """CLI arguments for a quick, unprofiled run of the faulty scenario into ``results``."""
+def smoke_args(scenario: str, results: Path, *extra: str) -> list[str]:
+    """CLI arguments for a quick, unprofiled smoke-size run of ``scenario`` into ``results``."""
     return [
         "run",
-        "+scenario=faulty",
+        f"+scenario={scenario}",
         "size=smoke",
         "harness.repeats=1",
         "nsys.enabled=false",
@@ -62,3 +62,8 @@ def faulty_args(results: Path, *extra: str) -> list[str]:
         f"harness.results_dir={results}",
         *extra,
     ]
+
+
+def faulty_args(results: Path, *extra: str) -> list[str]:
+    """CLI arguments for a quick, unprofiled run of the faulty scenario into ``results``."""
+    return smoke_args("faulty", results, *extra)

@@ -25,7 +25,7 @@ from scenarios import (
     Size,
     Teaching,
 )
-from tests.conftest import REPO, only_run_dir
+from tests.conftest import REPO, only_run_dir, smoke_args
 
 FOUND = scenarios.discover()
 
@@ -321,19 +321,7 @@ def test_example_runs_end_to_end_through_the_cli(example, cli, tmp_path, cache_d
             p for p in (str(example.folder), os.environ.get("PYTHONPATH", "")) if p
         ),
     }
-    proc = cli(
-        [
-            "run",
-            f"+scenario={example.name}",
-            "size=smoke",
-            "harness.repeats=1",
-            "nsys.enabled=false",
-            "harness.progress=false",
-            f"harness.results_dir={tmp_path}",
-            f"harness.cache_dir={cache_dir}",
-        ],
-        env=env,
-    )
+    proc = cli(smoke_args(example.name, tmp_path, f"harness.cache_dir={cache_dir}"), env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     runs = pd.read_csv(only_run_dir(tmp_path) / "runs.csv").set_index("variant")
     assert list(runs.index) == example.scenario.variant_names

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 import scenarios
-from tests.conftest import only_run_dir
+from tests.conftest import only_run_dir, smoke_args
 
 pytestmark = pytest.mark.slow
 
@@ -19,18 +19,7 @@ OTHERS = [n for n in sorted(FOUND) if n != "sync_loading"]
 
 @pytest.mark.parametrize("name", OTHERS)
 def test_smoke_runs_every_variant(name, cli, tmp_path, cache_dir):
-    proc = cli(
-        [
-            "run",
-            f"+scenario={name}",
-            "size=smoke",
-            "harness.repeats=1",
-            "nsys.enabled=false",
-            "harness.progress=false",
-            f"harness.results_dir={tmp_path}",
-            f"harness.cache_dir={cache_dir}",
-        ]
-    )
+    proc = cli(smoke_args(name, tmp_path, f"harness.cache_dir={cache_dir}"))
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = only_run_dir(tmp_path)
     runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
