@@ -375,6 +375,14 @@ class _DdpTrainer(_Trainer):
     def logging_data(self) -> dict[str, object]:
         return self.train_model._get_ddp_logging_data()  # type: ignore[operator]
 
+    def close(self) -> None:
+        """Drop the DDP wrapper (its reducer holds the process group) while the group still
+        exists: the worker destroys the group right after ``close``, and a group left to be
+        destroyed at interpreter exit can abort the process ("terminate called without an
+        active exception", seen with gloo)."""
+        self.train_model = self.model
+        gc.collect()
+
     def calls_per_step(self) -> float:
         return float(self.logging_data().get("num_buckets_reduced", 0))
 

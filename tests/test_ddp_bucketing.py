@@ -53,6 +53,7 @@ def _check(rank: int, store: str, tmp: str) -> None:
     )
     counter = _CountAllReduce()
     dist.all_reduce = counter  # the scenario calls it as dist.all_reduce
+    workloads: list = []
     try:
         cfg = DdpConfig()
         size = dataclasses.replace(cfg.smoke, probe_bandwidth=False)
@@ -68,6 +69,7 @@ def _check(rank: int, store: str, tmp: str) -> None:
         def made(variant: str, c: DdpConfig = cfg, s: DdpSize = size):
             w = build(c, s, variant, ctx)
             w.setup()
+            workloads.append(w)
             return w
 
         # One forward/backward: the gradients every variant hands the optimizer.
@@ -132,6 +134,8 @@ def _check(rank: int, store: str, tmp: str) -> None:
         assert sm["bucket_cap_mb"] == swept.bucket_mb
     finally:
         dist.all_reduce = counter._orig
+        for w in workloads:  # as the worker does: close, then destroy the group
+            w.close()
         dist.destroy_process_group()
 
 
