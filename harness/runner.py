@@ -16,8 +16,9 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -169,12 +170,21 @@ def _tail(path: Path, n: int = 15) -> str:
 
 @dataclass
 class Outcome:
-    status: str  # ok | skipped | failed | oom | timeout | evidence_failed | no_result
+    status: str  # ok | skipped | failed | oom | timeout | evidence_failed | no_result | finalizing
     error: str = ""
     returncode: int | None = None
     wall_s: float = 0.0
     export_s: float | None = None
     """Seconds ``nsys export`` took (profile phase); None: not exported (yet)."""
+    finalize_s: float | None = None
+    """Seconds nsys went on writing its report after the worker had ended, in the background
+    (nsys.background_finalize); None: waited for in line (included in ``wall_s``)."""
+    finishing: Any = field(default=None, repr=False, compare=False)
+    """The nsys process still writing its report (not recorded)."""
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-safe fields, for status.json."""
+        return {k: v for k, v in asdict(replace(self, finishing=None)).items() if k != "finishing"}
 
 
 def run_process(
@@ -185,9 +195,15 @@ def run_process(
     memory_cap_gb: float | None = None,
     extra_env: dict[str, str] | None = None,
     forkserver: ForkServer | None = None,
+    detach_when: Callable[[Any], bool] | None = None,
 ) -> Outcome:
     """Run one worker command (argument list) in its own session with a timeout; through the
-    fork server when one is given (``python -m harness.worker`` commands only)."""
+    fork server when one is given (``python -m harness.worker`` commands only).
+
+    ``detach_when(proc)``: polled while the command runs; once it is true the command is left
+    to finish on its own and returned as the outcome's ``finishing`` (an nsys writing its
+    report after the profiled worker has ended), to be waited for with :func:`finish`.
+    """
     env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_AT_ENV: repr(time.time())})
     for key, value in (extra_env or {}).items():
         env.setdefault(key, value)  # the user's own setting wins
@@ -201,6 +217,8 @@ def run_process(
         if proc is None:
             proc = subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
         try:
+            if detach_when is not None and _wait_or_detach(proc, timeout_s, detach_when):
+                return Outcome("finalizing", "", None, time.perf_counter() - t0, finishing=proc)
             rc = proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             _kill_group(proc)
@@ -242,6 +260,69 @@ def run_process(
     if not (out_dir / "result.json").is_file():
         return Outcome("no_result", f"{label} exited 0 but wrote no result.json", rc, wall)
     return Outcome("ok", "", rc, wall)
+
+
+def _wait_or_detach(proc: Any, timeout_s: float, detach_when: Callable[[Any], bool]) -> bool:
+    """Wait until ``proc`` ends (False) or ``detach_when(proc)`` holds (True); raises
+    :class:`subprocess.TimeoutExpired` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        if detach_when(proc):
+            return True
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        time.sleep(0.2)
+    return False
+
+
+def worker_has_ended(out_dir: Path) -> Callable[[Any], bool]:
+    """For ``detach_when``: the worker under this nsys wrote its result.json and no
+    ``harness.worker`` process (nor torchrun launching one) is left below nsys."""
+
+    def ended(proc: Any) -> bool:
+        if not (out_dir / "result.json").is_file():
+            return False
+        for pid in _descendants(proc.pid):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"harness.worker" in cmdline:
+                return False
+        return True
+
+    return ended
+
+
+def finish(outcome: Outcome, out_dir: Path, timeout_s: float, label: str) -> Outcome:
+    """Wait for the nsys a profiled outcome left writing its report (see ``detach_when``)."""
+    proc = outcome.finishing
+    if proc is None:
+        return outcome
+    t0 = time.perf_counter()
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        _kill_group(proc)
+        return replace(
+            outcome,
+            status="evidence_failed",
+            error=f"{label}: nsys was still writing its report {timeout_s:g} s after the "
+            f"worker ended; killed. Last lines of its output:\n{_tail(out_dir / 'stdout.log')}",
+            finalize_s=time.perf_counter() - t0,
+            finishing=None,
+        )
+    done = replace(
+        outcome, status="ok", returncode=rc, finalize_s=time.perf_counter() - t0, finishing=None
+    )
+    if rc != 0:
+        return replace(
+            done,
+            status="evidence_failed",
+            error=f"{label}: nsys exited with code {rc} while writing its report. Last lines "
+            f"of its output:\n{_tail(out_dir / 'stdout.log')}\n{_tail(out_dir / 'stderr.log')}",
+        )
+    return done
 
 
 # -- distributed launch (torchrun, one or several nodes) ------------------------------------------
@@ -377,6 +458,8 @@ class Suite:
         self.failures: list[str] = []
         #: Profiled units whose .nsys-rep waits for ``nsys export`` (run after the last worker).
         self.pending_exports: list[Unit] = []
+        #: Profiled units whose nsys still writes its report (nsys.background_finalize).
+        self.finishing: dict[Unit, Outcome] = {}
         self.forks: ForkServer | None = None
         self._forks_failed = False
         self._write_lock = threading.Lock()
@@ -486,7 +569,7 @@ class Suite:
             out_dir=str(out_dir),
             emit_nvtx=self.cfg.nsys.emit_nvtx and unit.phase == "profile",
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
-            max_window_s=self.cfg.harness.max_window_s,
+            max_window_s=self.cfg.harness.window_budget_s(unit.phase),
             min_steps=self.cfg.harness.min_steps,
         )
         path = out_dir / "spec.json"
@@ -510,7 +593,11 @@ class Suite:
         return self.forks
 
     def close(self) -> None:
-        """Stop the fork server, if one was started."""
+        """Stop the fork server, if one was started; kill any nsys still writing a report
+        (only left when the run is interrupted: an exported report is waited for first)."""
+        for outcome in self.finishing.values():
+            _kill_group(outcome.finishing, grace_s=30.0)
+        self.finishing.clear()
         if self.forks is not None:
             self.forks.close()
             self.forks = None
@@ -575,9 +662,20 @@ class Suite:
             cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
             extra_args=self.cfg.nsys.extra_args,
         )
+        background = defer_export and self.cfg.nsys.background_finalize
         outcome = run_process(
-            cmd, out_dir, self.cfg.harness.timeout_s, unit.label, cap, self.worker_env()
+            cmd,
+            out_dir,
+            self.cfg.harness.timeout_s,
+            unit.label,
+            cap,
+            self.worker_env(),
+            detach_when=worker_has_ended(out_dir) if background else None,
         )
+        if outcome.finishing is not None:  # nsys writes the report while the next one runs
+            self.finishing[unit] = outcome
+            self.pending_exports.append(unit)
+            return outcome
         outcome = node_outcome(self.cfg, outcome, unit.label)
         if outcome.status != "ok":
             return outcome
@@ -585,6 +683,18 @@ class Suite:
             self.pending_exports.append(unit)
             return outcome
         return self._export(unit, report_base, out_dir, outcome)
+
+    def finish_reports(self, run_dir: Path) -> None:
+        """Wait for every nsys still writing a report in the background and record how it
+        ended; a failed one leaves the export queue."""
+        while self.finishing:
+            unit, outcome = next(iter(self.finishing.items()))
+            del self.finishing[unit]
+            done = finish(outcome, unit.dir(run_dir), self.cfg.harness.timeout_s, unit.label)
+            done = node_outcome(self.cfg, done, unit.label)
+            self.record(run_dir, unit, done)
+            if done.status != "ok" and unit in self.pending_exports:
+                self.pending_exports.remove(unit)
 
     def _export(self, unit: Unit, base: Path, out_dir: Path, outcome: Outcome) -> Outcome:
         """Export ``base``.nsys-rep to SQLite and check it; records how long that took."""
@@ -595,6 +705,7 @@ class Suite:
     def run_exports(self, run_dir: Path) -> None:
         """Export every queued report, ``harness.export_workers`` at once. This runs after a
         scenario's last worker so that no export competes with a measurement for CPU or disk."""
+        self.finish_reports(run_dir)
         pending, self.pending_exports = self.pending_exports, []
         if not pending:
             return
@@ -604,7 +715,13 @@ class Suite:
         def export(unit: Unit) -> Outcome:
             out_dir = unit.dir(run_dir)
             status = read_json(out_dir / "status.json")
-            done = Outcome("ok", "", status.get("returncode"), float(status.get("wall_s") or 0.0))
+            done = Outcome(
+                "ok",
+                "",
+                status.get("returncode"),
+                float(status.get("wall_s") or 0.0),
+                finalize_s=status.get("finalize_s"),
+            )
             return self._export(unit, self.report_base(unit, run_dir), out_dir, done)
 
         with ThreadPoolExecutor(workers) as pool:
@@ -624,11 +741,11 @@ class Suite:
         """Write a unit's status.json and report a failure or a skip (once per variant)."""
         status_path = unit.dir(run_dir) / "status.json"
         with self._write_lock:
-            write_json(status_path, {**asdict(outcome), "unit": asdict(unit), "at": _now()})
+            write_json(status_path, {**outcome.record(), "unit": asdict(unit), "at": _now()})
         if outcome.status == "skipped":
             if unit.phase == "timing-1":  # once per variant, not once per phase
                 self._say(outcome.error)
-        elif outcome.status != "ok":
+        elif outcome.status not in ("ok", "finalizing"):
             self.failures.append(outcome.error)
             self._say(f"FAILED {unit.label}: {outcome.error}")
 
@@ -727,6 +844,13 @@ class Suite:
                 self._write_failed(exc)
             finally:
                 bar.close()
+                try:  # an interrupted run still keeps the reports nsys is writing
+                    self.finish_reports(run_dir)
+                except KeyboardInterrupt:
+                    state = "interrupted"
+                except ResultWriteError as exc:
+                    state = "failed"
+                    self._write_failed(exc)
                 self.close()
                 if state == "complete" and self.failures:
                     state = "failed"
@@ -850,10 +974,12 @@ class Suite:
 TIMING_PARTS = (
     "startup_s",
     "import_s",
+    "cuda_init_s",
     "setup_s",
     "warmup_s",
     "window_s",
     "teardown_s",
+    "finalize_s",
     "export_s",
 )
 
@@ -861,7 +987,8 @@ TIMING_PARTS = (
 def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
     """One row per worker process: its wall time split into start-up (interpreter and wrappers
     such as nsys or torchrun), imports, set-up, warm-up, the measured window, tear-down (the
-    rest, including nsys writing its report) and the SQLite export."""
+    rest, including nsys writing its report when it is waited for in line), nsys writing its
+    report in the background (``finalize_s``, not part of ``wall_s``) and the SQLite export."""
     rows: list[dict[str, Any]] = []
     for unit in units:
         out_dir = unit.dir(run_dir)
@@ -874,12 +1001,12 @@ def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
         result = _read_optional(out_dir / "result.json") or {}
         timing = result.get("timing") or {}
         known = 0.0
-        for part in ("launch_to_main_s", "import_s", "setup_s", "warmup_s", "window_s"):
-            value = timing.get(part)
-            key = "startup_s" if part == "launch_to_main_s" else part
+        for key in TIMING_PARTS[:-3]:  # the worker's own parts, up to its measured window
+            value = timing.get("launch_to_main_s" if key == "startup_s" else key)
             row[key] = value
             known += float(value or 0.0)
         row["teardown_s"] = max(0.0, wall - known) if timing else None
+        row["finalize_s"] = status.get("finalize_s")
         row["export_s"] = status.get("export_s")
         rows.append(row)
     columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS]

@@ -122,9 +122,14 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             raise RuntimeError("the parent saw a GPU but torch.cuda.is_available() is False here")
         local_rank = int(os.environ.get("LOCAL_RANK", "0"))
         device = torch.device("cuda", local_rank)
+        t0 = time.perf_counter()
         torch.cuda.set_device(device)
+        torch.zeros(1, device=device).add_(1)  # the CUDA context and the first kernel load
+        torch.cuda.synchronize(device)
+        cuda_init_s = time.perf_counter() - t0
     else:
         device = torch.device("cpu")
+        cuda_init_s = 0.0
         # Leave half the cores to loader workers, as a GPU job leaves its cores to them.
         torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
     torch.manual_seed(spec.seed)
@@ -238,6 +243,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "timing": {
             "launch_to_main_s": launch_to_main_s(),
             "import_s": import_s,
+            "cuda_init_s": cuda_init_s,
             "setup_s": setup_s,
             "warmup_s": warmup_s,
             "window_s": window_s,
@@ -268,7 +274,13 @@ def launch_to_main_s() -> float | None:
 
 
 def _exit_on_sigterm(signum: int, frame: Any) -> None:
-    """The parent stops a worker with SIGTERM: unwind, so atomic writes remove their temp files."""
+    """The parent stops a worker with SIGTERM: unwind, so atomic writes remove their temp files.
+
+    The parent signals the process group and then each process it knows, so a second SIGTERM
+    can arrive while the first one unwinds; it must not raise again inside a ``finally`` or
+    ``except`` block (that loses the exit code and can skip a temp file's removal).
+    """
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
     raise SystemExit(128 + signum)
 
 

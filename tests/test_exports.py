@@ -38,6 +38,11 @@ def test_profiles_are_exported_and_a_resume_exports_the_missing_one(cli, tmp_pat
     timings = pd.read_csv(run / "timings.csv").set_index(["variant", "phase"])
     assert timings.loc[("baseline", "profile"), "export_s"] > 0
     assert pd.isna(timings.loc[("baseline", "timing-1"), "export_s"])
+    # nsys wrote each report in the background, after its worker had ended (a second or more
+    # of QdstrmImporter on this box) while the next variant was profiled
+    finalize = timings.xs("profile", level="phase")["finalize_s"]
+    assert finalize.notna().any() and (finalize.dropna() > 0).all(), finalize
+    assert pd.isna(timings.loc[("baseline", "timing-1"), "finalize_s"])
 
     # as if the run had stopped between the profile and its export
     base.with_suffix(".sqlite").unlink()
@@ -47,3 +52,15 @@ def test_profiles_are_exported_and_a_resume_exports_the_missing_one(cli, tmp_pat
     assert "exporting 1 nsys reports to SQLite" in proc.stderr
     assert base.with_suffix(".sqlite").is_file()
     assert base.with_suffix(".nsys-rep").stat().st_mtime_ns == before  # not profiled again
+
+
+def test_waiting_for_nsys_in_line_records_no_background_time(cli, tmp_path):
+    results = tmp_path / "r"
+    proc = cli(_args(results, "nsys.background_finalize=false"), env=FAULTY_ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run_dir(results)
+    timings = pd.read_csv(run / "timings.csv")
+    profiles = timings[timings["phase"] == "profile"]
+    assert len(profiles) == 2 and (profiles["status"] == "ok").all()
+    assert profiles["finalize_s"].isna().all() and (profiles["export_s"] > 0).all()
+    assert len(list(run.glob("faulty/*/profile/*.sqlite"))) == 2
