@@ -76,7 +76,9 @@ def test_forked_worker_has_a_session_of_its_own_and_dies_with_its_group(cli, tmp
     assert os.getpgid(os.getpid()) != proc.pid
     children = [int(x) for x in pid_file.read_text().split()]
     _kill_group(proc, grace_s=2.0)
-    assert proc.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM, -signal.SIGKILL)
+    assert proc.returncode in (-signal.SIGTERM, 128 + signal.SIGTERM, -signal.SIGKILL), (
+        out / "stderr.log"
+    ).read_text()[-3000:]
     time.sleep(0.5)
     assert [pid for pid in children if not pid_gone(pid)] == []
     # the server goes on serving after a killed child
