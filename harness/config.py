@@ -93,6 +93,11 @@ class HarnessConfig:
     and severities stay as they are; only the number of measured steps shrinks. None: off."""
     min_steps: int = 5
     """The fewest measured steps a shortened window keeps."""
+    max_warmup_s: float | None = 5.0
+    """Warm-up budget per worker: the warm-up ends once it has run this long and at least 4
+    steps (a 1 s data-bound baseline step warms up in 5 steps, not 10). Compilation and CUDA
+    graph capture happen in set-up, outside it. Not applied to torchrun workers, whose ranks
+    must run the same steps. None: every planned warm-up step."""
     profile_max_window_s: float | None = 3.0
     """Measured-window budget of the profiled run: it supplies evidence and the probe effect,
     not the timing, so a few seconds of steady state are enough, and a shorter capture makes
@@ -110,6 +115,10 @@ class HarnessConfig:
         if self.max_window_s is not None and self.max_window_s <= 0:
             raise ValueError(
                 f"harness.max_window_s must be > 0 seconds or null, got {self.max_window_s}"
+            )
+        if self.max_warmup_s is not None and self.max_warmup_s <= 0:
+            raise ValueError(
+                f"harness.max_warmup_s must be > 0 seconds or null, got {self.max_warmup_s}"
             )
         if self.profile_max_window_s is not None and self.profile_max_window_s <= 0:
             raise ValueError(

@@ -571,6 +571,7 @@ class Suite:
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
             max_window_s=self.cfg.harness.window_budget_s(unit.phase),
             min_steps=self.cfg.harness.min_steps,
+            max_warmup_s=self.cfg.harness.max_warmup_s,
         )
         path = out_dir / "spec.json"
         write_json(path, asdict(spec))

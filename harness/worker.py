@@ -69,6 +69,9 @@ class WorkerSpec:
     size's ``steps`` would take longer (never below ``min_steps``); None keeps ``steps``."""
     min_steps: int = 5
     """harness.min_steps: the fewest measured steps a shortened window keeps."""
+    max_warmup_s: float | None = None
+    """harness.max_warmup_s: end the warm-up early once it has run this long and at least
+    ``MIN_WARMUP_STEPS`` steps (single-process workers only); None runs every warm-up step."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Reserved for scenario-specific launch facts."""
 
@@ -165,19 +168,24 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         # first barrier as step time (the window's length is planned from the warm-up).
         sync()
         t0 = time.perf_counter()
-        warmup = size.warmup_steps + workload.extra_warmup_steps
-        mid = warmup // 2
-        t_mid = t0
-        for i in range(warmup):
-            if i == mid:
-                t_mid = time.perf_counter()
+        planned = size.warmup_steps + workload.extra_warmup_steps
+        # Ranks must run the same steps (each one holds collectives): no early end there.
+        budget = None if distributed else spec.max_warmup_s
+        ends: list[float] = []
+        for i in range(planned):
             with markers.phase(markers.STEP):
                 workload.step(i)
+            ends.append(time.perf_counter())
+            if warmup_done(budget, len(ends), ends[-1] - t0):
+                break
         sync()
         t_end = time.perf_counter()
+        warmup = len(ends)
         warmup_s = t_end - t0
         # Steady-state step time from the second half of the warm-up (the first steps carry
         # one-off costs: cuDNN autotuning, allocator growth, compilation).
+        mid = warmup // 2
+        t_mid = ends[mid - 1] if mid else t0
         est_step_s = (t_end - t_mid) / max(1, warmup - mid)
         n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
         if distributed:  # every rank must run the same number of steps
@@ -255,6 +263,15 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "started_utc": started.isoformat(),
         "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
     }
+
+
+#: The fewest warm-up steps a time-capped warm-up keeps (harness.max_warmup_s).
+MIN_WARMUP_STEPS = 4
+
+
+def warmup_done(budget_s: float | None, steps_done: int, elapsed_s: float) -> bool:
+    """End the warm-up early: only with a budget, past it, and after ``MIN_WARMUP_STEPS``."""
+    return budget_s is not None and steps_done >= MIN_WARMUP_STEPS and elapsed_s > budget_s
 
 
 def window_steps(steps: int, est_step_s: float, max_window_s: float | None, min_steps: int) -> int:

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import json
+import shutil
+
 import pytest
 
 from harness.config import HarnessConfig
-from harness.worker import window_steps
+from harness.worker import MIN_WARMUP_STEPS, warmup_done, window_steps
+from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir, smoke_args
 
 
 @pytest.mark.parametrize(
@@ -30,3 +34,71 @@ def test_window_budget_is_validated():
         HarnessConfig(min_steps=0)
     with pytest.raises(ValueError, match="export_workers"):
         HarnessConfig(export_workers=0)
+
+
+@pytest.mark.parametrize(
+    ("budget", "done", "elapsed", "expected"),
+    [
+        (5.0, 3, 9.0, False),  # past the budget, but fewer than MIN_WARMUP_STEPS
+        (5.0, MIN_WARMUP_STEPS, 5.5, True),  # past the budget with enough steps
+        (5.0, 9, 4.0, False),  # within the budget
+        (None, 50, 100.0, False),  # budget off: every planned step
+    ],
+)
+def test_warmup_done(budget, done, elapsed, expected):
+    assert warmup_done(budget, done, elapsed) is expected
+
+
+def test_budgets_per_phase_and_their_validation():
+    cfg = HarnessConfig(max_window_s=10.0, profile_max_window_s=3.0)
+    assert cfg.window_budget_s("timing-1") == 10.0
+    assert cfg.window_budget_s("profile") == 3.0
+    assert HarnessConfig(profile_max_window_s=None).window_budget_s("profile") == 10.0
+    with pytest.raises(ValueError, match="max_warmup_s"):
+        HarnessConfig(max_warmup_s=0)
+    with pytest.raises(ValueError, match="profile_max_window_s"):
+        HarnessConfig(profile_max_window_s=-1)
+
+
+SLOW = {**FAULTY_ENV, "FAULTY_SLOW_S": "0.25"}
+SLOW_SIZE = ("scenario.faulty.smoke.warmup_steps=12", "scenario.faulty.smoke.steps=40")
+
+
+def test_a_slow_warmup_ends_at_its_budget(cli, tmp_path):
+    results = tmp_path / "r"
+    args = faulty_args(
+        results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, "harness.max_window_s=2"
+    )
+    proc = cli([*args, "harness.max_warmup_s=1.0"], env=SLOW)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())
+    # 0.25 s steps: past 1 s after the 5th step (the 4th ends at ~1.0 s), not all 12
+    assert MIN_WARMUP_STEPS <= res["warmup_steps"] <= 6, res["warmup_steps"]
+    assert 6 <= res["steps"] <= 8  # the window budget: 2 s of steps a little over 0.25 s
+
+    results = tmp_path / "off"
+    args = faulty_args(
+        results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, "harness.max_window_s=1"
+    )
+    proc = cli([*args, "harness.max_warmup_s=null"], env=SLOW)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    res = json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())
+    assert res["warmup_steps"] == 12
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
+def test_the_profiled_window_has_its_own_budget(cli, tmp_path):
+    results = tmp_path / "r"
+    args = [
+        *smoke_args("faulty", results, "scenario.faulty.variants=[slow]", *SLOW_SIZE),
+        "nsys.enabled=true",
+        "harness.max_window_s=3",
+        "harness.profile_max_window_s=1",
+    ]
+    proc = cli(args, env=SLOW)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    run = only_run_dir(results) / "faulty/slow"
+    timing = json.loads((run / "timing-1/result.json").read_text())
+    profile = json.loads((run / "profile/result.json").read_text())
+    assert 10 <= timing["steps"] <= 12  # 3 s of steps a little over 0.25 s
+    assert profile["steps"] == 5  # 1 s / 0.25 s = 4, raised to min_steps
