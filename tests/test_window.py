@@ -64,26 +64,22 @@ SLOW = {**FAULTY_ENV, "FAULTY_SLOW_S": "0.25"}
 SLOW_SIZE = ("scenario.faulty.smoke.warmup_steps=12", "scenario.faulty.smoke.steps=40")
 
 
-def test_a_slow_warmup_ends_at_its_budget(cli, tmp_path):
-    results = tmp_path / "r"
+def _slow_result(cli, results, window_s: float, warmup_s: str) -> dict:
+    """The 'slow' variant's timing result.json for these window and warm-up budgets."""
     args = faulty_args(
-        results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, "harness.max_window_s=2"
+        results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, f"harness.max_window_s={window_s}"
     )
-    proc = cli([*args, "harness.max_warmup_s=1.0"], env=SLOW)
+    proc = cli([*args, f"harness.max_warmup_s={warmup_s}"], env=SLOW)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    res = json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())
+    return json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())
+
+
+def test_a_slow_warmup_ends_at_its_budget(cli, tmp_path):
+    res = _slow_result(cli, tmp_path / "r", 2, "1.0")
     # 0.25 s steps: past 1 s after the 5th step (the 4th ends at ~1.0 s), not all 12
     assert MIN_WARMUP_STEPS <= res["warmup_steps"] <= 6, res["warmup_steps"]
     assert 6 <= res["steps"] <= 8  # the window budget: 2 s of steps a little over 0.25 s
-
-    results = tmp_path / "off"
-    args = faulty_args(
-        results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, "harness.max_window_s=1"
-    )
-    proc = cli([*args, "harness.max_warmup_s=null"], env=SLOW)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    res = json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())
-    assert res["warmup_steps"] == 12
+    assert _slow_result(cli, tmp_path / "off", 1, "null")["warmup_steps"] == 12
 
 
 @pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
