@@ -34,6 +34,10 @@ def test_window_budget_is_validated():
         HarnessConfig(min_steps=0)
     with pytest.raises(ValueError, match="export_workers"):
         HarnessConfig(export_workers=0)
+    with pytest.raises(ValueError, match="max_warmup_s"):
+        HarnessConfig(max_warmup_s=0)
+    with pytest.raises(ValueError, match="profile_max_window_s"):
+        HarnessConfig(profile_max_window_s=-1)
 
 
 @pytest.mark.parametrize(
@@ -49,15 +53,11 @@ def test_warmup_done(budget, done, elapsed, expected):
     assert warmup_done(budget, done, elapsed) is expected
 
 
-def test_budgets_per_phase_and_their_validation():
+def test_window_budget_per_phase():
     cfg = HarnessConfig(max_window_s=10.0, profile_max_window_s=3.0)
     assert cfg.window_budget_s("timing-1") == 10.0
     assert cfg.window_budget_s("profile") == 3.0
     assert HarnessConfig(profile_max_window_s=None).window_budget_s("profile") == 10.0
-    with pytest.raises(ValueError, match="max_warmup_s"):
-        HarnessConfig(max_warmup_s=0)
-    with pytest.raises(ValueError, match="profile_max_window_s"):
-        HarnessConfig(profile_max_window_s=-1)
 
 
 SLOW = {**FAULTY_ENV, "FAULTY_SLOW_S": "0.25"}
