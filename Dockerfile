@@ -15,8 +15,9 @@ ARG BASE_IMAGE=nvcr.io/nvidia/pytorch:25.06-py3
 FROM ${BASE_IMAGE}
 
 # Nsight Systems' importer (QdstrmImporter) needs libdw.so.1; without it `nsys profile` leaves only
-# a .qdstrm. Ubuntu 24.04 calls the package libdw1t64, older releases libdw1.
+# a .qdstrm. Ubuntu 24.04 calls the package libdw1t64, older releases libdw1. tini: see ENTRYPOINT.
 RUN apt-get update \
+    && apt-get install -y --no-install-recommends tini \
     && (apt-get install -y --no-install-recommends libdw1t64 \
         || apt-get install -y --no-install-recommends libdw1) \
     && rm -rf /var/lib/apt/lists/*
@@ -24,6 +25,7 @@ RUN apt-get update \
 WORKDIR /workspace/bottleneck-suite
 COPY pyproject.toml README.md ./
 COPY conf conf
+COPY bottlenecks bottlenecks
 COPY harness harness
 COPY scenarios scenarios
 COPY analysis analysis
@@ -44,7 +46,11 @@ ENV HOME=/cache \
     TORCHINDUCTOR_CACHE_DIR=/cache/torchinductor
 VOLUME ["/results"]
 
-# The image's own entrypoint stays (driver checks, compatibility libraries); this is its command.
+# tini is PID 1: it reaps orphans and forwards `docker stop`'s SIGTERM (and Ctrl-C's SIGINT) to the
+# harness, which then stops its workers, writes state `interrupted` and exits 143 (130) before
+# Docker's kill; as PID 1 itself the harness would get no default signal actions. The image's own
+# entrypoint still runs after tini (driver checks, compatibility libraries); this is its command.
+ENTRYPOINT ["/usr/bin/tini", "--", "/opt/nvidia/nvidia_entrypoint.sh"]
 # Arguments after the image name replace it, e.g.
 #   docker run ... bottleneck-suite python -m harness run +scenario=sync_loading harness.results_dir=/results
 CMD ["python", "-m", "harness", "run", "+scenario=all", "harness.results_dir=/results"]

@@ -45,6 +45,7 @@ __all__ = [
     "RuleSpec",
     "available_rules",
     "class_votes",
+    "parse_rule_list",
     "run_rule",
     "run_rules",
     "runnable_rules",
@@ -102,7 +103,8 @@ RULES: tuple[RuleSpec, ...] = (
 #: RuleResult.status values.
 FIRED, SILENT, NOT_APPLICABLE, ERROR = "fired", "silent", "not_applicable", "error"
 
-_RULE_LINE = re.compile(r"^\s*([A-Za-z0-9_.-]+)(?:\[:options\.\.\.\])?\s+--\s+(.+?)\s*$")
+#: ``name[:options...] -- title`` (2022.4) and ``name[:<option>[:<option>]...] -- title`` (2025.3).
+_RULE_LINE = re.compile(r"^\s*([A-Za-z0-9_.-]+)(?:\[\S*)?\s+--\s+(.+?)\s*$")
 
 
 class ExpertRulesUnavailable(RuntimeError):
@@ -153,16 +155,32 @@ def available_rules(nsys: str, timeout_s: float = 120) -> dict[str, str]:
         proc = _run([nsys, "analyze", "--help-rules"], timeout_s)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise ExpertRulesUnavailable(f"{nsys} analyze --help-rules did not run: {exc}") from exc
-    text = proc.stdout + proc.stderr
-    found = {}
-    for line in text.splitlines():
+    return parse_rule_list(proc.stdout + proc.stderr, nsys, proc.returncode)
+
+
+def parse_rule_list(text: str, nsys: str = "nsys", returncode: int = 0) -> dict[str, str]:
+    """Rule name -> title from the text of ``nsys analyze --help-rules``, whatever its exit code
+    (2022.4 and 2025.3 both print the list and exit 1) and layout: ``name -- title`` lines, and
+    any line that starts with one of the mapped rules' names (2025.3 lists them indented, the
+    title on the same or the next line)."""
+    found: dict[str, str] = {}
+    lines = text.splitlines()
+    for line in lines:
         m = _RULE_LINE.match(line)
         if m and not m.group(1).startswith("-"):
             found[m.group(1)] = m.group(2)
-    if not found:  # (2022.4 lists them and exits 1)
+    for i, line in enumerate(lines):
+        for name in (n for spec in RULES for n in spec.names if n not in found):
+            m = re.match(rf"^\s*{re.escape(name)}(?:\[[^\]]*\])?(?:\s+(?:--\s*)?(.*))?$", line)
+            if m:
+                title = (m.group(1) or "").strip()
+                if not title and i + 1 < len(lines):
+                    title = lines[i + 1].strip()
+                found[name] = title
+    if not found:
         raise ExpertRulesUnavailable(
             f"{nsys} offers no expert rules (`nsys analyze --help-rules` exit "
-            f"{proc.returncode}: {text.strip()[-300:]})"
+            f"{returncode}: {text.strip()[-300:]})"
         )
     return found
 

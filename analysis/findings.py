@@ -3,31 +3,61 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from enum import Enum
 from typing import Any
 
-#: The bottleneck classes the suite injects, one detector each (analysis/detect/<class>.py).
-CLASSES: tuple[str, ...] = (
-    "data_stall",
-    "pageable_copy",
-    "launch_bound",
-    "host_sync",
-    "exposed_comm",
+from bottlenecks import CLASSES
+
+__all__ = ["CLASSES", "Finding", "State", "metric_unit"]
+
+
+class State(str, Enum):
+    """What a detector concluded: the class is there, it is not, or the report cannot say."""
+
+    FIRED = "fired"
+    CLEAR = "clear"
+    NOT_JUDGED = "not_judged"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: Metric-name suffix -> unit, longest first (``_per_step`` before ``_s``).
+_UNITS = (
+    ("_share", "share"),
+    ("_per_step", "per_step"),
+    ("_per_s", "per_s"),
+    ("_gbps", "GB/s"),
+    ("_bytes", "bytes"),
+    ("_us", "us"),
+    ("_ms", "ms"),
+    ("_ns", "ns"),
+    ("_s", "s"),
 )
+
+
+def metric_unit(name: str) -> str:
+    """The unit a metric's name carries (``gpu_idle_share`` -> ``share``); ``""`` if none."""
+    for suffix, unit in _UNITS:
+        if name.endswith(suffix) or f"{suffix}_" in name:
+            return unit
+    return ""
 
 
 @dataclass
 class Finding:
     """One detector's verdict on one report.
 
+    ``state`` is :class:`State` (a bool is accepted: True = fired, False = clear).
     ``impact`` is the share (0..1) of step time (NVTX steps) or of the steady-state window (no
     NVTX) that the bottleneck explains; ``metrics`` carry their unit in the name (``_share``,
     ``_us``, ``_per_step``, ``_per_s``, ``_bytes``); ``evidence`` holds a few concrete examples
     with timestamps (ns on the trace's clock, plus ms from the window start); ``reason`` says in
-    one sentence why it fired or not (e.g. which table is missing).
+    one sentence why it fired or not, for people: code reads ``state``, never the reason.
     """
 
     klass: str
-    fired: bool
+    state: State | bool
     impact: float = 0.0
     metrics: dict[str, float] = field(default_factory=dict)
     evidence: list[dict[str, Any]] = field(default_factory=list)
@@ -36,10 +66,27 @@ class Finding:
     def __post_init__(self) -> None:
         if self.klass not in CLASSES:
             raise ValueError(f"unknown bottleneck class {self.klass!r}; known: {CLASSES}")
-        self.impact = float(min(1.0, max(0.0, self.impact)))
+        if isinstance(self.state, bool):
+            self.state = State.FIRED if self.state else State.CLEAR
+        self.state = State(self.state)
+        self.impact = float(min(1.0, max(0.0, self.impact))) if self.fired else 0.0
+
+    @property
+    def fired(self) -> bool:
+        return self.state is State.FIRED
+
+    @property
+    def judged(self) -> bool:
+        return self.state is not State.NOT_JUDGED
+
+    def metric_rows(self) -> list[tuple[str, float, str]]:
+        """(metric, value, unit) for each metric: the long form ``findings.csv`` holds."""
+        return [(k, float(v), metric_unit(k)) for k, v in self.metrics.items()]
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-ready form, with ``class`` as the key (issue 4's JSON shape)."""
+        """JSON-ready form, with ``class`` as the key and ``state`` as its string."""
         d = asdict(self)
         d["class"] = d.pop("klass")
+        d["state"] = str(self.state)
+        d["fired"] = self.fired
         return d

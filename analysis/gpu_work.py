@@ -4,7 +4,9 @@ The analytic limit of a launch-bound scenario (``kernel_flood``) is the GPU time
 take when nothing else is in the way: the sum of the baseline's kernel durations per step, from
 its own trace. The same numbers on a fix show what it changed (``cuda_graphs`` keeps the kernels,
 ``torch_compile`` fuses them into fewer). One function, one tidy row per export; units in the
-column names.
+column names. A CUDA graph traced at graph level (nsys's default) is one item in
+``CUPTI_ACTIVITY_KIND_GRAPH_TRACE`` whose inner kernels are not listed: each replay counts as
+one kernel whose duration is the replay's span (``graph_replays_per_step`` says how many).
 """
 
 from __future__ import annotations
@@ -29,6 +31,7 @@ COLUMNS = (
     "gpu_busy_ms_per_step",
     "copies_per_step",
     "median_kernel_us",
+    "graph_replays_per_step",
 )
 
 
@@ -38,16 +41,17 @@ def gpu_work(trace: T.Trace, thresholds: Mapping[str, Any] | None = None) -> pd.
     window. Without NVTX steps (an arbitrary report) the per-step columns are per second of the
     window instead, and ``window_mode`` says ``activity``.
 
-    Raises :class:`analysis.trace.TraceError` when the export has no kernel table (a CPU
+    Raises :class:`analysis.trace.TraceError` when the export has no GPU activity (a CPU
     capture): there is no GPU work to count, and an empty row would read as "no work".
     """
-    if not trace.has(C.KERNEL):
+    if not C.has_gpu(trace):
         raise T.TraceError(
-            f"{trace.path}: table {C.KERNEL} is missing: the report has no CUDA kernels "
-            "(CPU capture or --trace without cuda)"
+            f"{trace.path}: no GPU activity (no kernel, copy or graph tables): a CPU capture or "
+            "--trace without cuda"
         )
     st, act = C.steady_activity(trace, load_thresholds(thresholds))
-    kernels = act.kind == C.KIND_KERNEL
+    graphs = act.kind == C.KIND_GRAPH
+    kernels = (act.kind == C.KIND_KERNEL) | graphs
     copies = act.kind == C.KIND_MEMCPY
     durations = (act.end - act.start)[kernels]
     bs, be = C.busy(trace, st, act)
@@ -61,5 +65,6 @@ def gpu_work(trace: T.Trace, thresholds: Mapping[str, Any] | None = None) -> pd.
         "gpu_busy_ms_per_step": C.length(bs, be) / 1e6 / per,
         "copies_per_step": int(copies.sum()) / per,
         "median_kernel_us": float(np.median(durations)) / 1e3 if durations.size else float("nan"),
+        "graph_replays_per_step": int(graphs.sum()) / per,
     }
     return pd.DataFrame([row], columns=list(COLUMNS))

@@ -19,6 +19,8 @@ subcommands:
              harness.resume=RUN_DIR; scenario.NAME.severity=...; --cfg job shows the config)
   list      list scenarios, their variants and bottleneck classes
   diagnose  findings for any nsys report:  python -m harness diagnose PATH... [--format json]
+  score     detectors vs labels on labelled exports:  python -m harness score corpus/wild
+            (a corpus folder with labels.yaml, or a run folder; --tool TEMPLATE, --out DIR)
   report    report.html + report.md of a run folder:  python -m harness report RUN_DIR
             (a sweep folder of `run -m`, or several run folders: dose-response across
              severities; --out DIR, --steps N, --no-timelines)
@@ -172,6 +174,12 @@ def _diagnose(argv: list[str]) -> int:
     return diagnose_main(argv)
 
 
+def _score(argv: list[str]) -> int:
+    from harness.score import main as score_main
+
+    return score_main(argv)
+
+
 def _report(argv: list[str]) -> int:
     from harness.report import main as report_main
 
@@ -179,7 +187,7 @@ def _report(argv: list[str]) -> int:
 
 
 def _compare(argv: list[str]) -> int:
-    from harness.report_compare import main as compare_main
+    from harness.report.compare import main as compare_main
 
     return compare_main(argv)
 
@@ -188,6 +196,7 @@ COMMANDS: dict[str, Callable[[list[str]], int]] = {
     "run": _run,
     "list": _list,
     "diagnose": _diagnose,
+    "score": _score,
     "report": _report,
     "compare": _compare,
 }

@@ -48,6 +48,23 @@ def write_text(path: Path | str, text: str) -> None:
     _write(Path(path), w)
 
 
+def write_bytes(path: Path | str, data: bytes, *, shared: bool = False) -> None:
+    """Write ``data`` to ``path`` atomically; ``shared`` gives the file the umask's mode (0644
+    usually) instead of mkstemp's 0600, for files meant for other people (reports)."""
+
+    def w(tmp: Path) -> None:
+        with open(tmp, "wb") as fh:
+            fh.write(data)
+            fh.flush()
+            os.fsync(fh.fileno())
+        if shared:
+            mask = os.umask(0)
+            os.umask(mask)
+            os.chmod(tmp, 0o666 & ~mask)
+
+    _write(Path(path), w)
+
+
 def write_json(path: Path | str, data: Any) -> None:
     """Write ``data`` as indented JSON atomically."""
     write_text(path, json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
@@ -65,5 +82,7 @@ def write_frame(path: Path | str, frame: Any) -> None:
 
 
 def read_json(path: Path | str) -> Any:
+    """Strict reading (raises for a missing file); :func:`harness.runfolder.read_json` is the
+    tolerant one for result files."""
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)

@@ -1,13 +1,16 @@
 """Structured configs (the schemas Hydra validates against) and how configs are composed.
 
 ``conf/config.yaml`` is the primary config; ``conf/scenario/<name>.yaml`` selects a scenario and
-sits on that scenario's schema (``schema/scenario/<name>`` in the ConfigStore). Validation lives
-in ``__post_init__`` so a bad value fails before anything runs, naming the key and the range.
+sits on that scenario's schema (``schema/scenario/<name>`` in the ConfigStore); ``scenario/all``
+is generated from the scenarios package. ``conf/diagnosis/default.yaml`` selects the detectors'
+thresholds, whose defaults are the ``DiagnosisConfig`` dataclasses here. Validation lives in
+``__post_init__`` so a bad value fails before anything runs, naming the key and the range.
 """
 
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -17,8 +20,19 @@ from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 import scenarios
+from analysis.detect.config import (  # noqa: F401 - re-exported: the run config's schema
+    MAIN_METRIC,
+    DiagnosisConfig,
+    ThresholdError,
+    diagnosis_dict,
+)
+from analysis.detect.config import diagnosis_thresholds as _thresholds
+from analysis.detect.config import parse_overrides as _parse_overrides
 
 SIZES = ("auto", "smoke", "full")
+
+#: ``+scenario=all``: every shipped scenario (see register_configs).
+ALL = "all"
 
 #: Environment variable naming extra scenario modules (comma separated dotted names), e.g. the
 #: deliberately broken scenarios the tests use. The worker inherits it, so both sides agree.
@@ -142,7 +156,9 @@ class HarnessConfig:
 
     def window_budget_s(self, phase: str) -> float | None:
         """The measured-window budget of a worker in ``phase`` ('timing-<r>' or 'profile')."""
-        if phase == "profile" and self.profile_max_window_s is not None:
+        from harness.runfolder import is_profile
+
+        if is_profile(phase) and self.profile_max_window_s is not None:
             return self.profile_max_window_s
         return self.max_window_s
 
@@ -234,6 +250,38 @@ class DistConfig:
         return self.nnodes > 1
 
 
+# --- diagnosis thresholds ----------------------------------------------------------------------
+#
+# The dataclasses below are the single source of the detectors' thresholds: their defaults are
+# the defaults, their docstrings the documentation. ``conf/diagnosis/default.yaml`` only selects
+# them (an alternative file, ``diagnosis=NAME``, may set values over them). To add a threshold:
+# one field with a default and a docstring at the end of its section; the unit in its name
+# validates it (see _Section). ``analysis.detect.load_thresholds`` and ``diagnosis_dict`` hand
+# the detectors the same values as a plain nested dict (``cfg["data_stall"]["min_gap_ms"]``).
+
+
+def diagnosis_thresholds(
+    overrides: Mapping[str, Any] | None = None, name: str = "default"
+) -> dict[str, Any]:
+    """:func:`analysis.detect.config.diagnosis_thresholds` with ``conf/diagnosis/<name>.yaml``
+    (what ``harness diagnose`` uses); an invalid value is a UsageError naming the key."""
+    path = config_dir() / "diagnosis" / f"{name}.yaml"
+    if not path.is_file():
+        raise FileNotFoundError(f"cannot find the diagnosis thresholds {path}")
+    try:
+        return _thresholds(overrides, path)
+    except ThresholdError as exc:
+        raise UsageError(str(exc)) from exc
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["host_sync.min_saving_share=0.2", ...]`` as a nested dict, validated (UsageError)."""
+    try:
+        return _parse_overrides(items)
+    except ThresholdError as exc:
+        raise UsageError(str(exc)) from exc
+
+
 @dataclass(kw_only=True)
 class SuiteConfig:
     """Top-level schema: what to run, at which size, and how."""
@@ -246,6 +294,8 @@ class SuiteConfig:
     """Profiler settings."""
     dist: DistConfig = field(default_factory=DistConfig)
     """torchrun launch of distributed scenarios: processes per node, nodes, rendezvous."""
+    diagnosis: DiagnosisConfig = field(default_factory=DiagnosisConfig)
+    """Detector thresholds and the verdict's bar (config group ``diagnosis``)."""
     scenario: dict[str, Any] = field(default_factory=dict)
     """Selected scenarios by name, each validated against its own schema."""
 
@@ -279,7 +329,12 @@ def config_dir() -> Path:
 
 
 def register_configs(found: dict[str, scenarios.Scenario]) -> None:
-    """Put the schemas in Hydra's ConfigStore (idempotent)."""
+    """Put the schemas in Hydra's ConfigStore (idempotent), and ``scenario/all``.
+
+    ``+scenario=all`` is every shipped scenario, found by scanning the package (no list kept by
+    hand): a config whose defaults list names each one. Plugin scenarios from
+    ``$BOTTLENECK_SCENARIO_MODULES`` are selected by name, never by ``all``.
+    """
     cs = ConfigStore.instance()
     cs.store(name="suite_schema", node=SuiteConfig)
     yaml_dir = config_dir() / "scenario"
@@ -288,6 +343,8 @@ def register_configs(found: dict[str, scenarios.Scenario]) -> None:
         if not (yaml_dir / f"{name}.yaml").is_file():
             # A plugin scenario without a YAML file is still selectable as +scenario=<name>.
             cs.store(group="scenario", name=name, node=scen.config_cls, package=f"scenario.{name}")
+    shipped = [n for n in scenarios.shipped_names() if n in found]
+    cs.store(group="scenario", name=ALL, node={"defaults": shipped})
 
 
 def to_suite(cfg: DictConfig, found: dict[str, scenarios.Scenario]) -> SuiteConfig:
@@ -320,7 +377,7 @@ class UsageError(ValueError):
 
 def check_scenario_overrides(overrides: list[str], found: dict[str, scenarios.Scenario]) -> None:
     """Fail early, with the list of scenarios, on an unknown ``+scenario=`` name."""
-    available = [*sorted(found), "all"]
+    available = [*sorted(found), ALL]
     for ov in overrides:
         key, _, value = ov.partition("=")
         if key.lstrip("+~") != "scenario":

@@ -5,7 +5,9 @@ Takes ``.sqlite`` exports, or ``.nsys-rep`` reports (exported with the nsys the 
 into a temporary folder). Findings are ranked by impact; the primary class is the fired finding
 with the largest impact, or ``none``. ``--expert-rules`` also runs nsys's own rules
 (``nsys analyze``, analysis/expert_rules.py) on the same export and shows which fired, next to
-the class each stands for. Exit 0 with or without findings, 2 on a file that cannot be read.
+the class each stands for. ``--set KEY=VALUE`` overrides a threshold of the ``diagnosis``
+config group. Exit 0 with or without findings (a report with nothing to judge, e.g. a CPU-only
+program, says so), 2 on a file that cannot be read or an invalid override.
 """
 
 from __future__ import annotations
@@ -77,15 +79,22 @@ def expert_rules_for(db: Path) -> dict[str, Any]:
     return {"nsys": label, "rules": [r.to_dict() for r in results]}
 
 
-def diagnose_report(path: Path, *, expert_rules: bool = False) -> dict[str, Any]:
+def diagnose_report(
+    path: Path, *, expert_rules: bool = False, thresholds: dict[str, Any] | None = None
+) -> dict[str, Any]:
     """The JSON-shaped diagnosis of one report (raises DiagnoseError when unreadable); with
-    ``expert_rules``, an ``expert_rules`` key with nsys's rules on the same export."""
+    ``expert_rules``, an ``expert_rules`` key with nsys's rules on the same export.
+    ``thresholds``: the detectors' settings (default: conf/diagnosis/default.yaml)."""
     rules = None
+    if thresholds is None:
+        from harness.config import diagnosis_thresholds
+
+        thresholds = diagnosis_thresholds()
     with tempfile.TemporaryDirectory(prefix="bottleneck-diagnose-") as tmp:
         db = _sqlite_for(path, Path(tmp))
         try:
             with open_trace(db) as trace:
-                findings = diagnose(trace)
+                findings = diagnose(trace, thresholds)
         except TraceError as exc:
             raise DiagnoseError(str(exc)) from exc
         if expert_rules:
@@ -96,9 +105,11 @@ def diagnose_report(path: Path, *, expert_rules: bool = False) -> dict[str, Any]
         {
             "report": str(path),
             "primary": fired[0].klass if fired else "none",
+            "judged": any(f.judged for f in findings),
             "findings": [
                 {
                     "class": f.klass,
+                    "state": str(f.state),
                     "fired": f.fired,
                     "impact": f.impact,
                     "metrics": f.metrics,
@@ -114,8 +125,14 @@ def diagnose_report(path: Path, *, expert_rules: bool = False) -> dict[str, Any]
 
 def format_text(result: dict[str, Any]) -> str:
     lines = [f"{result['report']}", f"  primary: {result['primary']}"]
+    if not result.get("judged", True):
+        lines.append(
+            "  nothing could be judged: the report has no GPU activity and none of the suite's "
+            "NVTX steps (a CPU-only program, or a capture without --trace=cuda)"
+        )
+    marks = {"fired": "FIRED", "clear": "     ", "not_judged": "  n/a"}
     for f in result["findings"]:
-        mark = "FIRED" if f["fired"] else "     "
+        mark = marks.get(f.get("state", ""), "FIRED" if f["fired"] else "     ")
         shown = ", ".join(
             f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
             for k, v in list(f["metrics"].items())[:4]
@@ -148,11 +165,27 @@ def main(argv: list[str]) -> int:
         action="store_true",
         help="also run nsys's own expert rules (nsys analyze) on each report",
     )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="override a threshold, e.g. --set host_sync.min_saving_share=0.2 (repeatable)",
+    )
     args = parser.parse_args(argv)
+    from harness.config import UsageError, diagnosis_thresholds, parse_overrides
+
+    try:
+        thresholds = diagnosis_thresholds(parse_overrides(args.set))
+    except UsageError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     results = []
     for path in args.paths:
         try:
-            results.append(diagnose_report(path, expert_rules=args.expert_rules))
+            results.append(
+                diagnose_report(path, expert_rules=args.expert_rules, thresholds=thresholds)
+            )
         except (DiagnoseError, subprocess.TimeoutExpired) as exc:
             print(f"error: cannot diagnose {path}: {exc}", file=sys.stderr)
             return 2

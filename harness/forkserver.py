@@ -163,6 +163,7 @@ def _child(request: dict[str, Any], proto_fd: int, stdin_fd: int) -> None:
         os.environ.update(request["env"])
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        signal.signal(signal.SIGHUP, signal.SIG_DFL)
         from harness import worker
 
         worker._MODULE_LOADED_AT = time.time()
@@ -184,6 +185,7 @@ def serve() -> None:
     """Import what workers need (no CUDA), then fork one child per request line."""
     # Answer on a private copy of stdout; fd 1 goes to stderr, so that whatever an import
     # prints cannot corrupt the protocol.
+    _quiet_signals()
     proto_fd = os.dup(1)
     os.dup2(2, 1)
     proto = os.fdopen(proto_fd, "w", buffering=1)
@@ -193,7 +195,8 @@ def serve() -> None:
     import omegaconf  # noqa: F401
     import torch
 
-    from harness import markers, worker  # noqa: F401
+    import bottlenecks  # noqa: F401
+    from harness import worker  # noqa: F401
     from harness.config import discover_scenarios
 
     discover_scenarios()  # every scenario module, as the worker will import them
@@ -206,16 +209,38 @@ def serve() -> None:
         say({"ready": False, "why": "CUDA was initialised while importing the scenarios"})
         return
     say({"ready": True, "pid": os.getpid()})
-    for line in sys.stdin:
-        request = json.loads(line)
-        sys.stdout.flush()
-        sys.stderr.flush()
-        pid = os.fork()
-        if pid == 0:
-            _child(request, proto_fd, stdin_fd)
-        say({"pid": pid})
-        _, status = os.waitpid(pid, 0)
-        say({"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
+    try:
+        for line in sys.stdin:
+            request = json.loads(line)
+            sys.stdout.flush()
+            sys.stderr.flush()
+            pid = os.fork()
+            if pid == 0:
+                _child(request, proto_fd, stdin_fd)
+            say({"pid": pid})
+            _, status = os.waitpid(pid, 0)
+            say({"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
+    except (BrokenPipeError, ConnectionResetError, _Stop):
+        # The harness is gone (killed) or stops us: nobody is left to read a traceback. The
+        # worker being run is the harness's to stop (it kills the worker's group).
+        os._exit(0)
+
+
+class _Stop(Exception):
+    """SIGTERM or SIGHUP to the server: leave quietly."""
+
+
+def _stop(signum: int, frame: Any) -> None:
+    raise _Stop(signum)
+
+
+def _quiet_signals() -> None:
+    """The server lives in a session of its own and is stopped by EOF on stdin; a Ctrl-C
+    meant for the harness (SIGINT to a group, should it reach us) is ignored, SIGTERM and
+    SIGHUP end it without a traceback."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, _stop)
+    signal.signal(signal.SIGHUP, _stop)
 
 
 if __name__ == "__main__":

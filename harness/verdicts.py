@@ -1,16 +1,30 @@
 """Ground truth: every variant's export diagnosed, a verdict per scenario, a confusion matrix.
 
-The suite knows what each variant injects (the baseline its scenario's class, fixes and
-``ideal`` nothing), so the detectors can be scored. Written at the end of ``harness run`` as
-``diagnosis.csv``, ``verdicts.csv`` and ``confusion.csv`` in the run folder; ``diagnose_run``
-also cross-checks against nsys's own expert rules (``nsys analyze``) on the same exports and
-writes ``expert_rules.csv`` and ``crosscheck.csv`` (see :func:`write_crosscheck`).
+Each variant declares what the detectors should find on it (``Variant.expectation``): the
+baseline its scenario's class (``bottleneck``), a fix or ``ideal`` nothing (``clean``), and a fix
+that does not remove the whole bottleneck on some machines its class as ``partial``, decided by
+a rule over measurements of the same run (``scenarios.Rule``: e.g. async_dataloader stays
+data-stalled when its workers alone deliver under 70% of what ``ideal`` consumes). A *partial*
+expectation is met when the scenario's class fires on the variant (it counts as a positive for
+that class in the confusion matrix and the detector scores); when its rule does not hold the
+variant is expected ``clean``; when the rule lacks a measurement the role is ``undecided`` and
+the variant is not judged. ``clean`` is met when no class fires (and the scenario's own class
+could be judged); ``bottleneck`` when the class fires.
+
+Written at the end of ``harness run``: ``diagnosis.csv`` (one row per variant, see
+:data:`DIAGNOSIS_COLUMNS`), ``findings.csv``/``.parquet`` (long: one row per variant, class and
+metric, :data:`FINDINGS_COLUMNS`), ``verdicts.csv`` and ``confusion.csv``; ``diagnose_run`` also
+cross-checks against nsys's own expert rules (``nsys analyze``) on the same exports and writes
+``expert_rules.csv`` and ``crosscheck.csv`` (see :func:`write_crosscheck`).
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
+from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,14 +32,56 @@ import pandas as pd
 
 from analysis import expert_rules as E
 from analysis.detect import diagnose, load_thresholds
-from analysis.findings import CLASSES
+from analysis.findings import CLASSES, Finding, State
 from analysis.gpu_work import gpu_work
 from analysis.trace import TraceError, open_trace
 from harness import nsys as nsys_mod
+from harness import runfolder as rf
 from harness.atomic import write_frame
-from scenarios import Scenario
+from scenarios import Rule, Scenario
 
+#: verdict_min_ci_low: the best fix's speedup CI lower bound a confirmed scenario needs.
 MIN_CI_LOW = 1.1
+
+#: main_metric: the metric that measures each class (quoted in verdict reasons).
+MAIN_METRIC: dict[str, str] = {
+    "data_stall": "data_load_share",
+    "pageable_copy": "pageable_h2d_share",
+    "launch_bound": "launch_gap_share",
+    "host_sync": "sync_exposed_share",
+    "exposed_comm": "nccl_exposed_share",
+}
+
+#: diagnosis.csv's columns, in order (then ``error``, empty unless the export was unreadable).
+DIAGNOSIS_COLUMNS: tuple[str, ...] = (
+    "scenario",
+    "variant",
+    "kind",
+    "expected",
+    "expected_role",
+    "expected_because",
+    "primary",
+    "observed",
+    "match",
+    *(f"{k}_{part}" for k in CLASSES for part in ("state", "impact", "reason")),
+    "error",
+)
+
+#: findings.csv's columns: one row per scenario x variant x class x metric.
+FINDINGS_COLUMNS: tuple[str, ...] = (
+    "scenario",
+    "variant",
+    "kind",
+    "class",
+    "state",
+    "impact",
+    "metric",
+    "value",
+    "unit",
+)
+
+UNREADABLE = "unreadable"
+UNDECIDED = "undecided"
 
 
 def _exports(run_dir: Path, runs: pd.DataFrame) -> list[tuple[Any, Path]]:
@@ -34,47 +90,259 @@ def _exports(run_dir: Path, runs: pd.DataFrame) -> list[tuple[Any, Path]]:
     for r in runs.itertuples():
         if not r.profiled:
             continue
-        db = next((run_dir / r.scenario / r.variant / "profile").glob("*.sqlite"), None)
+        db = rf.profile_file(run_dir, r.scenario, r.variant, rf.SQLITE_SUFFIX)
         if db is not None:
             out.append((r, db))
     return out
 
 
+# -- measurements the expectation rules read ----------------------------------------------------
+
+
+def result_metrics(run_dir: Path, scenario: str, variant: str) -> dict[str, float]:
+    """A variant's ``metrics()`` from its result.json files: the mean over its timing
+    processes, then, for names they lack, the profiled process's value."""
+    timed: list[dict[str, Any]] = []
+    profiled: dict[str, Any] = {}
+    for folder in rf.phase_dirs(run_dir, scenario, variant):
+        try:
+            res = rf.read_result(folder)
+        except rf.CorruptFileError:
+            continue
+        if not res:
+            continue
+        if rf.is_timing(folder.name) and rf.unit_status(folder) is rf.Status.OK:
+            timed.append(res.get("metrics") or {})
+        elif rf.is_profile(folder.name):
+            profiled = res.get("metrics") or {}
+    out: dict[str, float] = {}
+    for name in {k for m in timed for k in m}:
+        vals = [float(m[name]) for m in timed if name in m]
+        out[name] = sum(vals) / len(vals)
+    for name, value in profiled.items():
+        out.setdefault(name, float(value))
+    return out
+
+
+Measures = dict[tuple[str, str], dict[str, float]]
+
+
+def _numeric(row: Mapping[str, Any]) -> dict[str, float]:
+    out = {}
+    for k, v in row.items():
+        if isinstance(v, bool):
+            continue
+        try:
+            f = float(v)
+        except (TypeError, ValueError):
+            continue
+        if not math.isnan(f):
+            out[str(k)] = f
+    return out
+
+
+def measurements(run_dir: Path, runs: pd.DataFrame, work: pd.DataFrame | None) -> Measures:
+    """Per (scenario, variant): result metrics first, then gpu_work columns, then runs.csv
+    columns (first name wins)."""
+    by_work: dict[tuple[str, str], dict[str, float]] = {}
+    if work is not None and not work.empty:
+        for row in work.to_dict("records"):
+            by_work[(row["scenario"], row["variant"])] = _numeric(row)
+    out: Measures = {}
+    for row in runs.to_dict("records"):
+        key = (row["scenario"], row["variant"])
+        merged = _numeric(row)
+        merged.update(by_work.get(key, {}))
+        merged.update(result_metrics(run_dir, *key))
+        out[key] = merged
+    return out
+
+
+@dataclass(frozen=True)
+class Expected:
+    """A variant's expectation, resolved on one run."""
+
+    klass: str
+    """The class expected to fire, or ``none``."""
+    role: str
+    """clean / bottleneck / partial, or undecided (a rule lacked a measurement)."""
+    because: str
+
+
+def _rule_value(name: str, variant: str, meas: Measures, scenario: str) -> float | None:
+    target, _, metric = name.partition(".") if "." in name else ("self", "", name)
+    source = variant if target == "self" else target
+    value = meas.get((scenario, source), {}).get(metric)
+    return None if value is None or math.isnan(value) else value
+
+
+def evaluate_rule(
+    rule: Rule, scenario: str, variant: str, meas: Measures
+) -> tuple[bool | None, str]:
+    """Whether ``rule`` holds for the variant on this run (None: a measurement is missing),
+    and the sentence saying so with the numbers."""
+    value = _rule_value(rule.metric, variant, meas, scenario)
+    bound = (
+        float(rule.than)
+        if not isinstance(rule.than, str)
+        else _rule_value(rule.than, variant, meas, scenario)
+    )
+    scale = "" if rule.than_scale == 1 else f"{rule.than_scale:.3g} x "
+    if value is None or bound is None:
+        missing = rule.metric if value is None else str(rule.than)
+        return None, f"rule {rule.metric} {rule.op} {scale}{rule.than} undecided: no {missing}"
+    limit = bound * rule.than_scale
+    holds = value < limit if rule.op == "<" else value > limit
+    text = (
+        f"{rule.metric} {value:.4g} {rule.op if holds else _negate(rule.op)} "
+        f"{scale}{rule.than} ({limit:.4g})"
+    )
+    return holds, text + (f": {rule.because}" if holds else "")
+
+
+def _negate(op: str) -> str:
+    return ">=" if op == "<" else "<="
+
+
+def resolve_expectation(scen: Scenario, variant: str, meas: Measures) -> Expected:
+    """The variant's expected class and role on this run."""
+    exp = scen.variant(variant).expectation
+    if exp.role == "clean":
+        return Expected("none", "clean", exp.because)
+    if exp.role == "bottleneck" or exp.rule is None:
+        return Expected(scen.bottleneck, exp.role, exp.because)
+    holds, text = evaluate_rule(exp.rule, scen.name, variant, meas)
+    if holds is None:
+        return Expected(scen.bottleneck, UNDECIDED, text)
+    if holds:
+        return Expected(scen.bottleneck, "partial", text)
+    return Expected("none", "clean", f"{text}: the fix should remove {scen.bottleneck}")
+
+
+# -- diagnosis ------------------------------------------------------------------------------------
+
+
+def judge(expected: Expected, findings: Mapping[str, Finding], own: str) -> bool | None:
+    """Whether the findings meet the expectation; None when they cannot say.
+
+    bottleneck / partial: the expected class fired (None if it was not judged). clean: no class
+    fired, and the scenario's own class ``own`` was judged (None otherwise).
+    """
+    if expected.role == UNDECIDED:
+        return None
+    if expected.role in ("bottleneck", "partial"):
+        f = findings[expected.klass]
+        return None if f.state is State.NOT_JUDGED else f.fired
+    if any(f.fired for f in findings.values()):
+        return False
+    return None if findings[own].state is State.NOT_JUDGED else True
+
+
+def _diagnosis_row(
+    r: Any, scen: Scenario, expected: Expected, findings: Mapping[str, Finding] | None, error: str
+) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "scenario": r.scenario,
+        "variant": r.variant,
+        "kind": r.kind,
+        "expected": expected.klass,
+        "expected_role": expected.role,
+        "expected_because": expected.because,
+    }
+    if findings is None:
+        return {**row, "primary": UNREADABLE, "observed": "", "match": None, "error": error}
+    fired = sorted((f for f in findings.values() if f.fired), key=lambda f: -f.impact)
+    row["primary"] = fired[0].klass if fired else "none"
+    row["observed"] = ";".join(f.klass for f in fired)
+    row["match"] = judge(expected, findings, scen.bottleneck)
+    for k in CLASSES:
+        row[f"{k}_state"] = str(findings[k].state)
+        row[f"{k}_impact"] = findings[k].impact
+        row[f"{k}_reason"] = findings[k].reason
+    row["error"] = ""
+    return row
+
+
+def finding_rows(r: Any, findings: Mapping[str, Finding]) -> list[dict[str, Any]]:
+    """findings.csv rows of one variant: one per class and metric (one with an empty metric
+    for a finding without metrics)."""
+    out = []
+    for k in CLASSES:
+        f = findings[k]
+        base = {"scenario": r.scenario, "variant": r.variant, "kind": r.kind, "class": k,
+                "state": str(f.state), "impact": f.impact}  # fmt: skip
+        rows = f.metric_rows() or [("", float("nan"), "")]
+        out += [{**base, "metric": m, "value": v, "unit": u} for m, v, u in rows]
+    return out
+
+
+def diagnose_exports(
+    run_dir: Path,
+    found: dict[str, Scenario],
+    runs: pd.DataFrame,
+    *,
+    thresholds: Mapping[str, Any] | None = None,
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(diagnosis, findings) of every profiled export; see :data:`DIAGNOSIS_COLUMNS` and
+    :data:`FINDINGS_COLUMNS`. Rule measurements come from the run's result files, runs table
+    and each export's GPU work."""
+    diagnosed: list[tuple[Any, dict[str, Finding] | None, str]] = []
+    work_rows: list[dict[str, Any]] = []
+    for r, db in _exports(run_dir, runs):
+        try:
+            with open_trace(db) as trace:
+                findings = {f.klass: f for f in diagnose(trace, thresholds)}
+                try:
+                    work = gpu_work(trace).iloc[0].to_dict()
+                    work_rows.append({"scenario": r.scenario, "variant": r.variant, **work})
+                except TraceError:
+                    pass  # no kernels (a CPU capture): rules that need them stay undecided
+        except TraceError as exc:
+            diagnosed.append((r, None, str(exc)))
+            continue
+        diagnosed.append((r, findings, ""))
+    meas = measurements(run_dir, runs, pd.DataFrame(work_rows))
+    rows, long = [], []
+    for r, findings, error in diagnosed:
+        scen = found[r.scenario]
+        expected = resolve_expectation(scen, r.variant, meas)
+        rows.append(_diagnosis_row(r, scen, expected, findings, error))
+        if findings is not None:
+            long += finding_rows(r, findings)
+    diag = pd.DataFrame(rows).reindex(columns=list(DIAGNOSIS_COLUMNS))
+    diag["match"] = diag["match"].astype("boolean")
+    return diag, pd.DataFrame(long).reindex(columns=list(FINDINGS_COLUMNS))
+
+
+def write_findings(run_dir: Path, findings: pd.DataFrame) -> None:
+    """findings.csv, and findings.parquet when pyarrow is installed."""
+    write_frame(rf.table_path(run_dir, "findings"), findings)
+    try:
+        import pyarrow  # noqa: F401
+    except ImportError:
+        return
+    write_frame(rf.table_path(run_dir, "findings", ".parquet"), findings)
+
+
 def diagnose_run(
-    run_dir: Path, found: dict[str, Scenario], runs: pd.DataFrame, *, crosscheck: bool = True
+    run_dir: Path,
+    found: dict[str, Scenario],
+    runs: pd.DataFrame,
+    *,
+    crosscheck: bool = True,
+    thresholds: Mapping[str, Any] | None = None,
 ) -> pd.DataFrame:
-    """One row per profiled scenario x variant: injected class, primary, every detector.
+    """diagnosis.csv's table (returned) and findings.csv (written into ``run_dir``).
 
     With ``crosscheck`` (the default, and unless ``expert_rules.enabled`` is false in
     conf/diagnosis), the same exports also go through nsys's expert rules:
     :func:`write_crosscheck` writes ``expert_rules.csv`` and ``crosscheck.csv`` into
     ``run_dir`` (or records why it could not).
     """
-    rows: list[dict[str, Any]] = []
-    for r, db in _exports(run_dir, runs):
-        scen = found[r.scenario]
-        row: dict[str, Any] = {
-            "scenario": r.scenario,
-            "variant": r.variant,
-            "kind": r.kind,
-            "injected": scen.bottleneck if r.kind == "baseline" else "none",
-        }
-        try:
-            with open_trace(db) as trace:
-                findings = {f.klass: f for f in diagnose(trace)}
-        except TraceError as exc:
-            row.update(primary="unreadable", error=str(exc))
-            rows.append(row)
-            continue
-        fired = sorted((f for f in findings.values() if f.fired), key=lambda f: -f.impact)
-        row["primary"] = fired[0].klass if fired else "none"
-        for k in CLASSES:
-            row[f"{k}_fired"] = findings[k].fired
-            row[f"{k}_impact"] = findings[k].impact
-            row[f"{k}_reason"] = findings[k].reason
-        rows.append(row)
-    diag = pd.DataFrame(rows)
-    if crosscheck and bool(load_thresholds().get("expert_rules", {}).get("enabled", True)):
+    diag, findings = diagnose_exports(run_dir, found, runs, thresholds=thresholds)
+    write_findings(run_dir, findings)
+    rules = (thresholds or load_thresholds()).get("expert_rules", {})
+    if crosscheck and bool(rules.get("enabled", True)):
         write_crosscheck(run_dir, diag, runs)
     return diag
 
@@ -113,49 +381,93 @@ def gpu_work_table(run_dir: Path, found: dict[str, Scenario], runs: pd.DataFrame
     return table
 
 
-def verdicts(diag: pd.DataFrame, runs: pd.DataFrame, found: dict[str, Scenario]) -> pd.DataFrame:
-    """Per scenario: confirmed, refuted or inconclusive, with the reason and off-target findings."""
+# -- verdicts -------------------------------------------------------------------------------------
+
+
+def _describe(row: Any, main_metric: Mapping[str, str], findings: pd.DataFrame | None) -> str:
+    """'async_dataloader: expected none (clean), observed data_stall (data_load_share 0.62)'."""
+    observed = row.observed if isinstance(row.observed, str) and row.observed else "nothing"
+    text = f"{row.variant}: expected {row.expected} ({row.expected_role}), observed {observed}"
+    klass = row.expected if row.expected in main_metric else None
+    klass = klass or (observed.split(";")[0] if observed != "nothing" else None)
+    if klass and findings is not None and not findings.empty:
+        metric = main_metric.get(klass, "")
+        hit = findings[
+            (findings["scenario"] == row.scenario)
+            & (findings["variant"] == row.variant)
+            & (findings["class"] == klass)
+            & (findings["metric"] == metric)
+        ]
+        if not hit.empty:
+            text += f" ({metric} {float(hit['value'].iloc[0]):.3g})"
+    return text
+
+
+def _not_judged_why(row: Any) -> str:
+    if row.primary == UNREADABLE:
+        return f"{row.variant}: export unreadable"
+    if row.expected_role == UNDECIDED:
+        return f"{row.variant}: {row.expected_because}"
+    klass = row.expected if row.expected != "none" else None
+    reason = getattr(row, f"{klass}_reason", "") if klass else ""
+    return f"{row.variant}: {klass or 'its class'} not judged" + (f" ({reason})" if reason else "")
+
+
+def _verdict(
+    d: pd.DataFrame,
+    best_low: float,
+    min_ci_low: float,
+    main_metric: Mapping[str, str],
+    findings: pd.DataFrame | None,
+) -> tuple[str, str]:
+    base = d[d["kind"] == "baseline"] if not d.empty else d
+    if base.empty or (base["primary"] == UNREADABLE).all():
+        return "inconclusive", "the baseline has no readable export"
+    rows = list(d.itertuples())
+    unjudged = [r for r in rows if pd.isna(r.match)]
+    wrong = [r for r in rows if not pd.isna(r.match) and not bool(r.match)]
+    if wrong:
+        return "refuted", "; ".join(_describe(r, main_metric, findings) for r in wrong)
+    if unjudged:
+        return "inconclusive", "not judged: " + "; ".join(_not_judged_why(r) for r in unjudged)
+    if not best_low >= min_ci_low:
+        return "inconclusive", f"best fix's speedup CI lower bound {best_low:.3g} < {min_ci_low}"
+    partial = [r.variant for r in rows if r.expected_role == "partial"]
+    note = f" ({', '.join(partial)} partial: the class still fires, as expected)" if partial else ""
+    return "confirmed", f"every variant as expected{note}; best fix CI low {best_low:.3g}x"
+
+
+def verdicts(
+    diag: pd.DataFrame,
+    runs: pd.DataFrame,
+    found: dict[str, Scenario],
+    *,
+    min_ci_low: float | None = None,
+    main_metric: Mapping[str, str] | None = None,
+    findings: pd.DataFrame | None = None,
+) -> pd.DataFrame:
+    """Per scenario: ``confirmed`` (every profiled variant met its expectation and the best
+    fix's speedup CI lower bound is >= ``min_ci_low``), ``refuted`` (a variant contradicts its
+    expectation) or ``inconclusive`` (something could not be judged, or the CI is too low);
+    with the reason and the off-target findings (fired classes other than the expected one)."""
+    min_ci_low = MIN_CI_LOW if min_ci_low is None else float(min_ci_low)
+    main_metric = {**MAIN_METRIC, **(main_metric or {})}
     out = []
     for name in runs["scenario"].unique():
         scen = found[name]
-        cls = scen.bottleneck
         d = diag[diag["scenario"] == name] if not diag.empty else diag
         r = runs[runs["scenario"] == name]
         fixes = r[r["kind"] == "fix"]
         best_low = fixes["speedup_ci_low"].max() if not fixes.empty else float("nan")
-        base = d[d["kind"] == "baseline"] if not d.empty else d
-        others = d[d["kind"] != "baseline"] if not d.empty else d
+        verdict, why = _verdict(d, float(best_low), min_ci_low, main_metric, findings)
         off = []
-        if not d.empty:
-            for row in d.itertuples():
-                for k in CLASSES:
-                    if getattr(row, f"{k}_fired", False) and k != row.injected:
-                        off.append(f"{row.variant}:{k}")
-        if base.empty:
-            verdict, why = "inconclusive", "the baseline has no readable export"
-        elif not bool(base.iloc[0].get(f"{cls}_fired", False)):
-            reason = str(base.iloc[0].get(f"{cls}_reason", ""))
-            if "missing" in reason or "no CUDA" in reason:
-                verdict, why = "inconclusive", f"the baseline's export lacks the evidence: {reason}"
-            else:
-                verdict, why = "refuted", f"{cls} did not fire on the baseline: {reason}"
-        elif not others.empty and others[f"{cls}_fired"].astype(bool).any():
-            bad = ", ".join(others[others[f"{cls}_fired"].astype(bool)]["variant"])
-            verdict, why = "refuted", f"{cls} also fires on {bad}"
-        elif not (best_low >= MIN_CI_LOW):
-            verdict, why = (
-                "inconclusive",
-                f"best fix's speedup CI lower bound {best_low:.3g} < {MIN_CI_LOW}",
-            )
-        else:
-            verdict, why = (
-                "confirmed",
-                f"{cls} fires on the baseline only; best fix CI low {best_low:.3g}x",
-            )
+        for row in d.itertuples() if not d.empty else []:
+            fired = [k for k in str(row.observed or "").split(";") if k]
+            off += [f"{row.variant}:{k}" for k in fired if k != row.expected]
         out.append(
             {
                 "scenario": name,
-                "bottleneck": cls,
+                "bottleneck": scen.bottleneck,
                 "verdict": verdict,
                 "reason": why,
                 "off_target": "; ".join(off),
@@ -178,15 +490,25 @@ def _scores(tp: int, fp: int, fn: int) -> dict[str, float]:
     return {"precision": precision, "recall": recall, "f1": f1}
 
 
-def confusion(diag: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """Confusion matrix (injected x primary) and precision / recall / F1 per class."""
-    labels = [*CLASSES, "none"]
+def scored(diag: pd.DataFrame) -> pd.DataFrame:
+    """The rows the scores count: readable exports whose expectation was decided."""
     if diag.empty:
+        return diag
+    return diag[(diag["primary"] != UNREADABLE) & (diag["expected_role"] != UNDECIDED)]
+
+
+def confusion(diag: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Confusion matrix (expected x primary; a partial fix counts for its class) and
+    precision / recall / F1 per class."""
+    labels = [*CLASSES, "none"]
+    rows = scored(diag)
+    if rows.empty:
         matrix = pd.DataFrame(0, index=labels, columns=labels)
     else:
-        matrix = pd.crosstab(diag["injected"], diag["primary"]).reindex(
+        matrix = pd.crosstab(rows["expected"], rows["primary"]).reindex(
             index=labels, columns=labels, fill_value=0
         )
+    matrix.index.name = "expected"
     scores = []
     for k in CLASSES:
         tp = int(matrix.loc[k, k])
@@ -232,7 +554,7 @@ def expert_rules_table(
 ) -> tuple[pd.DataFrame, str | None]:
     """Every mapped nsys rule on every profiled export: one row per report and rule.
 
-    Columns: scenario, variant, kind, injected, rule (as this nsys names it), rule_2024 (the
+    Columns: scenario, variant, kind, expected, rule (as this nsys names it), rule_2024 (the
     current name), class, status (fired / silent / not_applicable / error / skipped), rows,
     fired (empty unless the rule ran), reason, seconds, nsys. Returns the table and, when the
     rules could not run at all (no nsys, no ``analyze``), the reason (one ``skipped`` row per
@@ -258,7 +580,7 @@ def expert_rules_table(
             "scenario": r.scenario,
             "variant": r.variant,
             "kind": r.kind,
-            "injected": truth[(r.scenario, r.variant)].injected,
+            "expected": truth[(r.scenario, r.variant)].expected,
         }
         if skip:
             out.append({**base, "status": "skipped", "reason": skip})
@@ -283,7 +605,7 @@ def expert_rules_table(
                     "nsys": nsys_label(nsys[1]),  # type: ignore[index]
                 }
             )
-    cols = ["scenario", "variant", "kind", "injected", "rule", "rule_2024", "class", "status"]
+    cols = ["scenario", "variant", "kind", "expected", "rule", "rule_2024", "class", "status"]
     cols += ["rows", "fired", "reason", "seconds", "nsys"]
     table = pd.DataFrame(out).reindex(columns=cols)
     table["rows"] = table["rows"].astype("Int64")
@@ -306,7 +628,12 @@ def crosscheck(diag: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
     cols = ["class", "scorer", "rules", "reports", "not_applicable", "support", "tp", "fp"]
     cols += ["fn", "precision", "recall", "f1", "note"]
     out: list[dict[str, Any]] = []
-    readable = diag[diag["primary"] != "unreadable"] if not diag.empty else diag
+    readable = scored(diag)
+    decided = (
+        set(zip(readable["scenario"], readable["variant"], strict=True))
+        if not readable.empty
+        else set()
+    )
     matrix, _ = confusion(diag)
     ran = rules[rules["status"].isin(["fired", "silent", "not_applicable", "error"])]
     skip_note = ""
@@ -323,8 +650,8 @@ def crosscheck(diag: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
         if readable.empty:
             tp = fp = fn = 0
         else:
-            pos = readable["injected"] == k
-            hit = readable[f"{k}_fired"].fillna(False).astype(bool)
+            pos = readable["expected"] == k
+            hit = readable[f"{k}_state"] == str(State.FIRED)
             tp, fp, fn = int((pos & hit).sum()), int((~pos & hit).sum()), int((pos & ~hit).sum())
         out.append(
             {"class": k, "scorer": OURS_FIRED, "rules": "", "reports": len(readable),
@@ -341,14 +668,16 @@ def crosscheck(diag: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
             out.append({**row, "note": skip_note or "no rule results"})
             continue
         tp = fp = fn = n = na = 0
-        for _, g in mine.groupby(["scenario", "variant"], sort=False):
+        for key, g in mine.groupby(["scenario", "variant"], sort=False):
+            if key not in decided:
+                continue  # undecided expectation or unreadable export: not scored
             judged = g[g["fired"].notna()]
             if judged.empty:
                 na += 1
                 continue
             n += 1
             hit = bool(judged["fired"].astype(bool).any())
-            pos = g["injected"].iloc[0] == k
+            pos = g["expected"].iloc[0] == k
             tp, fp, fn = tp + (pos and hit), fp + (hit and not pos), fn + (pos and not hit)
         out.append(
             {**row, "reports": n, "not_applicable": na, "support": tp + fn, "tp": tp, "fp": fp,

@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from harness import runfolder as rf
 from harness.atomic import read_json, write_json
 
 #: Set by the parent when it starts a worker (epoch seconds), so the worker can say how long
@@ -36,6 +37,9 @@ _MODULE_LOADED_AT = time.time()
 #: worker also prints OOM_MARKER on stderr, which the parent looks for as well.
 OOM_EXIT_CODE = 3
 OOM_MARKER = "harness-worker: out of memory:"
+#: Printed (stdout, flushed) as the measured window starts: tests wait for it to signal a run
+#: while a worker is inside its window, and a log shows how far a killed worker got.
+WINDOW_MARKER = "harness-worker: window starts:"
 
 
 @dataclass(kw_only=True)
@@ -47,7 +51,7 @@ class WorkerSpec:
     variant: str
     """Variant name."""
     phase: str
-    """'timing-<r>' or 'profile'."""
+    """The unit's phase (:func:`harness.runfolder.timing_phase` or ``runfolder.PROFILE``)."""
     size: str
     """'smoke' or 'full'."""
     device: str
@@ -104,18 +108,19 @@ def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
 
 def run(spec: WorkerSpec) -> dict[str, Any]:
     """Build, warm up, measure; return the result record (also written to result.json)."""
-    t_import = time.time()
+    t_import = time.perf_counter()
     import numpy as np
     import torch
     from omegaconf import OmegaConf
 
-    from harness import markers
+    import_torch_s = time.perf_counter() - t_import
+    import bottlenecks as markers
     from harness.config import discover_scenarios
     from scenarios import RunContext
 
     started = dt.datetime.now(dt.timezone.utc)
     scen = discover_scenarios()[spec.scenario]
-    import_s = time.time() - t_import
+    import_s = time.perf_counter() - t_import
     variant = scen.variant(spec.variant)
     cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(scen.config_cls), spec.config))
     size = cfg.size(spec.size)
@@ -198,9 +203,10 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         host_ms: list[float] = []
         events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)] if on_gpu else []
         workload.start_window()
+        print(f"{WINDOW_MARKER} {n} steps after {warmup} warm-up steps", flush=True)
         if on_gpu:
             torch.cuda.profiler.start()
-        with nvtx_ops, markers.phase(markers.WINDOW):
+        with nvtx_ops, markers.phase(markers.MEASURE):
             w0 = time.perf_counter()
             if on_gpu:
                 events[0].record()
@@ -251,10 +257,13 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "timing": {
             "launch_to_main_s": launch_to_main_s(),
             "import_s": import_s,
+            "import_torch_s": import_torch_s,
+            "import_scenarios_s": import_s - import_torch_s,
             "cuda_init_s": cuda_init_s,
             "setup_s": setup_s,
             "warmup_s": warmup_s,
             "window_s": window_s,
+            "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),
             "finished_at": time.time(),
         },
         "metrics": {k: float(v) for k, v in metrics.items()},
@@ -337,14 +346,14 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{OOM_MARKER} {type(exc).__name__}: {detail}", file=sys.stderr, flush=True)
         return OOM_EXIT_CODE
     if result["rank"] == 0:
-        write_json(Path(spec.out_dir) / "result.json", result)
+        write_json(Path(spec.out_dir) / rf.RESULT, result)
     print(
         f"{spec.scenario}/{spec.variant} [{spec.phase}] {result['steps']} steps, "
         f"median {sorted(result['step_ms'])[len(result['step_ms']) // 2]:.2f} ms/step, "
         f"{result['throughput_samples_per_s']:.1f} samples/s",
         flush=True,
     )
-    if spec.phase != "profile":
+    if not rf.is_profile(spec.phase):
         # Skip the interpreter's tear-down (seconds with torch loaded, per worker): the result
         # is on disk and the loaders are closed. Profiled workers exit normally so nsys gets
         # every buffer flushed.

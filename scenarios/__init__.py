@@ -13,6 +13,8 @@ from collections.abc import Iterable
 
 from scenarios._base import (
     BOTTLENECK_CLASSES,
+    Expectation,
+    Rule,
     RunContext,
     Scenario,
     ScenarioConfig,
@@ -25,6 +27,8 @@ from scenarios._base import (
 
 __all__ = [
     "BOTTLENECK_CLASSES",
+    "Expectation",
+    "Rule",
     "RunContext",
     "Scenario",
     "ScenarioConfig",

@@ -14,19 +14,72 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
+from bottlenecks import CLASSES
+
 if TYPE_CHECKING:
     import torch
 
 #: The bottleneck classes the suite knows; each scenario injects exactly one.
-BOTTLENECK_CLASSES: tuple[str, ...] = (
-    "data_stall",
-    "pageable_copy",
-    "launch_bound",
-    "host_sync",
-    "exposed_comm",
-)
+BOTTLENECK_CLASSES: tuple[str, ...] = CLASSES
 
 VariantKind = Literal["baseline", "fix", "ideal"]
+
+#: What a variant is expected to show: nothing (``clean``), its scenario's class as the
+#: injected pathology (``bottleneck``, the baseline), or that class still present after a fix
+#: that does not remove it all on this machine (``partial``).
+ExpectedRole = Literal["clean", "bottleneck", "partial"]
+ROLES: tuple[str, ...] = ("clean", "bottleneck", "partial")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rule:
+    """A machine-dependent expectation decided from measurements of the same run:
+    ``metric op than * than_scale``, e.g. ``loader_only_samples_per_s < 0.7 *
+    ideal.throughput_samples_per_s``. The harness evaluates it (``harness.verdicts``); a name is
+    looked up among the variant's result metrics (mean over its timing processes, else the
+    profile's), its ``gpu_work.csv`` columns, then its ``runs.csv`` columns."""
+
+    metric: str
+    """A measurement of the variant being judged (e.g. ``kernels_per_step``)."""
+    op: Literal["<", ">"]
+    """How ``metric`` compares with the bound for the rule to hold."""
+    than: float | str
+    """The bound: a number, ``<variant>.<measurement>`` of another variant of the same scenario
+    (``ideal.throughput_samples_per_s``) or ``self.<measurement>``."""
+    than_scale: float = 1.0
+    """Factor on the bound (e.g. the detector's threshold folded in)."""
+    because: str
+    """Why the class stays when the rule holds; shown in diagnosis.csv's expected_because."""
+
+    def __post_init__(self) -> None:
+        if self.op not in ("<", ">"):
+            raise ValueError(f"rule op must be '<' or '>', got {self.op!r}")
+        if isinstance(self.than, str) and "." not in self.than:
+            raise ValueError(f"rule bound {self.than!r} must be a number or '<variant>.<name>'")
+        if not self.because.strip():
+            raise ValueError("a rule needs its 'because'")
+
+
+@dataclass(frozen=True, kw_only=True)
+class Expectation:
+    """What the detectors should report on a variant (the ground truth scoring uses)."""
+
+    role: ExpectedRole
+    """``clean``: no class fires. ``bottleneck``: the scenario's class fires (the baseline).
+    ``partial``: a fix that leaves part of the scenario's class; with a ``rule``, only when it
+    holds on this run (clean otherwise)."""
+    because: str = ""
+    """Why (for ``partial`` without a rule: what is left of the bottleneck)."""
+    rule: Rule | None = None
+    """Only with ``partial``: the measurements that decide it on this machine."""
+
+    def __post_init__(self) -> None:
+        if self.role not in ROLES:
+            raise ValueError(f"expectation role must be one of {ROLES}, got {self.role!r}")
+        if self.rule is not None and self.role != "partial":
+            raise ValueError("only a 'partial' expectation takes a rule")
+        if self.role == "partial" and self.rule is None and not self.because.strip():
+            raise ValueError("an unconditional 'partial' expectation needs its 'because'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -42,6 +95,28 @@ class Variant:
     needs_gpu: str = ""
     """Non-empty when the variant cannot run without CUDA: the reason, shown when it is skipped
     on a CPU box (e.g. 'CUDA graphs capture GPU work only')."""
+    expect: Expectation | None = None
+    """What the detectors should find on it; None: from ``kind`` (baseline: ``bottleneck``,
+    fix and ideal: ``clean``). A fix that does not remove the whole bottleneck on some machines
+    declares ``Expectation(role="partial", rule=Rule(...))``."""
+
+    def __post_init__(self) -> None:
+        exp = self.expectation
+        if self.kind == "baseline" and exp.role != "bottleneck":
+            raise ValueError(f"variant {self.name!r}: a baseline is expected to be 'bottleneck'")
+        if self.kind == "ideal" and exp.role != "clean":
+            raise ValueError(f"variant {self.name!r}: an ideal is expected to be 'clean'")
+        if self.kind == "fix" and exp.role == "bottleneck":
+            raise ValueError(f"variant {self.name!r}: a fix is 'clean' or 'partial'")
+
+    @property
+    def expectation(self) -> Expectation:
+        """The declared expectation, or the one its kind implies."""
+        if self.expect is not None:
+            return self.expect
+        if self.kind == "baseline":
+            return Expectation(role="bottleneck", because="the baseline injects the class")
+        return Expectation(role="clean", because=f"a {self.kind} removes the bottleneck")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -152,12 +227,33 @@ class RunContext:
     def on_gpu(self) -> bool:
         return self.device.type == "cuda"
 
+    def stage(self, name: str) -> Any:
+        """``with ctx.stage("model_build"): ...`` times one named set-up stage (wall seconds,
+        summed when a name repeats) into ``extras["setup_stages_s"]``, so ``timings.csv`` shows
+        where a slow set-up goes (column ``setup_<name>_s``). ``name``: a Python identifier."""
+        import contextlib
+        import time
+
+        if not name.isidentifier():
+            raise ValueError(f"set-up stage name {name!r} must be an identifier (a column name)")
+
+        @contextlib.contextmanager
+        def timed() -> Any:
+            t0 = time.perf_counter()
+            try:
+                yield
+            finally:
+                stages = self.extras.setdefault("setup_stages_s", {})
+                stages[name] = stages.get(name, 0.0) + time.perf_counter() - t0
+
+        return timed()
+
 
 class Workload(abc.ABC):
     """One variant's training loop, driven step by step by the worker.
 
     ``setup`` is outside every timer; ``step`` is called ``warmup_steps + steps`` times and
-    must put its phases in NVTX ranges through :func:`harness.markers.phase`.
+    must put its phases in NVTX ranges through :func:`bottlenecks.phase`.
     """
 
     #: Samples processed by one call to ``step`` (for throughput).

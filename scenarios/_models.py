@@ -8,7 +8,7 @@ import contextlib
 import torch
 from torch import nn
 
-from harness.markers import phase
+from bottlenecks import phase
 
 
 class BasicBlock(nn.Module):

@@ -38,7 +38,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from harness.markers import phase
+from bottlenecks import phase
 from scenarios._base import (
     RunContext,
     Scenario,
@@ -200,18 +200,22 @@ class _Trainer(Workload):
         size = self.size
         gen = torch.Generator().manual_seed(self.ctx.seed + 1 + 1000 * self.ctx.rank)
         shape = (size.data_batches, size.batch, size.width)
-        # Each rank trains on its own shard: different data, identical weights.
-        self.inputs = torch.randn(shape, generator=gen).to(self.device)
-        self.targets = torch.randn(shape, generator=gen).to(self.device)
-        self.prepare()
-        self.model = self._new_model()
-        self.params = list(self.model.parameters())
-        self.grad_bytes = sum(p.numel() * p.element_size() for p in self.params)
-        self.train_model = self.wrap(self.model)
-        # Default AdamW: foreach kernels on CUDA, the same in every variant.
-        self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01)
+        with self.ctx.stage("data"):
+            # Each rank trains on its own shard: different data, identical weights.
+            self.inputs = torch.randn(shape, generator=gen).to(self.device)
+            self.targets = torch.randn(shape, generator=gen).to(self.device)
+        with self.ctx.stage("prepare"):  # tuned_buckets: the bucket-size sweep
+            self.prepare()
+        with self.ctx.stage("build_model"):
+            self.model = self._new_model()
+            self.params = list(self.model.parameters())
+            self.grad_bytes = sum(p.numel() * p.element_size() for p in self.params)
+            self.train_model = self.wrap(self.model)
+            # Default AdamW: foreach kernels on CUDA, the same in every variant.
+            self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01)
         if self.communicates and size.probe_bandwidth and self.world > 1:
-            self.probe_bandwidth()
+            with self.ctx.stage("bandwidth_probe"):
+                self.probe_bandwidth()
 
     def prepare(self) -> None:
         """Variant set-up that runs before the model is built (e.g. a bucket-size sweep)."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
-from harness.markers import phase
+from bottlenecks import phase
 from scenarios import _models
 from scenarios._base import (
     RunContext,
@@ -211,32 +211,41 @@ class _Base(Workload):
         self.copy_events: list[tuple[torch.cuda.Event, torch.cuda.Event]] = []
         self.copy_host_s: list[float] = []
         self.h2d_host_s: list[float] = []
+        self.measuring = False
 
     def setup(self) -> None:
         g = torch.Generator().manual_seed(self.ctx.seed)
         s = self.size
-        self.host = [
-            (
-                torch.randn(self.images, 3, s.image_size, s.image_size, generator=g),
-                torch.randint(0, s.num_classes, (self.images,), generator=g),
-            )
-            for _ in range(s.host_batches)
-        ]
+        with self.ctx.stage("data"):
+            self.host = [
+                (
+                    torch.randn(self.images, 3, s.image_size, s.image_size, generator=g),
+                    torch.randint(0, s.num_classes, (self.images,), generator=g),
+                )
+                for _ in range(s.host_batches)
+            ]
         self.batch_bytes = sum(t.nbytes for t in self.host[0])
         if self.ctx.on_gpu:
-            xs = [x for x, _ in self.host]
-            self.bench["pageable_h2d_gbps"] = measure_h2d_gbps(
-                xs, self.device, reps=s.bench_reps, non_blocking=False
-            )
-            pinned = xs[0].pin_memory()
-            self.bench["pinned_h2d_gbps_limit"] = measure_h2d_gbps(
-                [pinned], self.device, reps=s.bench_reps, non_blocking=True
-            )
-            del pinned
-        self.trainer = Trainer(self.device, s)
+            with self.ctx.stage("h2d_bench"):
+                xs = [x for x, _ in self.host]
+                self.bench["pageable_h2d_gbps"] = measure_h2d_gbps(
+                    xs, self.device, reps=s.bench_reps, non_blocking=False
+                )
+                pinned = xs[0].pin_memory()
+                self.bench["pinned_h2d_gbps_limit"] = measure_h2d_gbps(
+                    [pinned], self.device, reps=s.bench_reps, non_blocking=True
+                )
+                del pinned
+        with self.ctx.stage("build_model"):
+            self.trainer = Trainer(self.device, s)
 
-    def measured(self, index: int) -> bool:
-        return index >= self.size.warmup_steps
+    def start_window(self) -> None:
+        # Count from the worker's window, never from the step index: the worker may end the
+        # warm-up before ``warmup_steps`` (harness.max_warmup_s).
+        self.measuring = True
+        self.copy_events.clear()
+        self.copy_host_s.clear()
+        self.h2d_host_s.clear()
 
     def metrics(self) -> dict[str, float]:
         out = {"host_batch_mb": self.batch_bytes / MB, **self.bench}
@@ -270,13 +279,13 @@ class Baseline(_Base):
                 e0.record()
                 x, y = xh.to(self.device), yh.to(self.device)
                 e1.record()
-                if self.measured(index):
+                if self.measuring:
                     self.copy_events.append((e0, e1))
             else:  # CPU stand-in: a memcpy into a fresh tensor
                 x, y = xh.clone(), yh.clone()
-                if self.measured(index):
+                if self.measuring:
                     self.copy_host_s.append(time.perf_counter() - t0)
-        if self.measured(index):
+        if self.measuring:
             self.h2d_host_s.append(time.perf_counter() - t0)
         self.trainer.step(x, y)
 
@@ -291,8 +300,9 @@ class PinnedPrefetch(_Base):
     def setup(self) -> None:
         super().setup()
         if self.ctx.on_gpu:
-            # Pinned once, here: pinning per step costs as much as the copy it speeds up.
-            self.host = [(x.pin_memory(), y.pin_memory()) for x, y in self.host]
+            with self.ctx.stage("pin"):
+                # Pinned once, here: pinning per step costs as much as the copy it speeds up.
+                self.host = [(x.pin_memory(), y.pin_memory()) for x, y in self.host]
             self.copy_stream = torch.cuda.Stream(self.device)
         self.pending = self.issue(0)
 
@@ -302,7 +312,7 @@ class PinnedPrefetch(_Base):
         if not self.ctx.on_gpu:
             t0 = time.perf_counter()
             x, y = xh.clone(), yh.clone()
-            if self.measured(index):
+            if self.measuring:
                 self.copy_host_s.append(time.perf_counter() - t0)
             return x, y, None
         e0, e1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -311,7 +321,7 @@ class PinnedPrefetch(_Base):
             x = xh.to(self.device, non_blocking=True)
             y = yh.to(self.device, non_blocking=True)
             e1.record(self.copy_stream)
-        if self.measured(index):
+        if self.measuring:
             self.copy_events.append((e0, e1))
         return x, y, e1
 
@@ -328,7 +338,7 @@ class PinnedPrefetch(_Base):
                 x.record_stream(compute)
                 y.record_stream(compute)
             self.pending = self.issue(index + 1)  # batch N+1 copies while step N computes
-        if self.measured(index):
+        if self.measuring:
             self.h2d_host_s.append(time.perf_counter() - t0)
         self.trainer.step(x, y)
 
@@ -338,7 +348,8 @@ class Ideal(_Base):
 
     def setup(self) -> None:
         super().setup()
-        self.resident = [(x.to(self.device), y.to(self.device)) for x, y in self.host]
+        with self.ctx.stage("upload"):
+            self.resident = [(x.to(self.device), y.to(self.device)) for x, y in self.host]
 
     def step(self, index: int) -> None:
         x, y = self.resident[index % len(self.resident)]

@@ -61,7 +61,7 @@ def test_compare_two_gpus_same_size(cpu_run, tmp_path):
     manifest["gpu"]["slug"] = "othergpu"
     (other / "manifest.json").write_text(json.dumps(manifest))
     out = tmp_path / "cmp"
-    from harness.report_compare import main
+    from harness.report.compare import main
 
     assert main([str(cpu_run), str(other), "--out", str(out)]) == 0
     csv = pd.read_csv(out / "compare.csv")
@@ -83,7 +83,7 @@ def test_compare_two_gpus_same_size(cpu_run, tmp_path):
 
 
 def test_compare_usage_errors(tmp_path):
-    from harness.report_compare import main
+    from harness.report.compare import main
 
     assert main([str(REFERENCE)]) == 2
     assert main([str(REFERENCE), str(tmp_path)]) == 2

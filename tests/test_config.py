@@ -3,18 +3,29 @@
 from __future__ import annotations
 
 import pytest
-import yaml
 
 import scenarios
-from harness.config import UsageError, compose, config_dir
+from harness.config import EXTRA_SCENARIOS_ENV, UsageError, compose, config_dir
 from scenarios import ScenarioConfig
 
 SHIPPED = scenarios.shipped_names()
 
 
-def test_all_yaml_lists_every_shipped_scenario():
-    listed = yaml.safe_load((config_dir() / "scenario" / "all.yaml").read_text())["defaults"]
-    assert sorted(listed) == SHIPPED
+def test_all_comes_from_the_scenarios_package(monkeypatch):
+    """``+scenario=all`` is expanded from the package, not from a list kept by hand in conf/."""
+    assert not (config_dir() / "scenario" / "all.yaml").exists()
+    fewer = SHIPPED[1:]
+    monkeypatch.setattr(scenarios, "shipped_names", lambda: fewer)
+    _, suite = compose(["+scenario=all"])
+    assert sorted(suite.scenario) == fewer
+
+
+def test_all_leaves_out_plugin_scenarios(monkeypatch):
+    monkeypatch.setenv(EXTRA_SCENARIOS_ENV, "tests.plugins.faulty")
+    _, suite = compose(["+scenario=all"])
+    assert sorted(suite.scenario) == SHIPPED
+    _, suite = compose(["+scenario=faulty"])
+    assert list(suite.scenario) == ["faulty"]
 
 
 def test_every_shipped_scenario_has_a_yaml():

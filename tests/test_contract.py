@@ -326,3 +326,70 @@ def test_example_runs_end_to_end_through_the_cli(example, cli, tmp_path, cache_d
     runs = pd.read_csv(only_run_dir(tmp_path) / "runs.csv").set_index("variant")
     assert list(runs.index) == example.scenario.variant_names
     assert (runs["status"] == "ok").all(), runs["error"].to_dict()
+
+
+# --- the measured-window contract ----------------------------------------------------------------
+
+#: (scenario, variant) of every shipped variant that runs on this machine.
+WINDOW_CASES = [
+    (name, v.name)
+    for name in sorted(FOUND)
+    for v in FOUND[name].variants
+    if not v.needs_gpu or __import__("torch").cuda.is_available()
+]
+
+
+def _worker_metrics(name: str, variant: str, warmup_steps: int, cache: Path) -> dict:
+    """The worker's result metrics for one smoke-size run whose warm-up its time budget ends
+    after MIN_WARMUP_STEPS steps (max_warmup_s=0), with the size asking for ``warmup_steps``."""
+    import torch
+
+    from harness.worker import MIN_WARMUP_STEPS, WorkerSpec, run
+
+    torch._dynamo.reset()  # compile afresh, as a new worker process would
+    threads = torch.get_num_threads()
+    group = FOUND[name].world_size > 1  # DDP wants a process group, even of one process
+    if group:
+        import torch.distributed as dist
+
+        dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    spec = WorkerSpec(
+        scenario=name,
+        variant=variant,
+        phase="timing-1",
+        size="smoke",
+        device="cpu",
+        config={"smoke": {"warmup_steps": warmup_steps}},
+        seed=0,
+        cache_dir=str(cache),
+        out_dir=str(cache / "unused"),
+        max_warmup_s=0.0,
+    )
+    try:
+        result = run(spec)
+    finally:
+        torch.set_num_threads(threads)  # the worker sets it for its own process
+        if group:
+            dist.destroy_process_group()
+    assert result["warmup_steps"] == MIN_WARMUP_STEPS  # the budget ended the warm-up
+    return result["metrics"]
+
+
+@pytest.mark.parametrize(("name", "variant"), WINDOW_CASES)
+def test_metrics_count_the_measured_window_not_the_step_index(name, variant, cache_dir):
+    """A scenario counts its per-window metrics (syncs_per_step, host_step_ms, h2d_gbps, ...)
+    from the worker's ``start_window()`` hook. The worker ends the warm-up early under its time
+    budget (harness.max_warmup_s), so ``index >= size.warmup_steps`` then marks other steps than
+    the ones ``step_ms`` covers. Two runs that execute the same steps (4 warm-up, then the
+    window) but whose sizes ask for 4 and for 10**6 warm-up steps must report the same metrics,
+    each one zero or missing in both or in neither."""
+    short = _worker_metrics(name, variant, 4, cache_dir)
+    planned_long = _worker_metrics(name, variant, 10**6, cache_dir)
+    assert sorted(planned_long) == sorted(short), "metrics appear or vanish with warmup_steps"
+    differ = {
+        k: (short[k], planned_long[k])
+        for k in short
+        if (short[k] == 0 or short[k] != short[k])
+        != (planned_long[k] == 0 or planned_long[k] != planned_long[k])
+    }
+    assert not differ, f"metrics that depend on size.warmup_steps, not on the window: {differ}"

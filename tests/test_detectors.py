@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from analysis import trace as T
-from analysis.detect import REGISTRY, config_path, diagnose, load_thresholds
+from analysis.detect import REGISTRY, diagnose, load_thresholds
 from analysis.findings import CLASSES, Finding
 
 DATA = Path(__file__).parent / "data"
@@ -109,10 +109,9 @@ def _expected(path: Path) -> dict[str, float]:
 
 def test_registry_and_thresholds() -> None:
     assert tuple(REGISTRY) == CLASSES
-    assert config_path().is_file() and config_path().parent.name == "diagnosis"
     th = load_thresholds({"pageable_copy": {"min_pageable_h2d_share": 0.01}})
     assert th["pageable_copy"]["min_pageable_h2d_share"] == 0.01
-    assert th["data_stall"]["min_gpu_idle_share"] == 0.5  # untouched keys survive the merge
+    assert th["data_stall"]["min_saving_share"] == 0.15  # untouched keys survive the merge
     assert set(CLASSES) <= set(th)
 
 
@@ -171,7 +170,9 @@ def test_data_stall_without_nvtx() -> None:
     assert base.fired and not fix.fired, (base.reason, fix.reason)
     assert "no NVTX" in base.reason
     assert base.metrics["data_load_share"] > 0.9
-    assert fix.metrics["data_load_share"] == 0.0  # the fix reads files on a worker thread only
+    # the fix reads files on worker processes: what input work is left on the main thread
+    # (a wait for the next batch now and then) would save little
+    assert fix.metrics["data_wait_share"] < 0.15 < base.metrics["data_wait_share"]
 
 
 # --- GPU exports: the other classes ------------------------------------------------------------
@@ -210,10 +211,14 @@ def test_pageable_copy_without_nvtx_skips_startup() -> None:
 
 
 @pytest.mark.parametrize("path", [GPU_BASE, GPU_FIX], ids=["baseline", "async_dataloader"])
-def test_launch_bound_silent(path: Path) -> None:
+def test_launch_bound_metrics(path: Path) -> None:
+    """Kernel counts as plain SQL gives them. On the baseline the idle GPU waits for input, not
+    for launches; with 14 loader workers on 16 cores the fix's main thread itself is slow (11 ms
+    to issue a forward of ~2 ms of kernels, a third of the window in host work between launches):
+    host-bound, which launch_bound reports."""
     f = _diagnose(path)["launch_bound"]
     exp = _expected(path)
-    assert not f.fired, f.reason
+    assert f.fired is (path == GPU_FIX), f.reason
     assert f.metrics["kernels_per_step"] == exp["kernels_per_step"]
     assert f.metrics["median_kernel_us"] == pytest.approx(exp["median_kernel_us"], abs=1e-9)
     assert 360 <= f.metrics["kernels_per_step"] <= 370
@@ -226,7 +231,9 @@ def test_host_sync_silent(path: Path) -> None:
     assert not f.fired, f.reason
     assert f.metrics["syncs_per_step"] == pytest.approx(_expected(path)["syncs_per_step"])
     assert f.metrics["syncs_per_step"] == pytest.approx(7 / 3)
-    assert f.metrics["sync_exposed_share"] < 0.01
+    # the host is the slower side: without the syncs the window shrinks only by their blocking
+    assert f.metrics["sync_exposed_share"] == pytest.approx(f.metrics["sync_blocked_share"])
+    assert f.metrics["sync_exposed_share"] < 0.05
 
 
 def test_exposed_comm_silent_without_nccl(gpu_base: dict[str, Finding]) -> None:
@@ -318,7 +325,7 @@ def _cuda_export(
     return path
 
 
-NO_SKIP = {"window": {"startup_skip_share": 0.0}}
+NO_SKIP = {"window": {"startup_skip_share": 0.0, "find_iterations": False}}
 
 
 @pytest.mark.parametrize(
@@ -406,9 +413,8 @@ def test_exposed_comm_per_gpu_hidden_by_own_compute(tmp_path: Path) -> None:
 
 
 def test_exposed_comm_threshold_from_config(tmp_path: Path) -> None:
-    import yaml
 
-    th = yaml.safe_load(config_path().read_text(encoding="utf-8"))["exposed_comm"]
+    th = load_thresholds()["exposed_comm"]
     assert th["min_nccl_exposed_share"] == 0.1
     assert load_thresholds()["exposed_comm"]["min_nccl_exposed_share"] == 0.1
     # the mean (0.25) is compared with the threshold, not the max (0.5)
@@ -429,14 +435,16 @@ SYNC = "cudaStreamSynchronize_v3020"
     ("kernel_ns", "launch_lead_ns", "fired"),
     [
         (5_000, 2_000, True),  # 5 us kernels, each launch returns 2 us before it starts: waits
-        (5_000, 200_000, False),  # same kernels queued 200 us ahead: no launch gap at all
-        (100_000, 2_000, False),  # 100 us kernels: not tiny, whatever the gaps
+        (5_000, 200_000, False),  # same kernels queued 200 us ahead: the GPU waits on nothing
+        (100_000, 2_000, False),  # 100 us kernels: 9% idle, too little to be host-bound
     ],
     ids=["flood", "queued-ahead", "long-kernels"],
 )
 def test_launch_bound_synthetic(
     tmp_path: Path, kernel_ns: int, launch_lead_ns: int, fired: bool
 ) -> None:
+    """100 kernels, 10 us of GPU idle before each, one 8 us launch call per kernel on one
+    thread (no syncs): the idle is the host's own pace unless the launches were queued ahead."""
     period = kernel_ns + 10_000  # 10 us idle before every kernel
     kernels = [(i * period, i * period + kernel_ns, "tiny") for i in range(100)]
     api = [(s - launch_lead_ns - 8_000, s - launch_lead_ns, LAUNCH, i) for i, (s, _, _) in
@@ -444,14 +452,18 @@ def test_launch_bound_synthetic(
     with T.open_trace(_cuda_export(tmp_path / "lb.sqlite", kernels, api)) as tr:
         f = _by_class(diagnose(tr, NO_SKIP))["launch_bound"]
     span = kernels[-1][1] - kernels[0][0]
+    idle = 99 * 10_000 / span
     assert f.metrics["median_kernel_us"] == kernel_ns / 1e3
     assert f.metrics["kernels_per_s"] == pytest.approx(100 / (span / 1e9))
-    assert f.metrics["gpu_idle_share"] == pytest.approx(99 * 10_000 / span)
+    assert f.metrics["gpu_idle_share"] == pytest.approx(idle)
     waited = launch_lead_ns < 10_000
-    assert f.metrics["launch_gap_share"] == pytest.approx(99 * 10_000 / span if waited else 0.0)
+    assert f.metrics["launch_gap_share"] == pytest.approx(idle if waited else 0.0)
+    # no syncs and no long host stretches: all idle the host caused is dispatch
+    assert f.metrics["host_bound_share"] == pytest.approx(idle if waited else 0.0)
+    assert f.metrics["host_work_share"] == 0.0
     assert f.fired is fired, f.reason
     if fired:
-        assert f.impact == f.metrics["launch_gap_share"]
+        assert f.impact == f.metrics["host_bound_share"]
         assert len(f.evidence) == 3 and f.evidence[0]["duration_ms"] == 0.01
 
 
@@ -462,7 +474,8 @@ def test_launch_bound_synthetic(
 )
 def test_host_sync_synthetic(tmp_path: Path, resume_ns: int, fired: bool) -> None:
     """Each iteration: a 20 us kernel, a sync that returns 0.5 us after it ends, the next launch
-    ``resume_ns`` later and its kernel 1 us after that launch returns."""
+    ``resume_ns`` later and its kernel 1 us after that launch returns. Without the syncs the
+    host's ``resume_ns`` of work would overlap the kernel: the window would take max(host, GPU)."""
     kernels, api, t = [], [], 0
     for i in range(10):
         kernels.append((t, t + 20_000, "work"))
@@ -474,10 +487,11 @@ def test_host_sync_synthetic(tmp_path: Path, resume_ns: int, fired: bool) -> Non
     with T.open_trace(_cuda_export(tmp_path / "hs.sqlite", kernels, api)) as tr:
         f = _by_class(diagnose(tr, NO_SKIP))["host_sync"]
     span = kernels[-1][1]
-    gap = resume_ns + 5_000 + 500
+    blocked = 10 * 19_500
+    busy = 11 * 20_000
     assert f.metrics["syncs_per_s"] == pytest.approx(10 / (span / 1e9))
-    assert f.metrics["sync_exposed_share"] == pytest.approx(10 * gap / span if fired else 0.0)
-    assert f.metrics["sync_blocked_share"] == pytest.approx(10 * 19_500 / span)
+    assert f.metrics["sync_blocked_share"] == pytest.approx(blocked / span)
+    assert f.metrics["sync_exposed_share"] == pytest.approx(1 - max(span - blocked, busy) / span)
     assert f.fired is fired, f.reason
     if fired:
         assert f.evidence[0]["after"] == "cudaStreamSynchronize"

@@ -40,6 +40,8 @@ def sweep(tmp_path_factory, cache_dir):
 
 def _baseline_fired(run) -> bool:
     diag = pd.read_csv(run / "diagnosis.csv").set_index("variant")
+    if "data_stall_state" in diag:
+        return diag.loc["baseline", "data_stall_state"] == "fired"
     return bool(diag.loc["baseline", "data_stall_fired"])
 
 

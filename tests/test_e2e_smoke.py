@@ -121,14 +121,17 @@ def test_ground_truth_tables(smoke_run):
     proc, run_dir = smoke_run
     diag = pd.read_csv(run_dir / "diagnosis.csv").set_index("variant")
     assert list(diag.index) == VARIANTS
-    assert diag.loc["baseline", "injected"] == "data_stall"
-    assert (diag.drop(index="baseline")["injected"] == "none").all()
+    assert diag.loc["baseline", "expected"] == "data_stall"
+    assert diag.loc["baseline", "expected_role"] == "bottleneck"
     assert diag.loc["baseline", "primary"] == "data_stall"
-    assert not diag.drop(index="baseline")["data_stall_fired"].any()
+    # every variant as expected: a fix expected clean fires nothing, a partial fix its class
+    assert diag["match"].astype(bool).all(), diag[["expected_role", "observed", "match"]]
+    clean = diag["expected_role"] == "clean"
+    assert (diag.loc[clean, "data_stall_state"] == "clear").all()
     verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario")
     assert verdict.loc["sync_loading", "verdict"] == "confirmed", verdict.loc["sync_loading"]
-    matrix = pd.read_csv(run_dir / "confusion.csv").set_index("injected")
-    assert matrix.loc["data_stall", "data_stall"] == 1
-    assert matrix.loc["none", "none"] == 3
+    matrix = pd.read_csv(run_dir / "confusion.csv").set_index("expected")
+    assert matrix.loc["data_stall", "data_stall"] == 1 + int((~clean).sum() - 1)
+    assert matrix.loc["none", "none"] == int(clean.sum())
     assert int(matrix.to_numpy().sum()) == 4
     assert "verdicts:" in proc.stdout and "confirmed" in proc.stdout

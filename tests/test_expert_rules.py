@@ -187,7 +187,11 @@ def _run_folder(tmp_path: Path, nsys_path: str | None) -> tuple[Path, pd.DataFra
 def test_run_writes_expert_rules_and_crosscheck(nsys: str, tmp_path: Path, capsys) -> None:
     run_dir, runs = _run_folder(tmp_path, nsys)
     diag = V.diagnose_run(run_dir, scenarios.discover(), runs)
-    assert list(diag["primary"]) == ["data_stall", "none", "data_stall"]
+    # the batch-128 fix: host-bound (14 loader workers crowd the main thread; see
+    # test_detectors.test_launch_bound_metrics); its expectation needs the loader-only rate
+    # this folder lacks, so it is `undecided` and left out of every score below
+    assert list(diag["primary"]) == ["data_stall", "launch_bound", "data_stall"]
+    assert list(diag["expected_role"]) == ["bottleneck", "undecided", "clean"]
     rules = pd.read_csv(run_dir / "expert_rules.csv")
     assert len(rules) == 3 * len(E.RULES)
     cpu = rules[rules["variant"] == "ideal"]
@@ -203,12 +207,12 @@ def test_run_writes_expert_rules_and_crosscheck(nsys: str, tmp_path: Path, capsy
     assert (ours["tp"], ours["fp"], ours["fn"]) == (1, 1, 0)
     stall = x.loc[("data_stall", V.NSYS)]
     # gpu_gaps stays silent on the 0.45 s stalls: a miss; the CPU report is not applicable
-    assert (stall["tp"], stall["fp"], stall["fn"], stall["reports"]) == (0, 0, 1, 2)
+    assert (stall["tp"], stall["fp"], stall["fn"], stall["reports"]) == (0, 0, 1, 1)
     assert stall["not_applicable"] == 1 and stall["f1"] == 0.0
     for klass in ("pageable_copy", "host_sync", "launch_bound"):
         row = x.loc[(klass, V.NSYS)]
-        # the rule fires on both GPU reports, neither injects the class: two false positives
-        assert (row["tp"], row["fp"], row["fn"], row["not_applicable"]) == (0, 2, 0, 1), klass
+        # the rule fires on the GPU baseline, which does not inject the class: a false positive
+        assert (row["tp"], row["fp"], row["fn"], row["not_applicable"]) == (0, 1, 0, 1), klass
         assert row["precision"] == 0.0 and np.isnan(row["recall"]) and row["f1"] == 0.0
         assert x.loc[(klass, V.OURS_FIRED), "fp"] == 0
     assert x.loc[("exposed_comm", V.NSYS), "note"] == "no nsys rule maps to this class"
@@ -257,3 +261,14 @@ def test_budget_spent_leaves_later_reports_skipped(nsys: str, tmp_path: Path) ->
     assert pd.isna(nsys_host_sync["reports"]) and pd.isna(nsys_host_sync["f1"])
     assert "budget_s" in nsys_host_sync["note"]
     assert x.loc[("data_stall", V.OURS_PRIMARY), "tp"] == 1
+
+
+def test_rule_list_of_nsys_2025_is_parsed() -> None:
+    """nsys 2025.3 prints its rules as `name[:<option>[:<option>]...] -- title` and exits 1
+    (text captured on the H100 machine); every mapped 2024+ name is found."""
+    text = (Path(__file__).parent / "data" / "nsys2025_analyze_help_rules.txt").read_text()
+    found = E.parse_rule_list(text, "nsys", returncode=1)
+    mapped = {spec.canonical for spec in E.RULES}
+    assert mapped <= set(found), found
+    assert found["gpu_gaps"] == "GPU Gaps"
+    assert "dx12_mem_ops" in found  # listed, mapped to no class

@@ -21,6 +21,7 @@ def _ctx(device: str, tmp_path) -> RunContext:
 def _run(variant: str, size: ForcedSyncSize, ctx: RunContext, steps: int = STEPS):
     w = build(ForcedSyncConfig(), size, variant, ctx)
     w.setup()
+    w.start_window()  # every step measured
     for i in range(steps):
         w.step(i)
     return w
@@ -53,6 +54,21 @@ def test_every_variant_runs_on_cpu_and_sync_free_matches_baseline(tmp_path):
         assert m["host_step_ms"] > 0
         assert math.isclose(m["host_launch_ms"] + m["host_metrics_ms"], m["host_step_ms"])
     assert fm["loss_mean"] == pytest.approx(bm["loss_mean"], rel=1e-9)
+
+
+@pytest.mark.parametrize("block", [0, 2])
+def test_sync_free_names_the_first_block_with_a_non_finite_output(tmp_path, block):
+    """The per-block checks folded into one norm still say which block went inf/NaN (later
+    blocks inherit it through the residual stream), and only when the snapshot is read."""
+    w = build(ForcedSyncConfig(), ForcedSyncConfig().smoke, "sync_free", _ctx("cpu", tmp_path))
+    w.setup()
+    w.step(0)
+    assert w.mean_loss() == w.mean_loss()  # finite so far: no error
+    with torch.no_grad():
+        w.model.blocks[block].mlp[2].bias.fill_(float("inf"))
+    w.step(1)
+    with pytest.raises(FloatingPointError, match=f"block {block} "):
+        w.mean_loss()
 
 
 def test_severity_sets_the_fraction_of_syncing_steps(tmp_path):

@@ -331,7 +331,7 @@ def test_wheel_carries_every_config_and_scenario_module(wheel, build_context):
     names = set(zipfile.ZipFile(wheel).namelist())
     assert "harness/conf/hydra/launcher/slurm.yaml" in names
     expected = [f"harness/conf/{c}" for c in _source_files(build_context, "conf", ".yaml")]
-    for package in ("harness", "scenarios", "analysis"):
+    for package in ("bottlenecks", "harness", "scenarios", "analysis"):
         expected += [f"{package}/{m}" for m in _source_files(build_context, package, ".py")]
     expected += [f"analysis/{s}" for s in _source_files(build_context, "analysis", ".sql")]
     missing = [m for m in expected if m not in names]

@@ -143,3 +143,60 @@ def test_matrix_greys_absent_and_failed_pairs():
     assert np.isnan(fig.matrix.loc["forced_sync", "ideal"])
     texts = _texts(fig)
     assert "n/a" in texts and "failed" in texts
+
+
+def test_matrix_of_baselines_only_says_so(tmp_path):
+    """A run that holds only a baseline (`scenario.X.variants=[baseline]`) has no column."""
+    runs = pd.read_csv(RUNS)
+    fig = speedup_matrix(runs[runs["kind"] == "baseline"])
+    assert fig.matrix.shape[1] == 0
+    assert "no fix or ideal in this run" in _texts(fig)
+    assert _png(fig, tmp_path / "empty.png").std() > 5
+
+
+def test_matrix_when_nothing_finished():
+    runs = pd.read_csv(RUNS)
+    runs.loc[runs["kind"] != "baseline", "status"] = "skipped"
+    fig = speedup_matrix(runs)
+    assert fig.matrix.isna().all().all()
+    assert _texts(fig).count("skipped") == len(runs) - 1
+
+
+def test_expectation_figure_colours_follow_the_states():
+    """Green where a detector did what is expected of it on that variant, red where not, grey
+    where it could not judge; the overall column is the variant's outcome."""
+    from analysis.findings import CLASSES
+    from analysis.plots.diagnosis import expectation_figure
+    from harness.report.diagnosis import expectation_table
+    from harness.report.load import RunFolder
+
+    exp = expectation_table(RunFolder.load(DATA / "h100_run_tables"))
+    fig = expectation_figure(exp)
+    out = fig.outcomes
+    assert out.shape == (len(exp), len(CLASSES) + 1)
+    for i, r in enumerate(exp.to_dict("records")):
+        for j, k in enumerate(CLASSES):
+            state = r[k]
+            if state == "not_judged":
+                assert out.iloc[i, j] == "notjudged"
+            else:
+                agrees = (state == "fired") == (k == r["expected"])
+                assert out.iloc[i, j] == ("match" if agrees else "mismatch"), (r["variant"], k)
+        assert out.iloc[i, -1] == r["outcome"]
+    assert {"match", "mismatch"} <= set(out.to_numpy().ravel())
+
+
+def test_probe_effect_with_and_without_interval(tmp_path):
+    from analysis.plots.probe import probe_effect_figure
+
+    runs = pd.read_csv(RUNS)
+    plain = probe_effect_figure(runs)
+    assert "95% CI" not in plain.axes[0].get_xlabel()
+    pe = runs["probe_effect"]
+    with_ci = probe_effect_figure(
+        runs.assign(probe_effect_ci_low=pe * 0.9, probe_effect_ci_high=pe * 1.2)
+    )
+    ax = with_ci.axes[0]
+    assert "95% CI" in ax.get_xlabel()
+    assert ax.get_xlim()[1] >= float((pe * 1.2).max())
+    assert _png(with_ci, tmp_path / "probe.png").std() > 15

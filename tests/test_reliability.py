@@ -23,6 +23,7 @@ import scenarios
 from harness.config import SuiteConfig
 from harness.nsys import SEARCH_GLOBS, Nsys, find, profile_command
 from harness.runner import Outcome, RunLock, Suite, Unit, check_export
+from harness.worker import WINDOW_MARKER
 from tests.conftest import DATA, FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
 
 pytestmark = pytest.mark.slow
@@ -58,6 +59,20 @@ def _wait_for(pattern: str, root: Path, proc: subprocess.Popen[str], limit_s: fl
         time.sleep(0.1)
     proc.kill()
     pytest.fail(f"{pattern} did not appear under {root} within {limit_s} s")
+
+
+def wait_for_text(path: Path, text: str, proc: subprocess.Popen[str], limit_s: float = 60) -> None:
+    """Poll until ``path`` contains ``text`` (fail if proc exits first): a state, not a delay."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if path.is_file() and text in path.read_text(errors="replace"):
+            return
+        if proc.poll() is not None:
+            _, err = proc.communicate()
+            pytest.fail(f"harness exited {proc.returncode} before {path} said {text!r}:\n{err}")
+        time.sleep(0.05)
+    proc.kill()
+    pytest.fail(f"{path} did not say {text!r} within {limit_s} s")
 
 
 def _statuses(run_dir: Path) -> dict[str, str]:
@@ -188,8 +203,8 @@ def interrupted_run(request, tmp_path_factory):
     )
     try:
         _wait_for("*/faulty/ideal/timing-1/status.json", results, proc)
-        _wait_for("*/faulty/slow/timing-1/spec.json", results, proc)
-        time.sleep(1.0)  # the slow worker is up
+        log = _wait_for("*/faulty/slow/timing-1/stdout.log", results, proc)
+        wait_for_text(log, WINDOW_MARKER, proc)  # the slow worker is inside its window
         if request.param == "parent":
             os.kill(proc.pid, signal.SIGINT)
         else:

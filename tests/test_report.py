@@ -322,7 +322,7 @@ def test_timeline_legend_groups_library_ranges():
 
 
 def test_report_failure_is_reported_not_raised(tmp_path, monkeypatch):
-    import harness.report as R
+    import harness.report.cli as R
 
     run = tmp_path / "run"
     shutil.copytree(REFERENCE, run)
@@ -348,7 +348,7 @@ def test_report_failure_is_reported_not_raised(tmp_path, monkeypatch):
 
 
 def test_html_escapes_text_and_markdown_escapes_tables():
-    from harness.report_doc import Doc, Link, render_html, render_markdown
+    from harness.report.doc import Doc, Link, render_html, render_markdown
 
     doc = Doc("t <x>")
     doc.h(2, "A <b>")
@@ -367,3 +367,128 @@ def test_cli_usage_errors(tmp_path):
     assert main([str(tmp_path / "nope")]) == 2
     (tmp_path / "empty").mkdir()
     assert main([str(tmp_path / "empty")]) == 2
+
+
+# --- any subset of a real run folder: every section renders ------------------------------------
+
+#: The tables of the H100 run of all single-GPU scenarios (tests/data/README.md says how made).
+H100_TABLES = DATA / "h100_run_tables"
+
+_SUBSETS = {
+    "baselines only": lambda r: r["kind"] == "baseline",
+    "kernel_flood baseline only": lambda r: (
+        (r["scenario"] == "kernel_flood") & (r["kind"] == "baseline")
+    ),
+    "one fix only": lambda r: r["variant"] == "sync_free",
+    "one scenario": lambda r: r["scenario"] == "sync_loading",
+    "skipped scenario only": lambda r: r["scenario"] == "ddp_bucketing",
+    "everything": lambda r: r["scenario"] == r["scenario"],
+}
+
+
+def _subset_folder(tmp_path: Path, keep) -> Path:
+    """A copy of the H100 tables holding only the runs.csv rows ``keep`` selects (and the rows
+    of the other tables for the same scenario x variant pairs)."""
+    out = tmp_path / "run"
+    shutil.copytree(H100_TABLES, out)
+    runs = pd.read_csv(out / "runs.csv")
+    runs = runs[keep(runs)]
+    runs.to_csv(out / "runs.csv", index=False)
+    pairs = set(zip(runs["scenario"], runs["variant"], strict=True))
+    for name in ("diagnosis.csv", "findings.csv", "verdicts.csv"):
+        df = pd.read_csv(out / name)
+        if "variant" in df:
+            df = df[[p in pairs for p in zip(df["scenario"], df["variant"], strict=True)]]
+        else:
+            df = df[df["scenario"].isin(runs["scenario"])]
+        df.to_csv(out / name, index=False)
+    return out
+
+
+@pytest.mark.parametrize("subset", list(_SUBSETS))
+def test_every_section_renders_for_any_subset(subset, tmp_path, capsys):
+    from harness.report import main
+
+    run = _subset_folder(tmp_path, _SUBSETS[subset])
+    assert main([str(run), "--no-timelines"]) == 0
+    err = capsys.readouterr().err
+    assert "section failed" not in err, err
+    html = run / "report.html"
+    page = assert_links_resolve(html)
+    text = _visible_text(html)
+    assert "could not be drawn" not in text
+    for anchor in ("summary", "matrix", "verdicts", "detectors", "fix-effect", "confusion",
+                   "variants", "environment"):  # fmt: skip
+        assert anchor in page.ids, anchor
+    for s in pd.read_csv(run / "runs.csv")["scenario"].unique():
+        assert f"scenario-{s}" in page.ids, s
+
+
+def test_expected_against_observed_is_coloured_per_variant(tmp_path):
+    """Each diagnosed variant's match cell: green where the fired classes are exactly the
+    expected one (none on a fix), red where not, grey where the expected class was not judged;
+    counted against the classes' states in diagnosis.csv."""
+    from analysis.findings import CLASSES
+    from harness.report import main
+
+    run = _subset_folder(tmp_path, _SUBSETS["everything"])
+    assert main([str(run), "--no-timelines"]) == 0
+    diag = pd.read_csv(run / "diagnosis.csv")
+    want = {"match": 0, "mismatch": 0, "notjudged": 0}
+    for r in diag.to_dict("records"):
+        exp = r.get("expected", r["injected"])
+        fired = {k for k in CLASSES if r[f"{k}_state"] == "fired"}
+        if exp != "none" and r[f"{exp}_state"] == "not_judged":
+            want["notjudged"] += 1
+        else:
+            want["match" if fired == {exp} - {"none"} else "mismatch"] += 1
+    assert want["match"] and want["mismatch"], want  # the H100 run has both
+    html = (run / "report.html").read_text()
+    for kind, n in want.items():
+        # the observed and the match cell of each variant carry its colour
+        assert len(re.findall(rf'<td class="{kind}[" ]', html)) == 2 * n, kind
+    names = {p.stem for p in assert_markdown_images(run / "report.md")}
+    assert "diagnosis_matrix" in names
+
+
+def test_fix_effect_reads_findings(tmp_path):
+    """Per fix, the baseline's main metric and how much of it the fix removed, as findings.csv
+    gives them; an older folder without findings.csv says so instead."""
+    from harness.config import MAIN_METRIC
+    from harness.report import main
+
+    run = _subset_folder(tmp_path, _SUBSETS["one scenario"])
+    assert main([str(run), "--no-timelines"]) == 0
+    text = _visible_text(run / "report.html")
+    f = pd.read_csv(run / "findings.csv")
+    f = f[(f["class"] == "data_stall") & (f["metric"] == MAIN_METRIC["data_stall"])]
+    val = dict(zip(f["variant"], f["value"], strict=True))
+    base = val.pop("baseline")
+    assert base > 0
+    chain = f"{MAIN_METRIC['data_stall']} {base:.0%}"
+    assert chain in text
+    for v, x in val.items():
+        assert f"{x:.0%} ({v})" in text, v
+        assert f"{1 - x / base:.0%}" in text, v
+
+    (run / "findings.csv").unlink()
+    assert main([str(run), "--no-timelines"]) == 0
+    text = _visible_text(run / "report.html")
+    assert "no findings.csv: this run folder was written before" in text
+
+
+def test_states_come_from_the_state_columns(tmp_path):
+    """'not judged' is the <class>_state column, never a reading of the reason sentence."""
+    from harness.report import main
+
+    run = _subset_folder(tmp_path, _SUBSETS["one scenario"])
+    diag = pd.read_csv(run / "diagnosis.csv")
+    judged = diag["data_stall_state"] != "not_judged"
+    assert judged.any()
+    diag.loc[judged, "data_stall_state"] = "not_judged"  # the reasons stay as they were
+    diag.to_csv(run / "diagnosis.csv", index=False)
+    assert main([str(run), "--no-timelines"]) == 0
+    html = (run / "report.html").read_text()
+    n_shown = html.count(">not judged</span>")
+    assert n_shown >= int(judged.sum())
+    assert 'class="notjudged' in html

@@ -17,12 +17,21 @@ from typing import Any
 import numpy as np
 
 from analysis import trace as T
-from analysis.findings import Finding
+from analysis.detect import _steady as S
+from analysis.findings import Finding, State
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
 MEMSET = "CUPTI_ACTIVITY_KIND_MEMSET"
 RUNTIME = "CUPTI_ACTIVITY_KIND_RUNTIME"
+GRAPH = "CUPTI_ACTIVITY_KIND_GRAPH_TRACE"
+#: Tables of GPU-side activity: any one of them makes a report a GPU capture.
+GPU_TABLES = (KERNEL, MEMCPY, MEMSET, GRAPH)
+
+
+def has_gpu(trace: T.Trace) -> bool:
+    """Whether the report recorded any GPU activity (kernels, copies, memsets, graph replays)."""
+    return any(trace.has(t) for t in GPU_TABLES)
 
 
 @dataclass(frozen=True)
@@ -95,42 +104,73 @@ def steady(trace: T.Trace, cfg: Mapping[str, Any]) -> Steady:
         return cache[key]
     result = None
     if use_nvtx:
-        steps = T.step_ranges(trace)
-        steps = steps[steps["end_ns"].notna()]
-        if not steps.empty:
-            lo, hi = T.window(trace)
-            inside = steps[(steps["start_ns"] >= lo) & (steps["end_ns"] <= hi)]
-            if not inside.empty:
-                tid = int(inside["global_tid"].value_counts().index[0])
-                mine = inside[inside["global_tid"] == tid]
-                result = Steady(
-                    lo, hi, "nvtx", len(mine), int(mine["duration_ns"].sum()), tid,
-                    f"NVTX window: {len(mine)} step ranges inside `measure`",
-                )  # fmt: skip
+        result = _suite_window(trace)
     if result is None:
-        span = None
-        how = "all activity"
-        if trace.has(KERNEL):
-            a, b = _scalar(trace, f'SELECT MIN(start), MAX("end") FROM {KERNEL}')
-            if a is not None:
-                span, how = (int(a), int(b)), "first to last kernel"
-        span = span or activity_span(trace)
-        if span is None:
-            raise T.TraceError(f"{trace.path}: no recorded activity to take a window from")
-        lo = span[0] + int(skip * (span[1] - span[0]))
-        result = Steady(
-            lo, span[1], "activity", None, max(1, span[1] - lo), None,
-            f"no NVTX steps: window = {how} minus the first {skip:.0%} (start-up); "
-            "rates per second",
-        )  # fmt: skip
+        result = _iteration_window(trace, wcfg)
+    if result is None:
+        result = _activity_window(trace, skip)
     cache[key] = result
     return result
 
 
+def _suite_window(trace: T.Trace) -> Steady | None:
+    """The harness' own window: `measure` with its `step` ranges, or None."""
+    steps = T.step_ranges(trace)
+    steps = steps[steps["end_ns"].notna()]
+    if steps.empty:
+        return None
+    lo, hi = T.window(trace)
+    inside = steps[(steps["start_ns"] >= lo) & (steps["end_ns"] <= hi)]
+    if inside.empty:
+        return None
+    tid = int(inside["global_tid"].value_counts().index[0])
+    mine = inside[inside["global_tid"] == tid]
+    return Steady(
+        lo, hi, "nvtx", len(mine), int(mine["duration_ns"].sum()), tid,
+        f"NVTX window: {len(mine)} step ranges inside `measure`",
+    )  # fmt: skip
+
+
+def _iteration_window(trace: T.Trace, wcfg: Mapping[str, Any]) -> Steady | None:
+    """Repeating iterations found in the GPU work (else in NVTX ranges of any name)."""
+    if not bool(wcfg.get("find_iterations", True)):
+        return None
+    it = S.gpu_iterations(trace, wcfg) if has_gpu(trace) else None
+    it = it or S.nvtx_iterations(trace, wcfg)
+    if it is None:
+        return None
+    lo, hi = int(it.starts[0]), int(it.starts[-1])
+    tids = launcher_tids(trace, lo, hi, most_first=True)
+    return Steady(
+        lo, hi, "iterations", it.n, hi - lo, int(tids[0]) if tids.size else None,
+        f"steady state: {it.n} iterations of {it.source}, after "
+        f"{it.skipped_ns / 1e9:.2f} s of start-up",
+    )  # fmt: skip
+
+
+def _activity_window(trace: T.Trace, skip: float) -> Steady:
+    """Last resort: the span of GPU activity (else of all activity) minus a start-up share."""
+    span = None
+    how = "all activity"
+    if trace.has(KERNEL):
+        a, b = _scalar(trace, f'SELECT MIN(start), MAX("end") FROM {KERNEL}')
+        if a is not None:
+            span, how = (int(a), int(b)), "first to last kernel"
+    span = span or activity_span(trace)
+    if span is None:
+        raise T.TraceError(f"{trace.path}: no recorded activity to take a window from")
+    lo = span[0] + int(skip * (span[1] - span[0]))
+    return Steady(
+        lo, span[1], "activity", None, max(1, span[1] - lo), None,
+        f"no NVTX steps and no repeating work: window = {how} minus the first {skip:.0%} "
+        "(start-up); rates per second",
+    )  # fmt: skip
+
+
 # --- GPU activity ------------------------------------------------------------------------------
 
-#: Activity.kind codes.
-KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET = 0, 1, 2
+#: Activity.kind codes (a graph replay traced at graph level is one item: its span is busy).
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GRAPH = 0, 1, 2, 3
 #: Activity.direction codes: index into this tuple (memcpy rows; 0 for the rest).
 DIRECTIONS = ("other", "HtoD", "DtoH", "DtoD")
 HTOD, DTOH = 1, 2
@@ -207,7 +247,7 @@ WINDOW = 't."end" > :lo AND t.start < :hi'
 
 
 def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
-    """Kernels, memcpys and memsets overlapping [lo, hi], clipped to it (cached).
+    """Kernels, memcpys, memsets and graph replays overlapping [lo, hi], clipped to it (cached).
 
     Read as numpy columns with :func:`analysis.trace.int_columns` (no per-row Python objects);
     an NCCL kernel is one whose demangled name (else short name) contains ``nccl``: the string
@@ -255,6 +295,10 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
         s = T.int_columns(trace, MEMSET, with_device(MEMSET, dict(base)), WINDOW, p)
         s["kind"] = np.full(s["start"].size, KIND_MEMSET, np.int8)
         parts.append(s)
+    if trace.has(GRAPH):  # graph-level tracing: one row per replay, its kernels not listed
+        g = T.int_columns(trace, GRAPH, with_device(GRAPH, dict(base)), WINDOW, p)
+        g["kind"] = np.full(g["start"].size, KIND_GRAPH, np.int8)
+        parts.append(g)
 
     def col(name: str, dtype: Any) -> np.ndarray:
         arrays = [
@@ -360,6 +404,39 @@ def launches(trace: T.Trace, lo: int, hi: int) -> dict[str, np.ndarray]:
     return cache[key]
 
 
+#: How far before the window launch calls are read: a kernel queued ahead was launched earlier.
+LAUNCH_LOOKBACK_NS = 1_000_000_000
+
+
+def window_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
+    """Every CUDA API call overlapping the window or made up to :data:`LAUNCH_LOOKBACK_NS`
+    before it (start, end, corr, name, tid), sorted by start: one scan of the API table that
+    the host view and launch_bound share (cached)."""
+    key = ("calls", st.lo, st.hi)
+    cache = _cache(trace)
+    if key not in cache:
+        cols = {"start": "t.start", "end": 't."end"', "corr": "t.correlationId"}
+        cols |= {"name": "t.nameId", "tid": "t.globalTid"}
+        p = {"lo": st.lo - LAUNCH_LOOKBACK_NS, "hi": st.hi}
+        out = T.int_columns(trace, RUNTIME, cols, WINDOW, p)
+        order = np.argsort(out["start"], kind="stable")
+        cache[key] = {k: v[order] for k, v in out.items()}
+    return cache[key]
+
+
+def window_launches(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
+    """The launch calls among :func:`window_calls`, one per correlation id (the first)."""
+    key = ("window_launches", st.lo, st.hi)
+    cache = _cache(trace)
+    if key not in cache:
+        calls = window_calls(trace, st)
+        is_launch = np.isin(calls["name"], category_ids(trace, "launch"))
+        _, first = np.unique(calls["corr"][is_launch], return_index=True)
+        idx = np.flatnonzero(is_launch)[np.sort(first)]
+        cache[key] = {k: v[idx] for k, v in calls.items()}
+    return cache[key]
+
+
 def launch_end_of(calls: Mapping[str, np.ndarray], corr: np.ndarray) -> np.ndarray:
     """For each correlation id, the end of its launch call (NaN where there is none)."""
     uniq, first = np.unique(calls["corr"], return_index=True)
@@ -370,14 +447,17 @@ def launch_end_of(calls: Mapping[str, np.ndarray], corr: np.ndarray) -> np.ndarr
     return np.where(uniq[pos] == corr, ends[pos], np.nan)
 
 
-def launcher_tids(trace: T.Trace, lo: int, hi: int) -> np.ndarray:
-    """Threads that make kernel launch calls overlapping [lo, hi]."""
+def launcher_tids(trace: T.Trace, lo: int, hi: int, *, most_first: bool = False) -> np.ndarray:
+    """Threads that make kernel launch calls overlapping [lo, hi] (``most_first``: ordered by
+    how many they make, the main training thread first)."""
     if not trace.has(RUNTIME):
         return np.zeros(0, np.int64)
-    sql = f"""SELECT DISTINCT t.globalTid FROM {RUNTIME} AS t WHERE {WINDOW}
-              AND t.nameId IN ({id_list(category_ids(trace, "launch"))})"""
+    sql = f"""SELECT t.globalTid, COUNT(*) AS n FROM {RUNTIME} AS t WHERE {WINDOW}
+              AND t.nameId IN ({id_list(category_ids(trace, "launch"))})
+              GROUP BY t.globalTid ORDER BY n DESC"""
     rows = trace.query(sql, {"lo": lo, "hi": hi})[1]
-    return np.array([r[0] for r in rows if r[0] is not None], dtype=np.int64)
+    tids = np.array([r[0] for r in rows if r[0] is not None], dtype=np.int64)
+    return tids if most_first else np.sort(tids)
 
 
 # --- interval maths (vectorised) ---------------------------------------------------------------
@@ -466,7 +546,7 @@ def missing(klass: str, table: str, what: str) -> Finding:
     """The not-fired finding of a detector whose input table the report lacks."""
     return Finding(
         klass,
-        False,
+        State.NOT_JUDGED,
         0.0,
         {},
         [],

@@ -34,8 +34,8 @@ KLASS = "exposed_comm"
 
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
-    if not trace.has(C.KERNEL):
-        return C.missing(KLASS, C.KERNEL, "CUDA kernels")
+    if not C.has_gpu(trace):
+        return C.missing(KLASS, C.KERNEL, "GPU activity")
     st, act = C.steady_activity(trace, thresholds)
     is_k = act.kind == C.KIND_KERNEL
     nccl = is_k & act.nccl

@@ -1,12 +1,15 @@
-"""host_sync: the host blocks on the GPU inside the step, draining its queue every time.
+"""host_sync: the host blocks on the GPU inside the step, so its own work stops overlapping.
 
 Sync calls: CUDA API calls of category ``sync`` plus blocking device-to-host copies (synchronous
-``cudaMemcpy``-style calls, or any DtoH into pageable memory). A GPU-idle gap is *exposed by a
-sync* when it starts while a sync call is blocking and the same thread issues its next CUDA call
-within ``resume_us`` of the sync returning (it went straight back to GPU work, so the idle is the
-drained queue, not some other host phase such as data loading). Rule: syncs per step (or per s
-without steps) >= ``min_syncs_per_step`` / ``min_syncs_per_s`` AND exposed gaps cover
->= ``min_sync_exposed_share`` of the window. impact = sync_exposed_share.
+``cudaMemcpy``-style calls, or any DtoH into pageable memory: ``.item()``, ``.cpu()``,
+``torch.nonzero``'s size read-back), made by the main thread. A sync costs only what it
+*exposes*: the host's work that would otherwise run while the GPU is busy. With ``H`` the main
+thread's time outside sync calls and ``G`` the GPU's busy time, the window would take
+``max(H, G)`` without the syncs (``_host``); ``sync_exposed_share`` = 1 - max(H, G) / window.
+A loop that is slow because the host cannot keep up (``H`` > ``G``) gains little from dropping
+its syncs, and is launch_bound's. Rule: syncs per step (or per s without steps) >=
+``min_syncs_per_step`` / ``min_syncs_per_s`` AND sync_exposed_share >= ``min_saving_share``.
+impact = sync_exposed_share.
 """
 
 from __future__ import annotations
@@ -18,6 +21,7 @@ import numpy as np
 
 from analysis import trace as T
 from analysis.detect import _common as C
+from analysis.detect import _host as H
 from analysis.findings import Finding
 
 KLASS = "host_sync"
@@ -53,82 +57,59 @@ def _sync_calls(trace: T.Trace, st: C.Steady, act: C.Activity) -> dict[str, np.n
     return out
 
 
-def _resumes_quickly(
-    trace: T.Trace,
-    st: C.Steady,
-    syncs: dict[str, np.ndarray],
-    blocking_rows: np.ndarray,
-    r_ns: float,
-) -> np.ndarray:
-    """For each sync: does the same thread make a non-blocking CUDA call (overlapping the window)
-    that starts within ``r_ns`` of the sync's end?
-
-    Only calls starting in [end, end + r_ns] of some sync can answer yes, so only those are read:
-    the API table is filtered in SQL by buckets of width ~r_ns around the syncs' ends.
-    """
-    ends, tids = syncs["end"], syncs["tid"]
-    if ends.size == 0 or r_ns < 0:
-        return np.zeros(ends.size, bool)
-    width = max(1, int(r_ns))
-    lo_b, hi_b = ends // width - 1, (ends + int(np.ceil(r_ns))) // width + 1
-    buckets = np.unique(
-        np.concatenate([np.arange(a, b + 1) for a, b in zip(lo_b, hi_b, strict=True)])
-    )
-    where = (
-        f"{C.WINDOW} AND (t.start / {width}) IN ({C.id_list(buckets)}) "
-        f"AND t.globalTid IN ({C.id_list(np.unique(tids))})"
-    )
-    cols = {"start": "t.start", "tid": "t.globalTid", "rowid": "t.rowid"}
-    near = T.int_columns(trace, C.RUNTIME, cols, where, {"lo": st.lo, "hi": st.hi}, few=True)
-    other = ~np.isin(near["rowid"], blocking_rows)
-    quick = np.zeros(ends.size, bool)
-    for tid in np.unique(tids):
-        starts = np.sort(near["start"][other & (near["tid"] == tid)])
-        if starts.size == 0:
-            continue
-        mine = np.flatnonzero(tids == tid)
-        i = np.searchsorted(starts, ends[mine], side="left")
-        nxt = np.where(i < starts.size, starts[np.clip(i, 0, starts.size - 1)], np.inf)
-        quick[mine] = (nxt - ends[mine]) <= r_ns
-    return quick
-
-
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
     if not trace.has(C.RUNTIME):
         return C.missing(KLASS, C.RUNTIME, "CUDA API calls")
+    if not C.has_gpu(trace):
+        return C.missing(KLASS, C.KERNEL, "GPU activity")
     st, act = C.steady_activity(trace, thresholds)
+    view = H.host_view(trace, thresholds)
+    if view is None:
+        return C.missing(KLASS, C.RUNTIME, "CUDA API calls of a launching thread")
     blocking = _sync_calls(trace, st, act)
-    first = blocking["start"] >= st.lo
-    syncs = {k: v[first] for k, v in blocking.items()}
+    mine = (blocking["start"] >= st.lo) & (blocking["tid"] == view.tid)
+    syncs = {k: v[mine] for k, v in blocking.items()}
     metrics: dict[str, float] = {}
     name, value = st.rate("syncs", syncs["start"].size)
     metrics[name] = value
-    # the same thread's next CUDA call after each sync returns, if it comes within resume_us
-    quick = _resumes_quickly(trace, st, syncs, blocking["rowid"], th["resume_us"] * 1e3)
+    metrics["sync_exposed_share"] = view.share("sync")
+    metrics["sync_blocked_share"] = view.blocked_ns / view.span_ns
+    metrics["gpu_idle_share"] = view.idle_ns / view.span_ns
+    metrics["host_busy_share"] = 1.0 - metrics["sync_blocked_share"]
+    metrics["gpu_busy_share"] = view.gpu_busy_ns / view.span_ns
+    kinds = sorted(set(syncs["base"]))
+    evidence = [
+        C.stamp(st, a, b, after=_sync_before(syncs, a), nvtx=C.label_at(trace, st, a, b))
+        for a, b in _idle_after_syncs(trace, st, act, syncs)
+    ]
+    min_rate = th["min_syncs_per_step"] if st.per_step else th["min_syncs_per_s"]
+    fired = value >= min_rate and metrics["sync_exposed_share"] >= th["min_saving_share"]
+    reason = (
+        f"{value:.2f} {name.replace('_', ' ')} on the main thread ({', '.join(kinds) or 'none'}; "
+        f"threshold {min_rate}); blocked {metrics['sync_blocked_share']:.1%} of the window, "
+        f"host busy {metrics['host_busy_share']:.1%}, GPU busy {metrics['gpu_busy_share']:.1%}: "
+        f"without the syncs the host's work would overlap the GPU's and the window would "
+        f"shrink by an estimated {metrics['sync_exposed_share']:.1%} "
+        f"({'>=' if fired else '<'} {th['min_saving_share']:.0%}); {st.note}"
+    )
+    return Finding(KLASS, fired, metrics["sync_exposed_share"], metrics, evidence, reason)
+
+
+def _sync_before(syncs: dict[str, np.ndarray], t: int) -> str:
+    j = int(np.searchsorted(syncs["start"], t, side="right")) - 1
+    return str(syncs["base"][j]) if j >= 0 else ""
+
+
+def _idle_after_syncs(trace, st, act, syncs) -> list[tuple[int, int]]:
+    """The three longest GPU-idle gaps that start while a sync call blocks."""
     bs, be = C.busy(trace, st, act)
     gs, ge = C.gaps(bs, be, st.lo, st.hi)
-    gs, ge = gs[gs > st.lo], ge[gs > st.lo]  # a gap at the window's edge has no start to judge
     ss, se = syncs["start"], syncs["end"]
-    j = np.searchsorted(ss, gs, side="right") - 1
-    jj = np.clip(j, 0, None)
-    exposed = (j >= 0) & (gs <= se[jj]) & quick[jj] if len(ss) else np.zeros(gs.size, bool)
-    metrics["sync_exposed_share"] = C.length(gs[exposed], ge[exposed]) / st.span_ns
-    metrics["sync_blocked_share"] = C.length(*C.union(ss, se)) / st.span_ns
-    idx = np.flatnonzero(exposed)
+    if ss.size == 0 or gs.size == 0:
+        return []
+    j = np.clip(np.searchsorted(ss, gs, side="right") - 1, 0, None)
+    hit = (np.searchsorted(ss, gs, side="right") > 0) & (gs <= se[j])
+    idx = np.flatnonzero(hit)
     top = idx[np.argsort(-(ge[idx] - gs[idx]), kind="stable")[:3]]
-    evidence = [
-        C.stamp(st, gs[i], ge[i], after=str(syncs["base"][jj[i]]),
-                nvtx=C.label_at(trace, st, gs[i], ge[i]))
-        for i in top
-    ]  # fmt: skip
-    min_rate = th["min_syncs_per_step"] if st.per_step else th["min_syncs_per_s"]
-    fired = value >= min_rate and metrics["sync_exposed_share"] >= th["min_sync_exposed_share"]
-    reason = (
-        f"{value:.2f} {name.replace('_', ' ')} (threshold {min_rate}); GPU idle right after a "
-        f"sync {metrics['sync_exposed_share']:.1%} of the window (threshold "
-        f"{th['min_sync_exposed_share']:.0%}); {st.note}"
-    )
-    return Finding(
-        KLASS, fired, metrics["sync_exposed_share"] if fired else 0.0, metrics, evidence, reason
-    )
+    return [(int(gs[i]), int(ge[i])) for i in top]

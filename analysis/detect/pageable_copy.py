@@ -21,7 +21,7 @@ KLASS = "pageable_copy"
 
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
-    if not trace.has(C.KERNEL) and not trace.has(C.MEMCPY):
+    if not C.has_gpu(trace):
         return C.missing(KLASS, C.MEMCPY, "CUDA memory copies")
     st, act = C.steady_activity(trace, thresholds)
     pg = act.take((act.kind == C.KIND_MEMCPY) & (act.direction == C.HTOD) & act.pageable)

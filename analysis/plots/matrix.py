@@ -156,20 +156,31 @@ def draw_matrix(
     text = _pivot(cells, "text")
     logs = np.log10(mat.clip(lower=1e-3))
     ax.set_facecolor(GREY)
-    sns.heatmap(
-        logs,
-        ax=ax,
-        cmap="RdYlGn",
-        norm=norm,
-        mask=logs.isna(),
-        annot=text.to_numpy(dtype=object),
-        fmt="",
-        annot_kws={"fontsize": fontsize},
-        linewidths=1.5,
-        linecolor="white",
-        cbar=cbar,
-        cbar_kws={"label": "speedup (log scale)", "shrink": 0.9} if cbar else None,
-    )
+    if mat.size == 0:  # baselines only: no fix or ideal column to draw
+        ax.text(0.5, 0.5, "no fix or ideal in this run", ha="center", va="center",
+                transform=ax.transAxes, color="#555555")  # fmt: skip
+        ax.set_xticks([])
+        ax.set_yticks([])
+        return
+    if logs.isna().all().all():  # nothing finished: only grey cells (seaborn needs a value)
+        cbar = False
+        ax.set_xlim(0, mat.shape[1])
+        ax.set_ylim(mat.shape[0], 0)
+    else:
+        sns.heatmap(
+            logs,
+            ax=ax,
+            cmap="RdYlGn",
+            norm=norm,
+            mask=logs.isna(),
+            annot=text.to_numpy(dtype=object),
+            fmt="",
+            annot_kws={"fontsize": fontsize},
+            linewidths=1.5,
+            linecolor="white",
+            cbar=cbar,
+            cbar_kws={"label": "speedup (log scale)", "shrink": 0.9} if cbar else None,
+        )
     # Grey cells: hatch them and write why (seaborn does not annotate masked cells).
     for i, scen in enumerate(mat.index):
         for j, col in enumerate(mat.columns):

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 import torch
 
 from harness.atomic import write_text
-from harness.markers import phase
+from bottlenecks import phase
 from scenarios import (
     RunContext,
     Scenario,

@@ -12,8 +12,6 @@ import base64
 import html
 import io
 import math
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -22,8 +20,11 @@ from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
+from harness.runfolder import write_bytes
+
 __all__ = [
     "Badge",
+    "Cell",
     "Code",
     "Doc",
     "Link",
@@ -68,6 +69,16 @@ class Tip:
 
 
 Inline = str | Link | Code | Badge | Tip
+
+
+@dataclass(frozen=True)
+class Cell:
+    """A table cell with a background colour: ``kind`` picks it (match, mismatch, notjudged);
+    ``value`` is what the cell shows (any cell value), ``tip`` more on hover in HTML."""
+
+    value: Any
+    kind: str
+    tip: str = ""
 
 
 # --- blocks --------------------------------------------------------------------------------------
@@ -210,6 +221,8 @@ def cell_text(value: Any) -> str:
         return f"{value:.3g}" if abs(value) < 1e3 else f"{value:,.0f}"
     if isinstance(value, Link | Code | Badge | Tip):
         return value.text
+    if isinstance(value, Cell):
+        return cell_text(value.value)
     try:  # pandas NA and numpy scalars
         import pandas as pd
 
@@ -258,6 +271,8 @@ caption { caption-side: top; text-align: left; color: var(--muted); padding: 4px
 .badge.no_result, .badge.fired-bad { background: #f8d7d5; color: #8c1d18; }
 .badge.inconclusive, .badge.skipped, .badge.missing { background: #fbecc8; color: #7a5200; }
 .badge.notjudged { background: #eceff3; color: #6b7280; }
+td.match { background: #d5f0dc; } td.mismatch { background: #f8d7d5; }
+td.notjudged { background: #eceff3; color: #6b7280; } td.partial { box-shadow: inset 4px 0 #c9a227; }
 figure { margin: 10px 0 18px; }
 figure img { max-width: 100%; height: auto; border: 1px solid var(--line); border-radius: 4px; }
 figcaption { color: var(--muted); font-size: 13px; max-width: 1100px; }
@@ -290,11 +305,23 @@ def _inline_html(part: Inline) -> str:
 
 
 def _cell_html(value: Any) -> str:
+    if isinstance(value, Cell):
+        return _cell_html(value.value)
     if isinstance(value, list | tuple):
         return " ".join(_cell_html(v) for v in value)
     if isinstance(value, Link | Code | Badge | Tip):
         return _inline_html(value)
     return html.escape(cell_text(value)).replace("\n", "<br>")
+
+
+def _td(value: Any, numeric: bool) -> str:
+    classes = ["num"] if numeric else []
+    tip = ""
+    if isinstance(value, Cell):
+        classes += value.kind.split()
+        tip = f' title="{html.escape(value.tip)}"' if value.tip else ""
+    cls = f' class="{html.escape(" ".join(classes))}"' if classes else ""
+    return f"<td{cls}{tip}>{_cell_html(value)}</td>"
 
 
 def render_html(doc: Doc) -> str:
@@ -328,8 +355,7 @@ def render_html(doc: Doc) -> str:
             for row in b.rows:
                 cells = []
                 for i, v in enumerate(row):
-                    cls = ' class="num"' if i in b.numeric else ""
-                    cells.append(f"<td{cls}>{_cell_html(v)}</td>")
+                    cells.append(_td(v, i in b.numeric))
                 out.append("<tr>" + "".join(cells) + "</tr>")
             out.append("</tbody></table>")
         elif isinstance(b, Image):
@@ -377,6 +403,8 @@ def _inline_md(part: Inline) -> str:
 
 
 def _cell_md(value: Any) -> str:
+    if isinstance(value, Cell):
+        return _cell_md(value.value)
     if isinstance(value, list | tuple):
         return " ".join(_cell_md(v) for v in value)
     if isinstance(value, Link | Code | Badge | Tip):
@@ -422,30 +450,6 @@ def render_markdown(doc: Doc) -> str:
     return "\n".join(out).rstrip("\n") + "\n"
 
 
-def _umask() -> int:
-    mask = os.umask(0)
-    os.umask(mask)
-    return mask
-
-
-def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """``data`` to ``path`` through a temporary file in the same folder and a rename."""
-    from harness.atomic import ResultWriteError
-
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; a report is for sharing
-        os.replace(tmp, path)
-    except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
-        raise ResultWriteError(exc.errno, f"could not write {path}: {exc.strerror or exc}") from exc
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-
-
 def write_doc(doc: Doc, out_dir: Path, stem: str = "report") -> tuple[Path, Path]:
     """Write ``<stem>.html``, ``<stem>.md`` and ``<image_dir>/*.png`` into ``out_dir``.
 
@@ -457,11 +461,11 @@ def write_doc(doc: Doc, out_dir: Path, stem: str = "report") -> tuple[Path, Path
     img_dir.mkdir(parents=True, exist_ok=True)
     keep = {f"{b.name}.png" for b in doc.images}
     for b in doc.images:
-        write_bytes_atomic(img_dir / f"{b.name}.png", b.png)
+        write_bytes(img_dir / f"{b.name}.png", b.png, shared=True)
     for old in img_dir.glob("*.png"):  # pictures of an earlier report that this one no longer has
         if old.name not in keep:
             old.unlink(missing_ok=True)
     html_path, md_path = out_dir / f"{stem}.html", out_dir / f"{stem}.md"
-    write_bytes_atomic(md_path, render_markdown(doc).encode("utf-8"))
-    write_bytes_atomic(html_path, render_html(doc).encode("utf-8"))
+    write_bytes(md_path, render_markdown(doc).encode("utf-8"), shared=True)
+    write_bytes(html_path, render_html(doc).encode("utf-8"), shared=True)
     return html_path, md_path

@@ -18,11 +18,13 @@ import datetime as dt
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from harness.report import RunFolder, _new_figure_context, _rel, _scenario_info, _section
-from harness.report_doc import Badge, Code, Doc, Link, write_doc
+from harness.report.doc import Badge, Code, Doc, Link, write_doc
+from harness.report.fmt import figure_context, rel, section
+from harness.report.load import RunFolder, scenario_info
 
 __all__ = ["build_compare", "main", "write_compare"]
 
@@ -33,14 +35,126 @@ def _labels(runs: list[RunFolder]) -> list[str]:
     return [f"{r.label} · {r.path.name}" if r.label in dup else r.label for r in runs]
 
 
+def _caveats(doc: Doc, runs: list[RunFolder], labels: list[str]) -> None:
+    """What makes the runs' numbers not comparable: sizes, severities, a CPU run."""
+    sizes = {lab: r.size for lab, r in zip(labels, runs, strict=True)}
+    if len(set(sizes.values())) > 1:
+        doc.note(
+            "the runs were made at different sizes ("
+            + ", ".join(f"{k}: {v}" for k, v in sizes.items())
+            + "); the same scenario does different work at each size, so its speedups are "
+            "not directly comparable",
+            kind="caveat",
+        )
+    sev: dict[str, dict[str, float]] = {}
+    for lab, r in zip(labels, runs, strict=True):
+        if "severity" not in r.runs:
+            continue
+        for s, g in r.runs.groupby("scenario", sort=False):
+            v = pd.to_numeric(g["severity"], errors="coerce").dropna()
+            if not v.empty:
+                sev.setdefault(str(s), {})[lab] = float(v.iloc[0])
+    for s, per in sev.items():
+        if len(set(per.values())) > 1:
+            doc.note(
+                f"{s} ran at different severities: "
+                + ", ".join(f"{k}: {v:g}" for k, v in per.items()),
+                kind="caveat",
+            )
+    if any(r.slug == "cpu" for r in runs):
+        doc.note(
+            "a CPU run is among these: its timings say nothing about GPU speedups",
+            kind="caveat",
+        )
+
+
+def _matrix(
+    doc: Doc, cells: pd.DataFrame, by_label: dict[str, Any], found: dict[str, Any], columns: str
+) -> None:
+    from analysis.plots.compare import compare_forest, compare_matrix
+
+    klass = {s: found[s].bottleneck for s in cells["scenario"].unique() if s in found}
+    shown = {s: f"{s}\n({k})" for s, k in klass.items()}
+    fig = compare_matrix(by_label, columns=columns, labels=shown)
+    doc.image(
+        "compare_matrix",
+        fig,
+        "speedup matrix faceted by GPU",
+        "One panel per run, same rows, columns and colour scale. Each cell: speedup over the "
+        "baseline of the same run and its 95% CI; grey: the pair does not apply (n/a) or did "
+        "not finish (its status).",
+    )
+    doc.image(
+        "compare_points",
+        compare_forest(cells),
+        "speedup per fix, GPUs side by side",
+        "The same numbers as points on one log axis, one marker per GPU, bars the 95% CI.",
+        width_px=1000,
+    )
+
+
+def _table(doc: Doc, cells: pd.DataFrame) -> None:
+    from analysis.plots.compare import compare_wide
+
+    wide = compare_wide(cells)
+    gpu_cols = [c for c in wide.columns if c not in ("scenario", "column", "variant")]
+    same = (wide["column"] == wide["variant"]) | (wide["variant"] == "")
+    show_col = not same.all()
+    header = ["scenario", *(["column"] if show_col else []), "variant", *gpu_cols]
+    rows = []
+    for r in wide.to_dict("records"):
+        rows.append(
+            [
+                r["scenario"],
+                *([r["column"]] if show_col else []),
+                r["variant"] or r["column"],
+                *[r[c] for c in gpu_cols],
+            ]
+        )
+    start = len(header) - len(gpu_cols)
+    doc.table(header, rows, numeric=range(start, len(header)))
+    doc.p(
+        Link("compare.csv", "compare.csv"),
+        ": the same numbers, one row per GPU x scenario x variant that ran "
+        "(pairs absent from every run are left out of this table).",
+    )
+
+
+def _runs(doc: Doc, runs: list[RunFolder], labels: list[str], out_dir: Path) -> None:
+    rows = []
+    for lab, r in zip(labels, runs, strict=True):
+        m = r.manifest or {}
+        report = r.path / "report.html"
+        rows.append(
+            [
+                lab,
+                Link(r.path.name, rel(report if report.is_file() else r.path, out_dir)),
+                r.gpu_name,
+                str(r.gpu.get("driver") or "–"),
+                str(m.get("torch", "–")),
+                str((m.get("nsys") or {}).get("version", "–")).replace(
+                    "NVIDIA Nsight Systems version ", ""
+                ),
+                r.size,
+                Badge(r.state_name, "ok" if r.complete else "inconclusive"),
+                r.created or "–",
+            ]
+        )
+    doc.table(
+        ["facet", "run folder", "GPU", "driver", "torch", "nsys", "size", "state", "created (UTC)"],
+        rows,
+    )
+    doc.p("Run folders: ", *[x for r in runs for x in (Code(str(r.path)), " ")], cls="sub")
+
+
 def build_compare(
     runs: list[RunFolder], out_dir: Path, *, columns: str = "auto"
 ) -> tuple[Doc, pd.DataFrame]:
     """The comparison document and its long table (``compare.csv``)."""
-    from analysis.plots.compare import compare_cells, compare_forest, compare_matrix, compare_wide
+    from analysis.plots.compare import compare_cells
 
-    _new_figure_context()
-    found, _ = _scenario_info()
+    figure_context()
+    found, _ = scenario_info()
     labels = _labels(runs)
     by_label = {lab: r.runs for lab, r in zip(labels, runs, strict=True)}
     cells = compare_cells(by_label, columns)
@@ -52,114 +166,13 @@ def build_compare(
         "python -m harness compare",
         cls="sub",
     )
-
-    def caveats() -> None:
-        sizes = {lab: r.size for lab, r in zip(labels, runs, strict=True)}
-        if len(set(sizes.values())) > 1:
-            doc.note(
-                "the runs were made at different sizes ("
-                + ", ".join(f"{k}: {v}" for k, v in sizes.items())
-                + "); the same scenario does different work at each size, so its speedups are "
-                "not directly comparable",
-                kind="caveat",
-            )
-        sev: dict[str, dict[str, float]] = {}
-        for lab, r in zip(labels, runs, strict=True):
-            if "severity" not in r.runs:
-                continue
-            for s, g in r.runs.groupby("scenario", sort=False):
-                v = pd.to_numeric(g["severity"], errors="coerce").dropna()
-                if not v.empty:
-                    sev.setdefault(str(s), {})[lab] = float(v.iloc[0])
-        for s, per in sev.items():
-            if len(set(per.values())) > 1:
-                doc.note(
-                    f"{s} ran at different severities: "
-                    + ", ".join(f"{k}: {v:g}" for k, v in per.items()),
-                    kind="caveat",
-                )
-        if any(r.slug == "cpu" for r in runs):
-            doc.note(
-                "a CPU run is among these: its timings say nothing about GPU speedups",
-                kind="caveat",
-            )
-
-    _section(doc, "caveats", caveats)
+    section(doc, "caveats", lambda: _caveats(doc, runs, labels))
     doc.h(2, "Speedup matrix by GPU", "matrix")
-
-    def matrix() -> None:
-        klass = {s: found[s].bottleneck for s in cells["scenario"].unique() if s in found}
-        shown = {s: f"{s}\n({k})" for s, k in klass.items()}
-        fig = compare_matrix(by_label, columns=columns, labels=shown)
-        doc.image(
-            "compare_matrix",
-            fig,
-            "speedup matrix faceted by GPU",
-            "One panel per run, same rows, columns and colour scale. Each cell: speedup over the "
-            "baseline of the same run and its 95% CI; grey: the pair does not apply (n/a) or did "
-            "not finish (its status).",
-        )
-        doc.image(
-            "compare_points",
-            compare_forest(cells),
-            "speedup per fix, GPUs side by side",
-            "The same numbers as points on one log axis, one marker per GPU, bars the 95% CI.",
-            width_px=1000,
-        )
-
-    _section(doc, "matrix", matrix)
+    section(doc, "matrix", lambda: _matrix(doc, cells, by_label, found, columns))
     doc.h(2, "Table", "table")
-
-    def table() -> None:
-        wide = compare_wide(cells)
-        gpu_cols = [c for c in wide.columns if c not in ("scenario", "column", "variant")]
-        same = (wide["column"] == wide["variant"]) | (wide["variant"] == "")
-        show_col = not same.all()
-        header = ["scenario", *(["column"] if show_col else []), "variant", *gpu_cols]
-        rows = []
-        for r in wide.to_dict("records"):
-            rows.append(
-                [
-                    r["scenario"],
-                    *([r["column"]] if show_col else []),
-                    r["variant"] or r["column"],
-                    *[r[c] for c in gpu_cols],
-                ]
-            )
-        start = len(header) - len(gpu_cols)
-        doc.table(header, rows, numeric=range(start, len(header)))
-        doc.p(
-            Link("compare.csv", "compare.csv"),
-            ": the same numbers, one row per GPU x scenario x variant that ran "
-            "(pairs absent from every run are left out of this table).",
-        )
-
-    _section(doc, "table", table)
+    section(doc, "table", lambda: _table(doc, cells))
     doc.h(2, "Runs", "runs")
-    rows = []
-    for lab, r in zip(labels, runs, strict=True):
-        m = r.manifest or {}
-        report = r.path / "report.html"
-        rows.append(
-            [
-                lab,
-                Link(r.path.name, _rel(report if report.is_file() else r.path, out_dir)),
-                r.gpu_name,
-                str(r.gpu.get("driver") or "–"),
-                str(m.get("torch", "–")),
-                str((m.get("nsys") or {}).get("version", "–")).replace(
-                    "NVIDIA Nsight Systems version ", ""
-                ),
-                r.size,
-                Badge(r.state_name, "ok" if r.state_name == "complete" else "inconclusive"),
-                r.created or "–",
-            ]
-        )
-    doc.table(
-        ["facet", "run folder", "GPU", "driver", "torch", "nsys", "size", "state", "created (UTC)"],
-        rows,
-    )
-    doc.p("Run folders: ", *[x for r in runs for x in (Code(str(r.path)), " ")], cls="sub")
+    _runs(doc, runs, labels, out_dir)
     return doc, cells
 
 

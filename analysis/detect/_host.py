@@ -1,0 +1,319 @@
+"""Why the GPU is idle: the training thread's timeline set against the GPU's, with a
+counterfactual for the syncs.
+
+Every moment of the steady window in which the GPU does nothing is attributed to what the main
+thread (the one that launches most kernels) was doing at that moment:
+
+- ``sync``: blocked in a call that waits for the GPU (stream/device/event synchronise, a
+  blocking device-to-host copy);
+- ``data``: in a *host stretch* (no CUDA call for at least ``stretch_ms``) that shows input
+  work: an OS-runtime file read or wait (a queue fed by loader workers, a pipe, a condition
+  variable) covering part of it, a host-to-device copy of the new batch right after it, or a
+  user NVTX range whose name hints at loading;
+- ``host``: in a host stretch without such evidence (CPU work of some other kind);
+- ``dispatch``: between and inside CUDA calls that come close together (Python, autograd and
+  launch overhead: the host cannot issue work as fast as the GPU finishes it);
+- ``queued``: none of the host's doing: the kernel that ends the gap had been launched before
+  the gap began (the GPU waited on another stream, an event or a copy engine).
+
+Syncs only *expose* host time: without them the host runs ahead and its work overlaps the
+GPU's. So the idle the syncs cost is counterfactual: with ``H`` the main thread's time not
+blocked in syncs and ``G`` the GPU's busy time, the window would take ``max(H, G)`` without
+them, and ``T - max(H, G)`` is the syncs' share. The rest of the idle, ``max(0, H - G)``, is
+the host's own pace, split between data, host and dispatch in proportion to the idle each
+covers. Each class's impact is therefore an estimate of the window share that removing that
+one cause would save.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from analysis import trace as T
+from analysis.detect import _common as C
+
+#: OS-runtime calls that mean the thread waits on other threads or processes for input: the
+#: polls, receives and (timed) semaphore waits of Python queues fed by loader workers or a
+#: pin-memory thread, and sleeps. Untimed ``pthread_cond_wait`` / mutex waits are left out: the
+#: main thread makes them while PyTorch's autograd thread runs the backward.
+WAIT_CALLS = (
+    "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "recv", "recvfrom",
+    "recvmsg", "sem_wait", "sem_timedwait", "sem_clockwait", "pthread_cond_timedwait",
+    "pthread_cond_clockwait", "nanosleep", "clock_nanosleep", "usleep", "sleep",
+)  # fmt: skip
+
+CAUSES = ("sync", "data", "host", "dispatch")
+
+
+@dataclass(frozen=True)
+class HostView:
+    """The attribution of one steady window (all times in ns)."""
+
+    tid: int
+    span_ns: int
+    gpu_busy_ns: int
+    blocked_ns: int
+    idle_by: dict[str, int]
+    saving_by: dict[str, float]
+    stretch_ns: dict[str, int]
+    evidence: dict[str, int] = field(default_factory=dict)
+    examples: dict[str, list[tuple[int, int]]] = field(default_factory=dict)
+
+    @property
+    def idle_ns(self) -> int:
+        return self.span_ns - self.gpu_busy_ns
+
+    def share(self, cause: str) -> float:
+        """Estimated share of the window that removing ``cause`` would save."""
+        return float(self.saving_by.get(cause, 0.0)) / max(1, self.span_ns)
+
+
+def _names(trace: T.Trace, names: tuple[str, ...] | list[str]) -> list[int]:
+    if not names:
+        return []
+    marks = ", ".join(f":n{i}" for i in range(len(names)))
+    sql = f"SELECT id FROM StringIds WHERE value IN ({marks})"
+    return [int(r[0]) for r in trace.query(sql, {f"n{i}": n for i, n in enumerate(names)})[1]]
+
+
+def _osrt(trace: T.Trace, st: C.Steady, tid: int, names: list[str] | tuple[str, ...]):
+    """Union of the thread's OS-runtime calls of these names in the window."""
+    ids = _names(trace, names)
+    if not trace.has("OSRT_API") or not ids:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    where = f"{C.WINDOW} AND t.globalTid = {int(tid)} AND t.nameId IN ({C.id_list(ids)})"
+    cols = {"start": "t.start", "end": 't."end"'}
+    rows = T.int_columns(trace, "OSRT_API", cols, where, {"lo": st.lo, "hi": st.hi}, few=True)
+    return C.union(np.clip(rows["start"], st.lo, None), np.clip(rows["end"], None, st.hi))
+
+
+def _hint_ranges(trace: T.Trace, st: C.Steady, tid: int, hints: list[str]):
+    """Union of the thread's NVTX ranges whose name contains a loading hint."""
+    if not trace.has("NVTX_EVENTS") or not hints:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    r = T.nvtx_ranges(trace, tid=tid, spans=[(st.lo, st.hi)])
+    r = r[r["end_ns"].notna() & r["text"].notna()]
+    low = r["text"].str.lower()
+    hit = np.zeros(len(r), bool)
+    for h in hints:
+        hit |= low.str.contains(h, regex=False).to_numpy(bool)
+    r = r[hit].astype({"end_ns": "int64"})
+    return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
+
+
+def _blocking(trace: T.Trace, st: C.Steady, act: C.Activity, calls: dict[str, np.ndarray]):
+    """Mask of the thread's calls that wait for the GPU: sync calls and device-to-host copies
+    that are synchronous or land in pageable memory."""
+    names = C.api_names(trace)
+    ids, inv = np.unique(calls["name"], return_inverse=True)  # resolve each name once
+    meta = [names.get(int(i), ("", "other")) for i in ids]
+    cat = np.array([c for _, c in meta], dtype=object)[inv]
+    is_async = np.array(["Async" in b for b, _ in meta], dtype=bool)[inv]
+    cp = act.take(act.kind == C.KIND_MEMCPY)
+    corr, first = np.unique(cp.corr, return_index=True)
+    direction, pageable = cp.direction[first], cp.pageable[first]
+    if corr.size:
+        pos = np.clip(np.searchsorted(corr, calls["corr"]), 0, corr.size - 1)
+        has = corr[pos] == calls["corr"]
+        d2h = has & (direction[pos] == C.DTOH)
+        pg = has & pageable[pos]
+    else:
+        d2h = pg = np.zeros(cat.size, bool)
+    return (cat == "sync") | ((cat == "memcpy") & d2h & (~is_async | pg))
+
+
+def _stretches(calls: dict[str, np.ndarray], st: C.Steady, min_ns: int):
+    """Gaps of at least ``min_ns`` between the thread's consecutive CUDA calls (window edges
+    count as calls): (start, end, index of the call that follows, -1 at the window end)."""
+    s, e = calls["start"], calls["end"]
+    ends = np.concatenate([[st.lo], np.maximum.accumulate(e) if e.size else e])
+    starts = np.concatenate([s, [st.hi]])
+    nxt = np.concatenate([np.arange(s.size), [-1]])
+    keep = (starts - ends) >= min_ns
+    return np.clip(ends[keep], st.lo, st.hi), np.clip(starts[keep], st.lo, st.hi), nxt[keep]
+
+
+def _h2d_follows(trace, act, calls, nxt, look: int) -> np.ndarray:
+    """For each stretch: is one of the next ``look`` CUDA calls a host-to-device copy?"""
+    cp = act.take((act.kind == C.KIND_MEMCPY) & (act.direction == C.HTOD))
+    h2d_corr = np.unique(cp.corr)
+    is_h2d = np.isin(calls["corr"], h2d_corr) if calls["corr"].size else np.zeros(0, bool)
+    out = np.zeros(nxt.size, bool)
+    for k in range(look):
+        idx = nxt + k
+        ok = (nxt >= 0) & (idx < is_h2d.size)
+        out[ok] |= is_h2d[idx[ok]]
+    return out
+
+
+def _who_launched(trace: T.Trace, st: C.Steady, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """(launching thread, stream) of each GPU item starting in [lo, hi), joined on the
+    correlation id with the window's launch and copy calls."""
+    parts = []
+    for table in (C.KERNEL, C.GRAPH, C.MEMCPY):
+        stream = "t.streamId" if trace.has(table, "streamId") else "0"
+        cols = {"corr": "t.correlationId", "stream": stream}
+        where = "t.start >= :lo AND t.start < :hi"
+        parts.append(T.int_columns(trace, table, cols, where, {"lo": lo, "hi": hi}, few=True))
+    corr = np.concatenate([p["corr"] for p in parts])
+    stream = np.concatenate([p["stream"] for p in parts])
+    calls = C.window_calls(trace, st)
+    if corr.size == 0 or calls["corr"].size == 0:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    order = np.argsort(calls["corr"], kind="stable")
+    rc, rt = calls["corr"][order], calls["tid"][order]
+    pos = np.clip(np.searchsorted(rc, corr), 0, rc.size - 1)
+    ok = rc[pos] == corr
+    return rt[pos][ok], stream[ok]
+
+
+def _issuing_threads(
+    trace: T.Trace, st: C.Steady, act: C.Activity, min_share: float
+) -> tuple[int, np.ndarray] | None:
+    """(main thread, threads that issue the training loop's GPU work), or None.
+
+    Read on a sample of the window (its first three steps, or its first fifth if longer): which thread
+    launched each kernel (by correlation id) onto which stream. The main thread is the step
+    thread when it launches, else the one launching most onto the busiest stream; the issuing
+    threads are those that launch a fair share onto the main thread's streams (PyTorch's autograd
+    thread, which runs the backward while the main thread waits), not those feeding streams of
+    their own (DALI's, a side loader's).
+    """
+    span = st.hi - st.lo
+    # three whole steps (a step's backward may come from another thread), at least a fifth
+    sample = min(span, max(span // 5, 3 * span // st.n_steps)) if st.n_steps else span // 5
+    tid_of, stream_of = _who_launched(trace, st, st.lo, st.lo + max(sample, 1))
+    if tid_of.size < 10:  # launches far ahead of their kernels: read the whole window
+        tid_of, stream_of = _who_launched(trace, st, st.lo, st.hi)
+    if tid_of.size == 0:
+        return None
+    if st.step_tid is not None and (tid_of == st.step_tid).any():
+        main = int(st.step_tid)
+    else:
+        streams, n = np.unique(stream_of, return_counts=True)
+        busiest = streams[np.argmax(n)]
+        tids, n = np.unique(tid_of[stream_of == busiest], return_counts=True)
+        main = int(tids[np.argmax(n)])
+    mine, n = np.unique(stream_of[tid_of == main], return_counts=True)
+    main_streams = mine[n >= 0.05 * n.sum()]
+    on = np.isin(stream_of, main_streams)
+    tids, n = np.unique(tid_of[on], return_counts=True)
+    issuing = tids[n >= min_share * n.sum()]
+    return main, np.union1d(issuing, [main]).astype(np.int64)
+
+
+def host_view(trace: T.Trace, cfg: Mapping[str, Any]) -> HostView | None:
+    """The attribution of the steady window, or None without CUDA API calls or a main thread
+    (a CPU capture). Cached per trace and settings."""
+    hc = cfg.get("host", {})
+    key = ("host_view", repr(sorted(hc.items())), repr(sorted(cfg.get("window", {}).items())))
+    cache = C._cache(trace)
+    if key in cache:
+        return cache[key]
+    cache[key] = result = _compute(trace, cfg, hc)
+    return result
+
+
+def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> HostView | None:
+    if not trace.has(C.RUNTIME) or not C.has_gpu(trace):
+        return None
+    st, act = C.steady_activity(trace, cfg)
+    found = _issuing_threads(trace, st, act, float(hc.get("min_launch_share", 0.02)))
+    if found is None:
+        return None
+    tid, issuing = found
+    every = C.window_calls(trace, st)
+    mine = np.isin(every["tid"], issuing) & (every["end"] > st.lo)
+    calls = {k: v[mine] for k, v in every.items()}
+    block = _blocking(trace, st, act, calls) & (calls["tid"] == tid)
+    bs, be = C.union(
+        np.clip(calls["start"][block], st.lo, None), np.clip(calls["end"][block], None, st.hi)
+    )
+
+    ss, se, nxt = _stretches(calls, st, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
+    rs, re_ = _osrt(trace, st, tid, list(hc.get("file_calls", ())))
+    ws, we = _osrt(trace, st, tid, list(hc.get("wait_calls", WAIT_CALLS)))
+    ns, ne = _hint_ranges(trace, st, tid, [h.lower() for h in hc.get("data_hints", ())])
+    length = np.maximum(1, se - ss)
+    ev_read = C.overlap_each(ss, se, rs, re_) > 0
+    ev_wait = C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length
+    ev_h2d = _h2d_follows(trace, act, calls, nxt, int(hc.get("h2d_lookahead_calls", 3)))
+    ev_nvtx = C.overlap_each(ss, se, ns, ne) >= 0.5 * length
+    is_data = ev_read | ev_wait | ev_h2d | ev_nvtx
+
+    gbs, gbe = C.busy(trace, st, act)
+    gs, ge = C.gaps(gbs, gbe, st.lo, st.hi)
+    idle_sync = int(C.overlap_each(gs, ge, bs, be).sum())
+    ds, de = C.union(ss[is_data], se[is_data])
+    hs, he = C.union(ss[~is_data], se[~is_data])
+    idle_data = int(C.overlap_each(gs, ge, ds, de).sum())
+    idle_host = int(C.overlap_each(gs, ge, hs, he).sum())
+    idle_total = C.length(gs, ge)
+    queued = _queued_gaps(trace, st, act, gs, ge)  # the next kernel was launched long before
+    idle_queued = C.length(gs[queued], ge[queued])
+    idle_dispatch = max(0, idle_total - idle_queued - idle_sync - idle_data - idle_host)
+
+    span, busy = st.span_ns, C.length(gbs, gbe)
+    blocked = C.length(bs, be)
+    host_time = span - blocked
+    sync_saving = float(max(0, span - max(host_time, busy)))
+    own_pace = float(max(0, min(idle_total - idle_queued, host_time - busy)))
+    pool = idle_data + idle_host + idle_dispatch
+    part = {c: (v / pool if pool else 0.0) for c, v in
+            (("data", idle_data), ("host", idle_host), ("dispatch", idle_dispatch))}  # fmt: skip
+    saving = {"sync": sync_saving} | {c: own_pace * p for c, p in part.items()}
+    return HostView(
+        tid=int(tid),
+        span_ns=span,
+        gpu_busy_ns=busy,
+        blocked_ns=blocked,
+        idle_by={
+            "sync": idle_sync,
+            "data": idle_data,
+            "host": idle_host,
+            "queued": idle_queued,
+            "dispatch": idle_dispatch,
+        },
+        saving_by=saving,
+        stretch_ns={"data": C.length(ds, de), "host": C.length(hs, he)},
+        evidence={
+            "read": int(ev_read.sum()),
+            "wait": int(ev_wait.sum()),
+            "h2d_after": int(ev_h2d.sum()),
+            "nvtx_hint": int(ev_nvtx.sum()),
+            "stretches": int(ss.size),
+        },
+        examples=_examples(gs, ge, ds, de, hs, he, bs, be),
+    )
+
+
+def _queued_gaps(
+    trace: T.Trace, st: C.Steady, act: C.Activity, gs: np.ndarray, ge: np.ndarray
+) -> np.ndarray:
+    """Mask of the idle gaps that the host did not cause: the kernel that ends the gap had
+    its launch call return before the gap began (the GPU waited on something else: another
+    stream, an event, a copy engine)."""
+    if gs.size == 0:
+        return np.zeros(0, bool)
+    k = act.take(act.kind == C.KIND_KERNEL)
+    if len(k) == 0:
+        return np.zeros(gs.size, bool)
+    i = np.clip(np.searchsorted(k.start, ge, side="left"), 0, len(k) - 1)
+    starts_gap_end = k.start[i] == ge
+    launch_end = C.launch_end_of(C.window_launches(trace, st), k.corr[i])
+    return starts_gap_end & np.isfinite(launch_end) & (launch_end < gs)
+
+
+def _examples(gs, ge, ds, de, hs, he, bs, be) -> dict[str, list[tuple[int, int]]]:
+    """The three longest idle gaps overlapping each kind of host interval."""
+    out: dict[str, list[tuple[int, int]]] = {}
+    for cause, (s, e) in {"data": (ds, de), "host": (hs, he), "sync": (bs, be)}.items():
+        hit = C.overlap_each(gs, ge, s, e) > 0
+        idx = np.flatnonzero(hit)
+        top = idx[np.argsort(-(ge[idx] - gs[idx]), kind="stable")[:3]]
+        out[cause] = [(int(gs[i]), int(ge[i])) for i in top]
+    return out

@@ -1,0 +1,361 @@
+"""The detectors' thresholds: keyword-only dataclasses, one per section, and the verdict's bar.
+
+This is the schema of the ``diagnosis`` config group: ``harness`` registers it in Hydra's
+ConfigStore (``conf/diagnosis/default.yaml`` only selects it), so ``harness run
+diagnosis.<section>.<key>=...`` overrides a value and ``manifest.json`` records them all;
+``harness diagnose`` and ``harness score`` read the same defaults through
+:func:`diagnosis_thresholds`. It lives in ``analysis`` (which never imports ``harness``).
+Every field is checked by the unit in its name (``*_share`` in 0..1, durations > 0, other
+numbers >= 0, names non-empty); adding a threshold is one field with a default and a docstring.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
+from pathlib import Path
+from typing import Any, ClassVar
+
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
+
+from bottlenecks import CLASSES
+
+__all__ = [
+    "MAIN_METRIC",
+    "DiagnosisConfig",
+    "ThresholdError",
+    "diagnosis_dict",
+    "diagnosis_thresholds",
+    "parse_overrides",
+]
+
+
+class ThresholdError(ValueError):
+    """A threshold or override is invalid; the message names the key and its range."""
+
+
+#: Each class's main metric (a key of its Finding's ``metrics``): the one reports plot and rank on.
+MAIN_METRIC: dict[str, str] = {
+    "data_stall": "data_load_share",
+    "pageable_copy": "pageable_h2d_share",
+    "launch_bound": "host_bound_share",
+    "host_sync": "sync_exposed_share",
+    "exposed_comm": "nccl_exposed_share",
+}
+
+_DURATION_SUFFIXES = ("_ns", "_us", "_ms", "_s")
+
+
+def _check_threshold(key: str, value: Any) -> None:
+    """Validate one threshold by the unit in its name (raises ValueError naming key and range)."""
+    if value is None or isinstance(value, bool):
+        return
+    if isinstance(value, (int, float)):
+        if not math.isfinite(value):
+            raise ValueError(f"{key} must be a finite number, got {value}")
+        if key.endswith("_share") and not 0.0 <= value <= 1.0:
+            raise ValueError(f"{key} must be in 0..1 (a share), got {value}")
+        if key.endswith(_DURATION_SUFFIXES) and value <= 0:
+            raise ValueError(f"{key} must be > 0 (a duration), got {value}")
+        if value < 0:
+            raise ValueError(f"{key} must be >= 0, got {value}")
+    elif isinstance(value, str) and not value.strip():
+        raise ValueError(f"{key} must be a non-empty name, got {value!r}")
+    elif isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_threshold(f"{key}[{i}]", item)
+
+
+@dataclass(kw_only=True)
+class _Section:
+    """One section of ``diagnosis``, checked field by field from the unit in each name.
+
+    ``*_share``: 0..1; durations ``*_ns``, ``*_us``, ``*_ms``, ``*_s``: > 0; any other number
+    (counts, rates, ratios): >= 0 and finite; strings (and list items): non-empty; None and bools
+    pass. A section whose fields need more (one bound below another, say) adds ``_check``.
+    """
+
+    SECTION: ClassVar[str] = ""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            _check_threshold(f"diagnosis.{self.SECTION}.{f.name}", getattr(self, f.name))
+        self._check()
+
+    def _check(self) -> None:
+        """Checks the naming rules cannot express; none by default."""
+
+
+@dataclass(kw_only=True)
+class WindowThresholds(_Section):
+    """The steady-state window every detector judges."""
+
+    SECTION: ClassVar[str] = "window"
+    use_nvtx: bool = True
+    """Use the harness' NVTX ``measure``/``step`` ranges when the report has them."""
+    find_iterations: bool = True
+    """Without them: find repeating iterations in the GPU work (else in NVTX ranges of any name)
+    and judge only those, leaving start-up (compile, autotuning, loader start) out."""
+    min_repeats: int = 5
+    """An iteration must repeat at least this often to count as the steady state."""
+    skip_iterations: int = 1
+    """Steady iterations dropped at the start (allocator, caches still warming)."""
+    outlier_factor: float = 3.0
+    """Leading or trailing iterations longer than this times the median are dropped (a compile
+    inside the first repeat, a tear-down after the last)."""
+    min_cover_share: float = 0.3
+    """The repeating iterations must hold at least this share of a stream's GPU items (less:
+    what repeats is a detail, such as one layer's kernels, not the loop)."""
+    anchor_candidates: int = 24
+    """The most frequent GPU items tried as an iteration's anchor."""
+    streams: int = 3
+    """The busiest streams of the busiest GPU searched for repeats."""
+    startup_skip_share: float = 0.2
+    """Last resort, when nothing repeats: drop this share of the span from the first kernel (or
+    first activity) to the last as start-up."""
+
+    def _check(self) -> None:
+        if self.startup_skip_share >= 1.0:
+            raise ValueError(
+                "diagnosis.window.startup_skip_share must be in 0..1 (exclusive of 1: something "
+                f"must be left to judge), got {self.startup_skip_share}"
+            )
+
+
+@dataclass(kw_only=True)
+class DataStallThresholds(_Section):
+    """data_stall: the GPU waits while the host loads the next batch."""
+
+    SECTION: ClassVar[str] = "data_stall"
+    range_name: str = "data_load"
+    """NVTX range the harness wraps batch loading in: on CPU captures the only evidence."""
+    min_data_load_share: float = 0.3
+    """CPU captures: ``range_name`` covers at least this share of step time."""
+    min_saving_share: float = 0.15
+    """Removing the input work would save at least this share of the window (~1.18x)."""
+
+
+@dataclass(kw_only=True)
+class HostThresholds(_Section):
+    """How the main thread's time is read (analysis/detect/_host.py), for data_stall,
+    launch_bound and host_sync alike."""
+
+    SECTION: ClassVar[str] = "host"
+    stretch_ms: float = 1.0
+    """A stretch without CUDA calls at least this long is host work, not launch overhead."""
+    min_launch_share: float = 0.02
+    """Threads launching at least this share of the loop's work onto its streams issue it
+    (the main thread and PyTorch's autograd thread)."""
+    file_calls: list[str] = field(
+        default_factory=lambda: [
+            *("read", "pread64", "pread", "readv", "preadv", "fread"),
+            *("open", "open64", "openat", "openat64", "fopen", "fopen64"),
+        ]
+    )
+    """OS-runtime calls in a stretch that mean the host reads input."""
+    min_wait_share: float = 0.3
+    """OS-runtime waits on other threads or processes (queue, pipe, semaphore) covering at
+    least this share of a stretch mean the host waits for input."""
+    h2d_lookahead_calls: int = 3
+    """A host-to-device copy among this many CUDA calls after a stretch: the new batch."""
+    data_hints: list[str] = field(
+        default_factory=lambda: [
+            *("data", "load", "fetch", "input", "decode", "augment", "prefetch", "collate"),
+        ]
+    )
+    """User NVTX range names (substrings) that mark input work: hints, never required."""
+
+
+@dataclass(kw_only=True)
+class PageableCopyThresholds(_Section):
+    """pageable_copy: host-to-device copies from pageable memory."""
+
+    SECTION: ClassVar[str] = "pageable_copy"
+    min_pageable_h2d_share: float = 0.05
+    """Pageable HtoD copies take at least this share of the window."""
+
+
+@dataclass(kw_only=True)
+class LaunchBoundThresholds(_Section):
+    """launch_bound: kernels too short to hide their launch cost."""
+
+    SECTION: ClassVar[str] = "launch_bound"
+    max_gap_us: float = 50.0
+    """Reported: an idle gap shorter than this, waiting on the kernel's launch call, is a launch
+    gap (``launch_gap_share``)."""
+    min_saving_share: float = 0.25
+    """A host that issued work instantly would save at least this share of the window."""
+
+
+@dataclass(kw_only=True)
+class HostSyncThresholds(_Section):
+    """host_sync: blocking device-to-host synchronisations that drain the GPU's queue."""
+
+    SECTION: ClassVar[str] = "host_sync"
+    min_syncs_per_step: float = 1.0
+    """At least this many blocking syncs per step ..."""
+    min_syncs_per_s: float = 10.0
+    """... or, without NVTX steps, this many per second."""
+    min_saving_share: float = 0.15
+    """Without the syncs the window would shrink by at least this share (~1.18x)."""
+
+
+@dataclass(kw_only=True)
+class ExposedCommThresholds(_Section):
+    """exposed_comm: collective time not overlapped by compute."""
+
+    SECTION: ClassVar[str] = "exposed_comm"
+    min_nccl_exposed_share: float = 0.1
+    """Mean, over the GPUs that run NCCL, of each one's NCCL kernel time not overlapped by its own
+    compute kernels, as a share of the window."""
+
+
+@dataclass(kw_only=True)
+class ExpertRulesConfig(_Section):
+    """Not a detector: the cross-check with nsys's own expert rules (``nsys analyze``,
+    analysis/expert_rules.py) at the end of ``harness run`` -> expert_rules.csv, crosscheck.csv."""
+
+    SECTION: ClassVar[str] = "expert_rules"
+    enabled: bool = True
+    """False: skip it (no ``nsys analyze`` calls at all)."""
+    timeout_s: float = 300.0
+    """Per rule and report; a rule that takes longer is an ``error`` row."""
+    budget_s: float = 900.0
+    """For the whole run; reports after that get ``skipped`` rows."""
+
+
+@dataclass(kw_only=True)
+class DiagnosisConfig:
+    """The detectors' thresholds and the verdict's bar: the ``diagnosis`` config group."""
+
+    window: WindowThresholds = field(default_factory=WindowThresholds)
+    """The steady-state window every detector judges."""
+    host: HostThresholds = field(default_factory=HostThresholds)
+    """How the main thread's time is read."""
+    data_stall: DataStallThresholds = field(default_factory=DataStallThresholds)
+    """Thresholds of the data_stall detector."""
+    pageable_copy: PageableCopyThresholds = field(default_factory=PageableCopyThresholds)
+    """Thresholds of the pageable_copy detector."""
+    launch_bound: LaunchBoundThresholds = field(default_factory=LaunchBoundThresholds)
+    """Thresholds of the launch_bound detector."""
+    host_sync: HostSyncThresholds = field(default_factory=HostSyncThresholds)
+    """Thresholds of the host_sync detector."""
+    exposed_comm: ExposedCommThresholds = field(default_factory=ExposedCommThresholds)
+    """Thresholds of the exposed_comm detector."""
+    expert_rules: ExpertRulesConfig = field(default_factory=ExpertRulesConfig)
+    """The nsys expert-rules cross-check."""
+    verdict_min_ci_low: float = 1.1
+    """A scenario is confirmed only when its best fix's speedup CI lower bound reaches this."""
+    main_metric: dict[str, str] = field(default_factory=lambda: dict(MAIN_METRIC))
+    """Class -> the metric its finding is judged and plotted on; one per class."""
+
+    def __post_init__(self) -> None:
+        if not (math.isfinite(self.verdict_min_ci_low) and self.verdict_min_ci_low >= 1.0):
+            raise ValueError(
+                "diagnosis.verdict_min_ci_low must be >= 1.0 (a speedup: below 1 would confirm a "
+                f"fix that is slower), got {self.verdict_min_ci_low}"
+            )
+        unknown = sorted(set(self.main_metric) - set(CLASSES))
+        if unknown:
+            raise ValueError(
+                f"diagnosis.main_metric.{unknown[0]}: not a bottleneck class; the keys must be "
+                f"the classes {list(CLASSES)}"
+            )
+        missing = [k for k in CLASSES if k not in self.main_metric]
+        if missing:
+            raise ValueError(f"diagnosis.main_metric lacks a metric for {missing}")
+        for klass, metric in self.main_metric.items():
+            if not (isinstance(metric, str) and metric.isidentifier()):
+                raise ValueError(
+                    f"diagnosis.main_metric.{klass} must be a metric name (a key of the "
+                    f"finding's metrics, e.g. {MAIN_METRIC[klass]!r}), got {metric!r}"
+                )
+
+
+def diagnosis_dict(cfg: Any) -> dict[str, Any]:
+    """The thresholds the detectors and verdicts take, as a plain nested dict, validated.
+
+    ``cfg``: the composed run config (DictConfig or SuiteConfig), its ``diagnosis`` node, or a
+    DiagnosisConfig.
+    """
+    if hasattr(cfg, "diagnosis") and not isinstance(cfg, DictConfig):
+        cfg = cfg.diagnosis
+    elif isinstance(cfg, DictConfig) and "diagnosis" in cfg:
+        cfg = cfg.diagnosis
+    if not isinstance(cfg, DiagnosisConfig):
+        cfg = _to_diagnosis(OmegaConf.merge(OmegaConf.structured(DiagnosisConfig), cfg))
+    return asdict(cfg)
+
+
+def _to_diagnosis(node: DictConfig) -> DiagnosisConfig:
+    """Run every section's ``__post_init__`` (a ValueError names the key and its range)."""
+    return OmegaConf.to_object(node)  # type: ignore[return-value]
+
+
+def diagnosis_thresholds(
+    overrides: Mapping[str, Any] | None = None, path: Path | None = None
+) -> dict[str, Any]:
+    """The thresholds without a Hydra run (``harness diagnose``, ``harness score``): the
+    schema's defaults, the values the yaml at ``path`` sets (its defaults list is not followed),
+    then ``overrides`` (nested, e.g. ``{"host": {"stretch_ms": 2.0}}``), validated."""
+    layers: list[tuple[Any, str]] = []
+    if path is not None:
+        from_file = OmegaConf.load(path)
+        if isinstance(from_file, DictConfig) and "defaults" in from_file:
+            from_file.pop("defaults")
+        layers.append((from_file, str(path)))
+    layers.append((overrides or {}, "the overrides"))
+    node = OmegaConf.structured(DiagnosisConfig)
+    for layer, where in layers:
+        try:
+            node = OmegaConf.merge(node, layer)  # type: ignore[assignment]
+        except OmegaConfBaseException as exc:
+            raise ThresholdError(_merge_error(exc, where)) from exc
+    try:
+        return diagnosis_dict(_to_diagnosis(node))
+    except ValueError as exc:
+        raise ThresholdError(str(exc)) from exc
+
+
+def _merge_error(exc: OmegaConfBaseException, where: str) -> str:
+    key = f"diagnosis.{getattr(exc, 'full_key', '') or '?'}"
+    if isinstance(exc, ConfigKeyError):
+        section = key.rsplit(".", 1)[0]
+        known = _known_keys(section.removeprefix("diagnosis."))
+        return f"{key} (in {where}) is not a diagnosis setting; {section} has: {', '.join(known)}"
+    return f"{key} (in {where}): {str(exc).splitlines()[0]}"
+
+
+def _known_keys(section: str) -> list[str]:
+    node: Any = DiagnosisConfig
+    for part in [p for p in section.split(".") if p]:
+        hints = {f.name: f for f in fields(node)} if is_dataclass(node) else {}
+        if part not in hints:
+            break
+        node = hints[part].default_factory()  # type: ignore[misc]
+    return [f.name for f in fields(node)] if is_dataclass(node) else []
+
+
+def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["data_stall.min_saving_share=0.2", ...]`` (a leading ``diagnosis.`` is optional) as
+    the nested dict ``load_thresholds`` takes; values are parsed as YAML and checked against the
+    schema here, so a bad one is a ThresholdError naming the key and its range."""
+    dotlist = []
+    for item in items:
+        key, eq, value = item.partition("=")
+        key = key.strip().removeprefix("diagnosis.")
+        if not eq or not key:
+            raise ThresholdError(
+                f"a threshold override is KEY=VALUE, e.g. data_stall.min_saving_share=0.2; "
+                f"got {item!r}"
+            )
+        dotlist.append(f"{key}={value}")
+    over: dict[str, Any] = OmegaConf.to_container(OmegaConf.from_dotlist(dotlist))  # type: ignore[assignment]
+    return _typed(over, diagnosis_thresholds(over))
+
+
+def _typed(over: Mapping[str, Any], full: Mapping[str, Any]) -> dict[str, Any]:
+    """``over``'s keys with the schema's typed values from ``full`` (``2`` -> ``2.0``)."""
+    return {k: _typed(v, full[k]) if isinstance(v, Mapping) else full[k] for k, v in over.items()}

@@ -1,0 +1,79 @@
+"""The suite's vocabulary, defined once: bottleneck classes and the NVTX range names.
+
+Both ``scenarios/`` (which emit the ranges and declare the class they inject) and ``analysis/``
+(which reads them back from an nsys export) import this package; it imports neither of them nor
+``harness``, so there is no cycle between the packages. ``phase`` and ``mark`` are the
+scenario-writing API: every range a workload opens goes through them.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from enum import Enum
+
+__all__ = [
+    "CLASSES",
+    "MEASURE",
+    "PHASES",
+    "STEP",
+    "Klass",
+    "mark",
+    "phase",
+]
+
+
+class Klass(str, Enum):
+    """A bottleneck class: one detector each (``analysis/detect/<value>.py``)."""
+
+    DATA_STALL = "data_stall"
+    PAGEABLE_COPY = "pageable_copy"
+    LAUNCH_BOUND = "launch_bound"
+    HOST_SYNC = "host_sync"
+    EXPOSED_COMM = "exposed_comm"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+#: The class names, in the order reports list them.
+CLASSES: tuple[str, ...] = tuple(k.value for k in Klass)
+
+#: NVTX range around each iteration, and around the measured window.
+STEP = "step"
+MEASURE = "measure"
+
+#: Phase ranges the analysis understands inside a step (scenarios may add others).
+PHASES: tuple[str, ...] = ("data_load", "h2d", "forward", "backward", "optimizer", "comm", "sync")
+DATA_LOAD, H2D, FORWARD, BACKWARD, OPTIMIZER, COMM, SYNC = PHASES
+
+_COLORS = {
+    STEP: "grey",
+    MEASURE: "black",
+    DATA_LOAD: "orange",
+    H2D: "red",
+    FORWARD: "green",
+    BACKWARD: "blue",
+    OPTIMIZER: "purple",
+    COMM: "yellow",
+    SYNC: "cyan",
+}
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Open an NVTX push/pop range called ``name`` on the calling thread."""
+    import nvtx  # lazy: analysis imports this package without needing nvtx
+
+    nvtx.push_range(name, color=_COLORS.get(name, "white"))
+    try:
+        yield
+    finally:
+        nvtx.pop_range()
+
+
+def mark(name: str) -> None:
+    """An instantaneous NVTX marker (e.g. a compile finished)."""
+    import nvtx
+
+    nvtx.mark(name)

@@ -1,0 +1,309 @@
+"""Running one worker command: its own session, a timeout, a whole-group kill, its outcome.
+
+Also the profile's side: waiting for an nsys that writes its report in the background, and
+exporting and checking that report. Knows processes and files, not the suite's plan.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from harness import nsys as nsys_mod
+from harness import runfolder as rf
+from harness import signals
+from harness.forkserver import ForkServer, ForkServerError
+from harness.runfolder import Status
+from harness.worker import LAUNCHED_AT_ENV, OOM_EXIT_CODE, OOM_MARKER
+
+
+def _descendants(pid: int) -> list[int]:
+    """Every process below ``pid``, from /proc (empty where there is no /proc)."""
+    children: dict[int, list[int]] = {}
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            ppid = int(stat.read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError, ValueError):
+            continue
+        children.setdefault(ppid, []).append(int(stat.parent.name))
+    found, todo = [], [pid]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal_all(pgid: int, pids: list[int], sig: signal.Signals) -> None:
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, sig)
+    for pid in pids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def kill_group(proc: Any, grace_s: float = 5.0) -> None:
+    """Terminate the worker's process group (loader workers, nsys) and every descendant that
+    left it: torchrun starts each rank in a session of its own, out of the group's reach.
+
+    Descendants are listed before the first signal, since once their parent dies they are
+    re-parented and can no longer be told apart. SIGTERM first (workers unwind and clean up),
+    SIGKILL for whatever is left once the leader is gone or the grace time is over.
+    """
+    family = _descendants(proc.pid)
+    _signal_all(proc.pid, family, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=grace_s)
+    family += [pid for pid in _descendants(proc.pid) if pid not in family]
+    _signal_all(proc.pid, family, signal.SIGKILL)
+    proc.wait()
+
+
+def _remove_partial(out_dir: Path) -> None:
+    """Drop temp files of atomic writes a killed worker could not clean up (SIGKILL)."""
+    for tmp in out_dir.glob(".*.tmp"):
+        tmp.unlink(missing_ok=True)
+
+
+def tail(path: Path, n: int = 15) -> str:
+    try:
+        lines = path.read_text(errors="replace").splitlines()
+    except OSError:
+        return ""
+    return "\n".join(lines[-n:])
+
+
+@dataclass
+class Outcome:
+    status: Status
+    error: str = ""
+    returncode: int | None = None
+    wall_s: float = 0.0
+    export_s: float | None = None
+    """Seconds ``nsys export`` took (profile phase); None: not exported (yet)."""
+    finalize_s: float | None = None
+    """Seconds nsys went on writing its report after the worker had ended, in the background
+    (nsys.background_finalize); None: waited for in line (included in ``wall_s``)."""
+    finishing: Any = field(default=None, repr=False, compare=False)
+    """The nsys process still writing its report (not recorded)."""
+
+    def record(self) -> dict[str, Any]:
+        """The JSON-safe fields, for status.json."""
+        record = asdict(replace(self, finishing=None))
+        del record["finishing"]
+        record["status"] = Status(self.status).value
+        return record
+
+
+def run_process(
+    cmd: list[str],
+    out_dir: Path,
+    timeout_s: float,
+    label: str,
+    memory_cap_gb: float | None = None,
+    extra_env: dict[str, str] | None = None,
+    forkserver: ForkServer | None = None,
+    detach_when: Callable[[Any], bool] | None = None,
+) -> Outcome:
+    """Run one worker command (argument list) in its own session with a timeout; through the
+    fork server when one is given (``python -m harness.worker`` commands only).
+
+    ``detach_when(proc)``: polled while the command runs; once it is true the command is left
+    to finish on its own and returned as the outcome's ``finishing`` (an nsys writing its
+    report after the profiled worker has ended), to be waited for with :func:`finish`.
+    Any exception while it runs (a stop signal: :class:`harness.signals.Interrupted`) kills its
+    process group before it propagates.
+    """
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_AT_ENV: repr(time.time())})
+    for key, value in (extra_env or {}).items():
+        env.setdefault(key, value)  # the user's own setting wins
+    t0 = time.perf_counter()
+    proc: Any = None
+    try:
+        if forkserver is not None:  # held against stop signals: no worker starts unseen
+            with contextlib.suppress(ForkServerError), signals.deferred():
+                proc = forkserver.spawn(cmd, out_dir / rf.STDOUT, out_dir / rf.STDERR, env)
+        if proc is None:  # no fork server, or it is gone: start this one the usual way
+            proc = _popen(cmd, out_dir, env)
+        if detach_when is not None and _wait_or_detach(proc, timeout_s, detach_when):
+            return Outcome(Status.FINALIZING, "", None, time.perf_counter() - t0, finishing=proc)
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        _remove_partial(out_dir)
+        return Outcome(
+            Status.TIMEOUT,
+            f"{label} did not finish within harness.timeout_s={timeout_s:g} s; its process "
+            f"group was killed. Last lines of stderr:\n{tail(out_dir / rf.STDERR)}",
+            None,
+            time.perf_counter() - t0,
+        )
+    except BaseException:
+        if proc is not None:
+            kill_group(proc)
+        _remove_partial(out_dir)
+        raise
+    return _ended(rc, time.perf_counter() - t0, out_dir, label, memory_cap_gb)
+
+
+def _popen(cmd: list[str], out_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+    """A new interpreter in a session of its own, logging to the unit folder."""
+    with open(out_dir / rf.STDOUT, "wb") as out, open(out_dir / rf.STDERR, "wb") as err:
+        return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
+
+
+def _ended(rc: int, wall: float, out_dir: Path, label: str, memory_cap_gb: float | None) -> Outcome:
+    """The outcome of a worker that exited with ``rc`` on its own."""
+    err_tail = tail(out_dir / rf.STDERR)
+    if rc == OOM_EXIT_CODE or OOM_MARKER in err_tail:
+        said = next((ln for ln in err_tail.splitlines() if OOM_MARKER in ln), "")
+        return Outcome(
+            Status.OOM,
+            f"{label} ran out of memory after {wall:.1f} s "
+            f"({said.split(OOM_MARKER, 1)[-1].strip() or f'exit code {rc}'}). On the CPU each "
+            f"worker's address space is capped by harness.memory_cap_gb={memory_cap_gb} GiB "
+            "(null: no cap); raise it or run a smaller size. On a GPU this is CUDA running out of "
+            "device memory: lower the scenario's batch size or severity. Other variants' results "
+            f"are kept; full stderr in {out_dir / rf.STDERR}.",
+            rc,
+            wall,
+        )
+    if rc != 0:
+        return Outcome(
+            Status.FAILED,
+            f"{label} exited with code {rc} after {wall:.1f} s. Last lines of stderr "
+            f"({out_dir / rf.STDERR}):\n{err_tail}",
+            rc,
+            wall,
+        )
+    if not (out_dir / rf.RESULT).is_file():
+        return Outcome(Status.NO_RESULT, f"{label} exited 0 but wrote no result.json", rc, wall)
+    return Outcome(Status.OK, "", rc, wall)
+
+
+def _wait_or_detach(proc: Any, timeout_s: float, detach_when: Callable[[Any], bool]) -> bool:
+    """Wait until ``proc`` ends (False) or ``detach_when(proc)`` holds (True); raises
+    :class:`subprocess.TimeoutExpired` after ``timeout_s``."""
+    deadline = time.monotonic() + timeout_s
+    while proc.poll() is None:
+        if detach_when(proc):
+            return True
+        if time.monotonic() > deadline:
+            raise subprocess.TimeoutExpired(proc.args, timeout_s)
+        time.sleep(0.2)
+    return False
+
+
+def worker_has_ended(out_dir: Path) -> Callable[[Any], bool]:
+    """For ``detach_when``: the worker under this nsys wrote its result.json and no
+    ``harness.worker`` process (nor torchrun launching one) is left below nsys."""
+
+    def ended(proc: Any) -> bool:
+        if not (out_dir / rf.RESULT).is_file():
+            return False
+        for pid in _descendants(proc.pid):
+            try:
+                cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
+            except OSError:
+                continue
+            if b"harness.worker" in cmdline:
+                return False
+        return True
+
+    return ended
+
+
+def finish(outcome: Outcome, out_dir: Path, timeout_s: float, label: str) -> Outcome:
+    """Wait for the nsys a profiled outcome left writing its report (see ``detach_when``)."""
+    proc = outcome.finishing
+    if proc is None:
+        return outcome
+    t0 = time.perf_counter()
+    try:
+        rc = proc.wait(timeout=timeout_s)
+    except subprocess.TimeoutExpired:
+        kill_group(proc)
+        return replace(
+            outcome,
+            status=Status.EVIDENCE_FAILED,
+            error=f"{label}: nsys was still writing its report {timeout_s:g} s after the "
+            f"worker ended; killed. Last lines of its output:\n{tail(out_dir / rf.STDOUT)}",
+            finalize_s=time.perf_counter() - t0,
+            finishing=None,
+        )
+    done = replace(
+        outcome,
+        status=Status.OK,
+        returncode=rc,
+        finalize_s=time.perf_counter() - t0,
+        finishing=None,
+    )
+    if rc != 0:
+        return replace(
+            done,
+            status=Status.EVIDENCE_FAILED,
+            error=f"{label}: nsys exited with code {rc} while writing its report. Last lines "
+            f"of its output:\n{tail(out_dir / rf.STDOUT)}\n{tail(out_dir / rf.STDERR)}",
+        )
+    return done
+
+
+def check_export(sqlite: Path) -> str:
+    """Empty string when the export opens and holds NVTX step ranges; else what is wrong."""
+    from analysis.trace import TraceError, nvtx_ranges, open_trace
+
+    try:
+        with open_trace(sqlite) as trace:
+            ranges = nvtx_ranges(trace)
+    except TraceError as exc:
+        return f"the SQLite export is unusable: {exc}"
+    if not (ranges["text"] == "step").any():
+        return f"the SQLite export {sqlite.name} holds no NVTX 'step' range (capture window empty?)"
+    return ""
+
+
+def export_report(
+    nsys: nsys_mod.Nsys, label: str, base: Path, outcome: Outcome, timeout_s: float
+) -> Outcome:
+    """Export ``base``.nsys-rep to SQLite and check it; ``outcome`` with ``export_s`` set, or
+    ``evidence_failed`` saying what went wrong (importer, export, the SQLite file)."""
+    t0 = time.perf_counter()
+    done = _export_checked(nsys, label, base, outcome, timeout_s)
+    return replace(done, export_s=time.perf_counter() - t0)
+
+
+def _export_checked(
+    nsys: nsys_mod.Nsys, label: str, base: Path, outcome: Outcome, timeout_s: float
+) -> Outcome:
+    rep, qdstrm, sqlite = (base.with_suffix(e) for e in rf.REPORT_SUFFIXES)
+    out_dir = base.parent
+    log = tail(out_dir / rf.STDOUT, 30) + "\n" + tail(out_dir / rf.STDERR, 30)
+
+    def failed(msg: str) -> Outcome:
+        return Outcome(Status.EVIDENCE_FAILED, msg, outcome.returncode, outcome.wall_s)
+
+    if not rep.is_file():
+        if qdstrm.is_file():
+            return failed(nsys_mod.qdstrm_message(nsys, qdstrm, log))
+        return failed(f"{label}: nsys finished but wrote no report. nsys said: {log[-400:]}")
+    cmd = nsys_mod.export_command(nsys, rep, sqlite)
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+    except subprocess.TimeoutExpired:
+        return failed(
+            f"{label}: nsys export took longer than nsys.export_timeout_s={timeout_s:g} s"
+        )
+    if proc.returncode != 0 or not sqlite.is_file():
+        return failed(
+            f"{label}: nsys export --type sqlite failed (exit {proc.returncode}): "
+            f"{(proc.stdout + proc.stderr).strip()[-400:]}"
+        )
+    problem = check_export(sqlite)
+    return failed(f"{label}: {problem}") if problem else outcome

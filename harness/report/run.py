@@ -1,0 +1,102 @@
+"""One run folder's report: the sections in order, each guarded so a failure shows as a note."""
+
+from __future__ import annotations
+
+import datetime as dt
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from harness.report.diagnosis import detectors_section, fix_effect_section, main_metrics
+from harness.report.doc import Doc, Link, write_doc
+from harness.report.fmt import figure_context, section
+from harness.report.load import RunFolder, scenario_info
+from harness.report.sections import (
+    confusion_section,
+    matrix_section,
+    scenario_classes,
+    summary_section,
+    verdicts_section,
+)
+from harness.report.variants import environment_section, scenario_section, variants_section
+
+__all__ = ["build_run_report", "write_run_report"]
+
+
+def build_run_report(
+    run: RunFolder,
+    out_dir: Path,
+    *,
+    steps: int = 2,
+    timelines: bool = True,
+    found: dict[str, Any] | None = None,
+    main_metric: Mapping[str, str] | None = None,
+) -> Doc:
+    """The report of one run folder as a :class:`Doc` (render with ``write_doc``).
+
+    ``main_metric`` maps each bottleneck class to the findings.csv metric its fixes are judged
+    by (default: the run's own ``diagnosis.main_metric`` from manifest.json, else the config's).
+    """
+    figure_context()
+    if found is None:
+        found, _ = scenario_info()
+    name = run.path.name
+    doc = Doc(f"bottleneck-suite report: {name}")
+    doc.h(1, f"bottleneck-suite report: {name}", "top")
+    doc.p(
+        f"{run.gpu_name} · size {run.size} · state {run.state_name} · "
+        f"written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by python -m harness report",
+        cls="sub",
+    )
+    scen = run.scenarios()
+    classes = scenario_classes(run, found)
+    sections: list[tuple[str, str, Any]] = [
+        ("Summary", "summary", lambda: summary_section(doc, run, found, out_dir)),
+        ("Speedup matrix", "matrix", lambda: matrix_section(doc, run, found)),
+        ("Verdicts", "verdicts", lambda: verdicts_section(doc, run, found)),
+        ("Detector findings", "detectors", lambda: detectors_section(doc, run)),
+        ("What each fix removed", "fix-effect",
+         lambda: fix_effect_section(doc, run, classes, main_metrics(run, main_metric))),
+        ("Confusion matrix", "confusion", lambda: confusion_section(doc, run)),
+        ("Variants: timings, probe effect, profiles", "variants",
+         lambda: variants_section(doc, run, out_dir)),
+    ]  # fmt: skip
+    nav: list[Any] = []
+    short = {"detectors": "Detectors", "fix-effect": "Fix effect", "confusion": "Confusion",
+             "variants": "Variants"}  # fmt: skip
+    for title, anchor, _ in sections:
+        nav += [Link(short.get(anchor, title), f"#{anchor}"), " · "]
+    for s in scen:
+        nav += [Link(s, f"#scenario-{s}"), " · "]
+    nav += [Link("Environment", "#environment")]
+    doc.p(*nav, cls="nav")
+    for title, anchor, build in sections:
+        doc.h(2, title, anchor)
+        section(doc, anchor, build)
+    if not scen:
+        doc.h(2, "Scenarios", "scenarios")
+        doc.note(run.why_missing("runs.csv"))
+    for s in scen:
+        doc.h(2, f"{s}: {found[s].title if s in found else s}", f"scenario-{s}")
+        section(doc, s, lambda s=s: scenario_section(doc, run, s, found, out_dir, steps, timelines))
+    doc.h(2, "Environment", "environment")
+    section(doc, "environment", lambda: environment_section(doc, run, out_dir))
+    return doc
+
+
+def write_run_report(
+    run_dir: Path,
+    out_dir: Path | None = None,
+    *,
+    steps: int = 2,
+    timelines: bool = True,
+    found: dict[str, Any] | None = None,
+    main_metric: Mapping[str, str] | None = None,
+) -> tuple[Path, Path]:
+    """Write ``report.html``, ``report.md`` and ``report/*.png`` for one run folder."""
+    run = RunFolder.load(Path(run_dir))
+    out = Path(out_dir) if out_dir is not None else run.path
+    doc = build_run_report(
+        run, out, steps=steps, timelines=timelines, found=found, main_metric=main_metric
+    )
+    return write_doc(doc, out)

@@ -1,0 +1,297 @@
+"""The run folder's format, in one place: paths, unit discovery, states, reading and writing.
+
+A run folder is ``<results_dir>/<utc-time>_<gpu>/`` with the run's tables at its top and one
+folder per worker process, ``<scenario>/<variant>/<phase>/``, where ``<phase>`` is
+``timing-<r>`` (an unprofiled timing round) or ``profile`` (the run under nsys). Node ``k`` of a
+multi-node run writes a run folder of its own inside node 0's, ``node<k>/``.
+
+Every other module asks this one for a path, a phase name, a status or a table name, so the
+layout can change in one file. Nothing here imports torch, pandas or the scenarios.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from dataclasses import dataclass
+from enum import Enum
+from pathlib import Path
+from typing import Any
+
+from harness.atomic import ResultWriteError, write_bytes, write_frame, write_json, write_text
+
+__all__ = [
+    "ResultWriteError",
+    "write_bytes",
+    "write_frame",
+    "write_json",
+    "write_text",
+]
+
+# -- states ---------------------------------------------------------------------------------
+
+
+class Status(str, Enum):
+    """How one unit (worker process) ended: ``status.json``'s ``status`` and ``runs.csv``'s."""
+
+    OK = "ok"
+    """Finished; its result.json (and, for a profile, its export) is good."""
+    SKIPPED = "skipped"
+    """Not run on this machine (needs a GPU, more GPUs, or one node); the reason is the error."""
+    FAILED = "failed"
+    """The worker exited non-zero (runs.csv: any phase of the variant failed)."""
+    OOM = "oom"
+    """The worker ran out of memory (host cap or CUDA)."""
+    TIMEOUT = "timeout"
+    """The worker ran past harness.timeout_s; its process group was killed."""
+    EVIDENCE_FAILED = "evidence_failed"
+    """The profile's worker finished but nsys's report or its SQLite export is unusable."""
+    NO_RESULT = "no_result"
+    """The worker exited 0 without writing result.json."""
+    FINALIZING = "finalizing"
+    """A profile whose nsys still writes its report in the background (never final)."""
+    MISSING = "missing"
+    """runs.csv only: the variant has neither a result nor an error (not run yet)."""
+
+    @property
+    def finished(self) -> bool:
+        """A resumed run does not run this unit again."""
+        return self in (Status.OK, Status.SKIPPED)
+
+    @property
+    def is_failure(self) -> bool:
+        """Counts as a failure of the run (non-zero exit)."""
+        return self not in (Status.OK, Status.SKIPPED, Status.FINALIZING, Status.MISSING)
+
+
+class RunState(str, Enum):
+    """``state.json``'s ``state``: where the whole run stands."""
+
+    RUNNING = "running"
+    COMPLETE = "complete"
+    FAILED = "failed"
+    INTERRUPTED = "interrupted"
+
+
+# -- names ----------------------------------------------------------------------------------
+
+MANIFEST = "manifest.json"
+STATE = "state.json"
+WALL_TIME = "wall_time.json"
+LOCK = ".lock"
+
+#: Files in a unit's folder.
+SPEC = "spec.json"
+RESULT = "result.json"
+STATUS = "status.json"
+STDOUT = "stdout.log"
+STDERR = "stderr.log"
+
+PROFILE = "profile"
+TIMING_PREFIX = "timing-"
+
+#: The run's tables (``<name>.csv`` in the run folder; ``runs`` also as Parquet).
+TABLE_NAMES = (
+    "runs",
+    "timings",
+    "diagnosis",
+    "findings",
+    "verdicts",
+    "confusion",
+    "detector_scores",
+    "gpu_work",
+    "expert_rules",
+    "crosscheck",
+)
+
+#: A profile's report files, by suffix.
+REPORT_SUFFIX = ".nsys-rep"
+QDSTRM_SUFFIX = ".qdstrm"
+SQLITE_SUFFIX = ".sqlite"
+REPORT_SUFFIXES = (REPORT_SUFFIX, QDSTRM_SUFFIX, SQLITE_SUFFIX)
+
+
+def timing_phase(r: int) -> str:
+    """The phase name of timing round ``r`` (1-based)."""
+    if r < 1:
+        raise ValueError(f"timing rounds count from 1, not {r}")
+    return f"{TIMING_PREFIX}{r}"
+
+
+def is_timing(phase: str) -> bool:
+    return phase.startswith(TIMING_PREFIX)
+
+
+def is_profile(phase: str) -> bool:
+    return phase == PROFILE
+
+
+def first_timing(phase: str) -> bool:
+    """The first timing round: things said once per variant are said here."""
+    return phase == timing_phase(1)
+
+
+def phases(repeats: int, profiled: bool) -> list[str]:
+    """A variant's phases in run order: ``timing-1..repeats``, then ``profile``."""
+    return [timing_phase(r) for r in range(1, repeats + 1)] + ([PROFILE] if profiled else [])
+
+
+def table_path(run_dir: Path, name: str, suffix: str = ".csv") -> Path:
+    """``<run>/<name>.csv`` (or another suffix) of one of :data:`TABLE_NAMES`."""
+    if name not in TABLE_NAMES:
+        raise ValueError(f"unknown table {name!r}; the run's tables are {', '.join(TABLE_NAMES)}")
+    return Path(run_dir) / f"{name}{suffix}"
+
+
+def manifest_path(run_dir: Path) -> Path:
+    return Path(run_dir) / MANIFEST
+
+
+def state_path(run_dir: Path) -> Path:
+    return Path(run_dir) / STATE
+
+
+def wall_time_path(run_dir: Path) -> Path:
+    return Path(run_dir) / WALL_TIME
+
+
+# -- units ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Unit:
+    """One worker process: a scenario's variant in one phase ('timing-<r>' or 'profile')."""
+
+    scenario: str
+    variant: str
+    phase: str
+
+    def dir(self, run_dir: Path) -> Path:
+        return unit_dir(run_dir, self.scenario, self.variant, self.phase)
+
+    @property
+    def label(self) -> str:
+        return f"{self.scenario}/{self.variant} [{self.phase}]"
+
+    @property
+    def is_profile(self) -> bool:
+        return is_profile(self.phase)
+
+
+def variant_dir(run_dir: Path, scenario: str, variant: str) -> Path:
+    return Path(run_dir) / scenario / variant
+
+
+def unit_dir(run_dir: Path, scenario: str, variant: str, phase: str) -> Path:
+    """``<run>/<scenario>/<variant>/<phase>/``."""
+    return variant_dir(run_dir, scenario, variant) / phase
+
+
+def profile_dir(run_dir: Path, scenario: str, variant: str) -> Path:
+    return unit_dir(run_dir, scenario, variant, PROFILE)
+
+
+def node_suffix(node_rank: int) -> str:
+    """'' on node 0 (and single-node runs), '-node<k>' on node k: tells the nodes' reports apart."""
+    return f"-node{node_rank}" if node_rank else ""
+
+
+def node_dir(run_dir: Path, node_rank: int) -> Path:
+    """Node k's own run folder inside node 0's (node 0: the run folder itself)."""
+    return Path(run_dir) / f"node{node_rank}" if node_rank else Path(run_dir)
+
+
+def lock_name(node_rank: int = 0) -> str:
+    """The lock file's name: one per node, since each node's pid means nothing on the others."""
+    return LOCK + (f".node{node_rank}" if node_rank else "")
+
+
+def report_base(run_dir: Path, unit: Unit, node_rank: int = 0) -> Path:
+    """A profile's report path without its suffix (add one of :data:`REPORT_SUFFIXES`)."""
+    return unit.dir(run_dir) / f"{unit.scenario}__{unit.variant}{node_suffix(node_rank)}"
+
+
+def profile_file(run_dir: Path, scenario: str, variant: str, suffix: str) -> Path | None:
+    """The profile's first file ending in ``suffix`` (``.nsys-rep``, ``.sqlite``), or None."""
+    folder = profile_dir(run_dir, scenario, variant)
+    return next(iter(sorted(folder.glob(f"*{suffix}"))), None) if folder.is_dir() else None
+
+
+def has_exports(run_dir: Path) -> bool:
+    """Any profile of this run exported to SQLite."""
+    return any(Path(run_dir).glob(f"*/*/{PROFILE}/*{SQLITE_SUFFIX}"))
+
+
+def discover_units(run_dir: Path) -> list[Unit]:
+    """Every unit folder on disk (one holding a spec, status or result), sorted."""
+    found = set()
+    for name in (SPEC, STATUS, RESULT):
+        for path in Path(run_dir).glob(f"*/*/*/{name}"):
+            scen, var, phase = path.parent.relative_to(run_dir).parts
+            if is_timing(phase) or is_profile(phase):
+                found.add(Unit(scen, var, phase))
+    return sorted(found, key=lambda u: (u.scenario, u.variant, u.phase))
+
+
+def result_files(run_dir: Path) -> list[Path]:
+    """Every unit's result.json, sorted."""
+    return sorted(Path(run_dir).glob(f"*/*/*/{RESULT}"))
+
+
+def phase_dirs(run_dir: Path, scenario: str, variant: str) -> list[Path]:
+    """A variant's phase folders on disk, sorted by name."""
+    vdir = variant_dir(run_dir, scenario, variant)
+    return sorted(p for p in vdir.iterdir() if p.is_dir()) if vdir.is_dir() else []
+
+
+# -- reading ----------------------------------------------------------------------------------
+
+
+class CorruptFileError(ValueError):
+    """A result file exists but is not valid JSON (names the file)."""
+
+
+def read_json(path: Path | str) -> Any:
+    """The file's JSON, or None when there is no such file; :class:`CorruptFileError` (a
+    ValueError naming the file) when it cannot be parsed or read."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return None
+    except OSError as exc:
+        raise CorruptFileError(f"{path} cannot be read: {exc}") from exc
+    try:
+        return json.loads(text)
+    except ValueError as exc:
+        raise CorruptFileError(f"{path} is not valid JSON: {exc}") from exc
+
+
+def read_status(unit_path: Path) -> dict[str, Any] | None:
+    """A unit folder's status.json; None when it has none (not run, or interrupted)."""
+    data = read_json(Path(unit_path) / STATUS)
+    return data if isinstance(data, dict) else None
+
+
+def unit_status(unit_path: Path) -> Status | None:
+    """How the unit in this folder ended; None when it has no (readable) status: a resume
+    runs it again."""
+    try:
+        data = read_status(unit_path)
+    except CorruptFileError:
+        return None
+    try:
+        return Status(data["status"]) if data else None
+    except (KeyError, ValueError):
+        return None
+
+
+def read_result(unit_path: Path) -> dict[str, Any] | None:
+    """A unit folder's result.json, or None."""
+    return read_json(Path(unit_path) / RESULT)
+
+
+def iter_statuses(run_dir: Path) -> Iterator[tuple[Unit, Status | None]]:
+    """(unit, status) of every unit folder on disk."""
+    for unit in discover_units(run_dir):
+        yield unit, unit_status(unit.dir(run_dir))

@@ -1,0 +1,98 @@
+"""Cut an nsys SQLite export down to a time span, for a small test fixture from a real capture.
+
+    python scripts/trim_export.py SRC.sqlite OUT.sqlite --keep-ms 400 [--from-ms 0] [--xz]
+
+Keeps the rows of every timed table (kernels, copies, memsets, graph replays, CUDA API, sync
+records, NVTX, OS runtime) that start within [first activity + from_ms, + keep_ms], and every
+other table whole (strings, enums, threads, GPU info, metadata); NVTX ranges that enclose the
+span (``measure``) are kept, clipped to it. Then VACUUM, and ``--xz`` compresses OUT to OUT.xz.
+"""
+
+from __future__ import annotations
+
+import argparse
+import lzma
+import shutil
+import sqlite3
+from pathlib import Path
+
+TIMED = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE",
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+    "CUDA_GRAPH_EVENTS",
+    "OSRT_API",
+    "OSRT_CALLCHAINS",
+    "NVTX_EVENTS",
+)
+
+
+def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
+    shutil.copyfile(src, out)
+    db = sqlite3.connect(out)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    starts = [
+        db.execute(f"SELECT MIN(start) FROM {t}").fetchone()[0]
+        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
+        if t in tables
+    ]
+    t0 = min(s for s in starts if s is not None)
+    lo, hi = t0 + int(from_ms * 1e6), t0 + int((from_ms + keep_ms) * 1e6)
+    for t in TIMED:
+        if t not in tables:
+            continue
+        cols = {r[1] for r in db.execute(f'PRAGMA table_info("{t}")')}
+        if "start" not in cols:
+            continue
+        if t == "NVTX_EVENTS":  # ranges inside the span, and those enclosing it clipped to it
+            db.execute(
+                f'DELETE FROM {t} WHERE NOT ((start >= ? AND COALESCE("end", start) < ?) '
+                'OR (start < ? AND "end" >= ?))',
+                (lo, hi, lo, hi),
+            )
+            # an enclosing range (`measure`) ends up spanning exactly the whole `step`s kept
+            inner = db.execute(
+                f'SELECT MIN(n.start), MAX(n."end") FROM {t} AS n JOIN StringIds AS s '
+                "ON s.id = n.textId WHERE s.value = 'step' AND n.start >= ? AND n.\"end\" < ?",
+                (lo, hi),
+            ).fetchone()
+            a, b = (inner[0], inner[1]) if inner[0] is not None else (lo, hi)
+            db.execute(
+                f'UPDATE {t} SET start = MAX(start, ?), "end" = MIN("end", ?) '
+                'WHERE start < ? AND "end" >= ?',
+                (a, b, lo, hi),
+            )
+        elif t == "OSRT_CALLCHAINS":
+            db.execute(f"DELETE FROM {t}")
+        else:
+            db.execute(f"DELETE FROM {t} WHERE start < ? OR start >= ?", (lo, hi))
+    db.commit()
+    db.execute("VACUUM")
+    db.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("src", type=Path)
+    ap.add_argument("out", type=Path)
+    ap.add_argument("--from-ms", type=float, default=0.0)
+    ap.add_argument("--keep-ms", type=float, required=True)
+    ap.add_argument("--xz", action="store_true")
+    a = ap.parse_args()
+    trim(a.src, a.out, a.from_ms, a.keep_ms)
+    if a.xz:
+        with (
+            a.out.open("rb") as fh,
+            lzma.open(f"{a.out}.xz", "wb", preset=9 | lzma.PRESET_EXTREME) as xz,
+        ):
+            shutil.copyfileobj(fh, xz)
+        a.out.unlink()
+    print(f"{a.out}{'.xz' if a.xz else ''} written")
+
+
+if __name__ == "__main__":
+    main()
