@@ -11,8 +11,8 @@ from dataclasses import dataclass, fields
 import pytest
 
 from analysis.detect import REGISTRY, load_thresholds
-from bottlenecks import CLASSES
 from analysis.detect.config import DataStallThresholds
+from bottlenecks import CLASSES
 from harness.config import (
     DiagnosisConfig,
     UsageError,

@@ -57,7 +57,9 @@ def test_primary_is_the_injected_class(h100: dict[str, Path], name: str, use_nvt
 
 
 def test_sync_loading_baseline_is_a_data_stall_without_nvtx() -> None:
-    primary, found = _primary(DATA / "gpu_nsys2025_sync_loading.sqlite", {"window": {"use_nvtx": False}})
+    primary, found = _primary(
+        DATA / "gpu_nsys2025_sync_loading.sqlite", {"window": {"use_nvtx": False}}
+    )
     assert primary == "data_stall", found["data_stall"].reason
 
 
@@ -67,7 +69,9 @@ def test_graph_replays_count_as_gpu_work(h100: dict[str, Path]) -> None:
     _, found = _primary(h100["kernel_flood__cuda_graphs"])
     assert all(f.state is not State.NOT_JUDGED for f in found.values())
     assert found["launch_bound"].metrics["gpu_idle_share"] < 0.2
-    assert found["launch_bound"].metrics["kernels_per_step"] == pytest.approx(1.0, abs=0.05)  # one replay a step
+    assert found["launch_bound"].metrics["kernels_per_step"] == pytest.approx(
+        1.0, abs=0.05
+    )  # one replay a step
     assert not any("CPU" in f.reason for f in found.values())
 
 

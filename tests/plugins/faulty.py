@@ -19,8 +19,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from harness.atomic import write_text
 from bottlenecks import phase
+from harness.atomic import write_text
 from scenarios import (
     RunContext,
     Scenario,
