@@ -1,0 +1,54 @@
+"""Judge an existing run folder again with the current detectors and thresholds.
+
+    python scripts/rediagnose.py RUN_DIR [--expert-rules]
+
+Rewrites diagnosis.csv, findings.csv, verdicts.csv, confusion.csv, detector_scores.csv and
+gpu_work.csv from the run's own SQLite exports and runs.csv (what ``harness run`` writes at its
+end), e.g. after a detector change, or for a run cut off before its diagnosis. Timings are not
+touched.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
+
+from analysis.detect import load_thresholds
+from harness import runfolder as rf
+from harness import verdicts as V
+from harness.config import discover_scenarios
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("run_dir", type=Path)
+    ap.add_argument("--expert-rules", action="store_true", help="also run nsys's expert rules")
+    args = ap.parse_args()
+    run = args.run_dir
+    table = pd.read_csv(rf.table_path(run, "runs"))
+    found = discover_scenarios()
+    th = load_thresholds()
+    diag = V.diagnose_run(run, found, table, thresholds=th, crosscheck=args.expert_rules)
+    findings = pd.read_csv(rf.table_path(run, "findings"))
+    verdict = V.verdicts(
+        diag, table, found, min_ci_low=th["verdict_min_ci_low"],
+        main_metric=th["main_metric"], findings=findings,
+    )  # fmt: skip
+    matrix, scores = V.confusion(diag)
+    rf.write_frame(rf.table_path(run, "diagnosis"), diag)
+    rf.write_frame(rf.table_path(run, "verdicts"), verdict)
+    rf.write_frame(rf.table_path(run, "gpu_work"), V.gpu_work_table(run, found, table))
+    rf.write_frame(rf.table_path(run, "confusion"), matrix.reset_index(names="expected"))
+    rf.write_frame(rf.table_path(run, "detector_scores"), scores)
+    with pd.option_context("display.width", 200, "display.max_colwidth", 120):
+        print(verdict[["scenario", "verdict", "reason"]].to_string(index=False))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
