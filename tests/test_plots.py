@@ -19,7 +19,7 @@ GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
 GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
 CPU_BASE = DATA / "cpu_nsys2022_sync_loading.sqlite"
 CPU_FIX = DATA / "cpu_nsys2022_sync_loading_async_dataloader.sqlite"
-RUNS = REPO / "results" / "reference" / "h100" / "sync_loading-74eb868" / "runs.csv"
+RUNS = REPO / "results" / "reference" / "h100" / "sync_loading" / "runs.csv"
 
 
 def _png(fig, path) -> np.ndarray:
@@ -128,8 +128,8 @@ def test_matrix_on_reference_run(tmp_path):
     assert fig.matrix.shape == (1, 3)
     assert list(fig.matrix.columns) == ["async_dataloader", "dali", "ideal"]
     texts = _texts(fig)
-    assert "54.0x\n[52.1-56.0]" in texts, texts
-    assert any("14.9x" in t for t in texts) and any("63.6x" in t for t in texts)
+    assert "44.0x\n[37.9-50.9]" in texts, texts
+    assert any("15.0x" in t for t in texts) and any("55.6x" in t for t in texts)
     assert _png(fig, tmp_path / "matrix.png").std() > 20
 
 
@@ -189,7 +189,7 @@ def test_expectation_figure_colours_follow_the_states():
 def test_probe_effect_with_and_without_interval(tmp_path):
     from analysis.plots.probe import probe_effect_figure
 
-    runs = pd.read_csv(RUNS)
+    runs = pd.read_csv(RUNS).drop(columns=["probe_effect_ci_low", "probe_effect_ci_high"])
     plain = probe_effect_figure(runs)
     assert "95% CI" not in plain.axes[0].get_xlabel()
     pe = runs["probe_effect"]
