@@ -26,6 +26,9 @@ from types import FrameType
 #: The signals that stop a run.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
 
+#: deferred()'s state: how deep the holding blocks nest, and the signal held back.
+_DEFER: dict[str, int | None] = {"depth": 0, "pending": None}
+
 
 class Interrupted(KeyboardInterrupt):
     """A stop signal arrived; ``signum`` says which."""
@@ -52,6 +55,9 @@ class StopSignals:
         self._previous: dict[int, object] = {}
 
     def _handle(self, signum: int, frame: FrameType | None) -> None:
+        if _DEFER["depth"] and self.received is None:
+            _DEFER["pending"] = _DEFER["pending"] or signum  # delivered when deferred() ends
+            return
         if self.received is not None:
             print(
                 f"harness: {signal.Signals(signum).name} again: already stopping "
@@ -101,12 +107,18 @@ def handled() -> Iterator[StopSignals]:
 def deferred() -> Iterator[None]:
     """Hold stop signals back for a short round trip that must not be cut in two (the fork
     server's request and its pid reply): one that arrives meanwhile is delivered on leaving
-    the block. Main thread only; elsewhere a no-op."""
+    the block. Python runs signal handlers in the main thread whichever thread the kernel
+    picked, so the hold is a flag the handler reads, not a signal mask (a mask covers only its
+    own thread). Main thread only; elsewhere a no-op."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
-    old = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    _DEFER["depth"] += 1
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, old)
+        _DEFER["depth"] -= 1
+        pending = _DEFER["pending"] if not _DEFER["depth"] else None
+        if pending is not None:
+            _DEFER["pending"] = None
+            signal.raise_signal(pending)

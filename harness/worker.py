@@ -106,6 +106,84 @@ def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
     return info
 
 
+def _device(spec: WorkerSpec, torch: Any) -> tuple[Any, float]:
+    """The worker's device, and the seconds the CUDA context and first kernel took."""
+    if spec.device != "cuda":
+        # Leave half the cores to loader workers, as a GPU job leaves its cores to them.
+        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+        return torch.device("cpu"), 0.0
+    if not torch.cuda.is_available():
+        raise RuntimeError("the parent saw a GPU but torch.cuda.is_available() is False here")
+    device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+    t0 = time.perf_counter()
+    torch.cuda.set_device(device)
+    torch.zeros(1, device=device).add_(1)  # the CUDA context and the first kernel load
+    torch.cuda.synchronize(device)
+    return device, time.perf_counter() - t0
+
+
+def _warm_up(
+    spec: WorkerSpec, workload: Any, planned: int, distributed: bool, sync: Any
+) -> tuple[int, float, float]:
+    """Run the warm-up: (steps run, seconds, steady step seconds from its second half)."""
+    import bottlenecks as markers
+
+    # Start together: a rank that set up faster must not count its wait at the first barrier
+    # as step time (the window's length is planned from the warm-up).
+    sync()
+    t0 = time.perf_counter()
+    # Ranks must run the same steps (each one holds collectives): no early end there.
+    budget = None if distributed else spec.max_warmup_s
+    ends: list[float] = []
+    for i in range(planned):
+        with markers.phase(markers.STEP):
+            workload.step(i)
+        ends.append(time.perf_counter())
+        if warmup_done(budget, len(ends), ends[-1] - t0):
+            break
+    sync()
+    t_end = time.perf_counter()
+    warmup = len(ends)
+    # Steady-state step time from the second half of the warm-up (the first steps carry
+    # one-off costs: cuDNN autotuning, allocator growth, compilation).
+    mid = warmup // 2
+    t_mid = ends[mid - 1] if mid else t0
+    return warmup, t_end - t0, (t_end - t_mid) / max(1, warmup - mid)
+
+
+def _measure(
+    spec: WorkerSpec, workload: Any, torch: Any, first: int, n: int, on_gpu: bool, sync: Any
+) -> tuple[list[float], list[float], float]:
+    """The measured window of ``n`` steps: (step ms, host ms per step, window seconds). On a
+    GPU, step times come from CUDA events and the window is the cudaProfilerApi range."""
+    import bottlenecks as markers
+
+    nvtx_ops = torch.autograd.profiler.emit_nvtx() if spec.emit_nvtx else contextlib.nullcontext()
+    host_ms: list[float] = []
+    events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)] if on_gpu else []
+    workload.start_window()
+    print(f"{WINDOW_MARKER} {n} steps after {first} warm-up steps", flush=True)
+    if on_gpu:
+        torch.cuda.profiler.start()
+    with nvtx_ops, markers.phase(markers.MEASURE):
+        w0 = time.perf_counter()
+        if on_gpu:
+            events[0].record()
+        for j in range(n):
+            s0 = time.perf_counter()
+            with markers.phase(markers.STEP):
+                workload.step(first + j)
+            if on_gpu:
+                events[j + 1].record()
+            host_ms.append((time.perf_counter() - s0) * 1e3)
+        sync()
+        window_s = time.perf_counter() - w0
+    if not on_gpu:
+        return host_ms, host_ms, window_s
+    torch.cuda.profiler.stop()
+    return [events[j].elapsed_time(events[j + 1]) for j in range(n)], host_ms, window_s
+
+
 def run(spec: WorkerSpec) -> dict[str, Any]:
     """Build, warm up, measure; return the result record (also written to result.json)."""
     t_import = time.perf_counter()
@@ -114,7 +192,6 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     from omegaconf import OmegaConf
 
     import_torch_s = time.perf_counter() - t_import
-    import bottlenecks as markers
     from harness.config import discover_scenarios
     from scenarios import RunContext
 
@@ -124,22 +201,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     variant = scen.variant(spec.variant)
     cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(scen.config_cls), spec.config))
     size = cfg.size(spec.size)
-
-    if spec.device == "cuda":
-        if not torch.cuda.is_available():
-            raise RuntimeError("the parent saw a GPU but torch.cuda.is_available() is False here")
-        local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-        device = torch.device("cuda", local_rank)
-        t0 = time.perf_counter()
-        torch.cuda.set_device(device)
-        torch.zeros(1, device=device).add_(1)  # the CUDA context and the first kernel load
-        torch.cuda.synchronize(device)
-        cuda_init_s = time.perf_counter() - t0
-    else:
-        device = torch.device("cpu")
-        cuda_init_s = 0.0
-        # Leave half the cores to loader workers, as a GPU job leaves its cores to them.
-        torch.set_num_threads(max(1, (os.cpu_count() or 2) // 2))
+    device, cuda_init_s = _device(spec, torch)
     torch.manual_seed(spec.seed)
     np.random.seed(spec.seed)
 
@@ -169,61 +231,14 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     workload.setup()
     setup_s = time.perf_counter() - t0
     try:
-        # Start the warm-up together: a rank that set up faster must not count its wait at the
-        # first barrier as step time (the window's length is planned from the warm-up).
-        sync()
-        t0 = time.perf_counter()
         planned = size.warmup_steps + workload.extra_warmup_steps
-        # Ranks must run the same steps (each one holds collectives): no early end there.
-        budget = None if distributed else spec.max_warmup_s
-        ends: list[float] = []
-        for i in range(planned):
-            with markers.phase(markers.STEP):
-                workload.step(i)
-            ends.append(time.perf_counter())
-            if warmup_done(budget, len(ends), ends[-1] - t0):
-                break
-        sync()
-        t_end = time.perf_counter()
-        warmup = len(ends)
-        warmup_s = t_end - t0
-        # Steady-state step time from the second half of the warm-up (the first steps carry
-        # one-off costs: cuDNN autotuning, allocator growth, compilation).
-        mid = warmup // 2
-        t_mid = ends[mid - 1] if mid else t0
-        est_step_s = (t_end - t_mid) / max(1, warmup - mid)
+        warmup, warmup_s, est_step_s = _warm_up(spec, workload, planned, distributed, sync)
         n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
         if distributed:  # every rank must run the same number of steps
             agreed = torch.tensor([n], device=device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
             n = int(agreed.item())
-        nvtx_ops = (
-            torch.autograd.profiler.emit_nvtx() if spec.emit_nvtx else contextlib.nullcontext()
-        )
-        host_ms: list[float] = []
-        events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)] if on_gpu else []
-        workload.start_window()
-        print(f"{WINDOW_MARKER} {n} steps after {warmup} warm-up steps", flush=True)
-        if on_gpu:
-            torch.cuda.profiler.start()
-        with nvtx_ops, markers.phase(markers.MEASURE):
-            w0 = time.perf_counter()
-            if on_gpu:
-                events[0].record()
-            for j in range(n):
-                s0 = time.perf_counter()
-                with markers.phase(markers.STEP):
-                    workload.step(warmup + j)
-                if on_gpu:
-                    events[j + 1].record()
-                host_ms.append((time.perf_counter() - s0) * 1e3)
-            sync()
-            window_s = time.perf_counter() - w0
-        if on_gpu:
-            torch.cuda.profiler.stop()
-            step_ms = [events[j].elapsed_time(events[j + 1]) for j in range(n)]
-        else:
-            step_ms = host_ms
+        step_ms, host_ms, window_s = _measure(spec, workload, torch, warmup, n, on_gpu, sync)
         metrics = workload.metrics()
         if on_gpu:
             metrics.setdefault(
@@ -235,6 +250,18 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             dist.destroy_process_group()
 
     samples = workload.samples_per_step * ctx.world_size
+    timing = {
+        "launch_to_main_s": launch_to_main_s(),
+        "import_s": import_s,
+        "import_torch_s": import_torch_s,
+        "import_scenarios_s": import_s - import_torch_s,
+        "cuda_init_s": cuda_init_s,
+        "setup_s": setup_s,
+        "warmup_s": warmup_s,
+        "window_s": window_s,
+        "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),
+        "finished_at": time.time(),
+    }
     return {
         "scenario": spec.scenario,
         "variant": spec.variant,
@@ -254,18 +281,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "steps_planned": size.steps,
         "setup_s": setup_s,
         "warmup_s": warmup_s,
-        "timing": {
-            "launch_to_main_s": launch_to_main_s(),
-            "import_s": import_s,
-            "import_torch_s": import_torch_s,
-            "import_scenarios_s": import_s - import_torch_s,
-            "cuda_init_s": cuda_init_s,
-            "setup_s": setup_s,
-            "warmup_s": warmup_s,
-            "window_s": window_s,
-            "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),
-            "finished_at": time.time(),
-        },
+        "timing": timing,
         "metrics": {k: float(v) for k, v in metrics.items()},
         "extras": ctx.extras,
         "env": _env_info(torch, device),

@@ -43,7 +43,7 @@ def test_kernels_and_their_time_per_step_match_sql(path: Path) -> None:
 
 def test_a_cpu_export_has_no_gpu_work_and_says_why() -> None:
     with T.open_trace(DATA / "cpu_nsys2022_sync_loading.sqlite") as tr:
-        with pytest.raises(T.TraceError, match="CUPTI_ACTIVITY_KIND_KERNEL is missing"):
+        with pytest.raises(T.TraceError, match="no GPU activity"):
             gpu_work(tr)
 
 

@@ -379,7 +379,7 @@ def test_installed_wheel_composes_the_suite(wheel, tmp_path):
 
 
 def documented_slurm_command() -> list[str]:
-    """The command in conf/hydra/launcher/slurm.yaml's header (the README's SLURM section)."""
+    """The command in conf/hydra/launcher/slurm.yaml's header (docs/slurm.md)."""
     lines, inside = [], False
     for raw in SLURM_YAML.read_text().splitlines():
         line = raw.lstrip("#").strip()

@@ -1,4 +1,4 @@
-"""The fault matrix of issue 6 (README, "Reliability"): each fault the suite must survive, run
+"""The fault matrix of issue 6 (docs/reliability.md): each fault the suite must survive, run
 through the real CLI on the CPU with the deliberately broken scenario in tests/plugins/faulty.py.
 Crash, hang, non-zero exit and resume of a failed run are in test_faults.py."""
 
