@@ -249,7 +249,6 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         if distributed:
             dist.destroy_process_group()
 
-    samples = workload.samples_per_step * ctx.world_size
     timing = {
         "launch_to_main_s": launch_to_main_s(),
         "import_s": import_s,
@@ -262,31 +261,39 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),
         "finished_at": time.time(),
     }
+    record = _record(spec, variant.kind, ctx, workload.samples_per_step, size.steps)
+    record.update(
+        warmup_steps=warmup, steps=n, step_ms=step_ms, host_step_ms=host_ms, window_s=window_s,
+        throughput_samples_per_s=record["samples_per_step"] * n / window_s, setup_s=setup_s,
+        warmup_s=warmup_s, timing=timing, metrics={k: float(v) for k, v in metrics.items()},
+        env=_env_info(torch, device), started_utc=started.isoformat(),
+        finished_utc=dt.datetime.now(dt.timezone.utc).isoformat(),
+    )  # fmt: skip
+    return record
+
+
+def _record(
+    spec: WorkerSpec, kind: str, ctx: Any, samples_per_step: int, planned: int
+) -> dict[str, Any]:
+    """result.json's fields in their order, with what identifies the run filled in."""
+    keys = (
+        "warmup_steps", "steps", "samples_per_step", "step_ms", "host_step_ms", "window_s",
+        "throughput_samples_per_s", "steps_planned", "setup_s", "warmup_s", "timing", "metrics",
+        "extras", "env", "started_utc", "finished_utc",
+    )  # fmt: skip
     return {
         "scenario": spec.scenario,
         "variant": spec.variant,
-        "kind": variant.kind,
+        "kind": kind,
         "phase": spec.phase,
         "size": spec.size,
-        "device": str(device),
+        "device": str(ctx.device),
         "rank": ctx.rank,
         "world_size": ctx.world_size,
-        "warmup_steps": warmup,
-        "steps": n,
-        "samples_per_step": samples,
-        "step_ms": step_ms,
-        "host_step_ms": host_ms,
-        "window_s": window_s,
-        "throughput_samples_per_s": samples * n / window_s,
-        "steps_planned": size.steps,
-        "setup_s": setup_s,
-        "warmup_s": warmup_s,
-        "timing": timing,
-        "metrics": {k: float(v) for k, v in metrics.items()},
+        **dict.fromkeys(keys),
+        "samples_per_step": samples_per_step * ctx.world_size,
+        "steps_planned": planned,
         "extras": ctx.extras,
-        "env": _env_info(torch, device),
-        "started_utc": started.isoformat(),
-        "finished_utc": dt.datetime.now(dt.timezone.utc).isoformat(),
     }
 
 
