@@ -391,19 +391,6 @@ def api_in_window(
     return {k: v[order] for k, v in out.items()}
 
 
-def launches(trace: T.Trace, lo: int, hi: int) -> dict[str, np.ndarray]:
-    """Kernel launch calls overlapping [lo, hi], one per correlation id (the first to start),
-    sorted by start (cached)."""
-    key = ("launch", lo, hi)
-    cache = _cache(trace)
-    if key not in cache:
-        calls = api_in_window(trace, lo, hi, ("launch",))
-        _, first = np.unique(calls["corr"], return_index=True)
-        keep = np.sort(first)
-        cache[key] = {k: v[keep] for k, v in calls.items()}
-    return cache[key]
-
-
 #: How far before the window launch calls are read: a kernel queued ahead was launched earlier.
 LAUNCH_LOOKBACK_NS = 1_000_000_000
 
