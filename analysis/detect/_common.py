@@ -391,6 +391,30 @@ def api_in_window(
     return {k: v[order] for k, v in out.items()}
 
 
+def blocking_calls(
+    trace: T.Trace, act: Activity, calls: Mapping[str, np.ndarray]
+) -> tuple[np.ndarray, np.ndarray]:
+    """Which of ``calls`` (API rows with ``name`` and ``corr``) wait for the GPU: sync-category
+    calls, and memcpy calls whose copy is device-to-host and either synchronous (no ``Async``)
+    or into pageable memory. Returns (mask, base names); names are resolved once per id."""
+    names = api_names(trace)
+    ids, inv = np.unique(calls["name"], return_inverse=True)
+    meta = [names.get(int(i), ("", "other")) for i in ids]
+    base = np.array([b for b, _ in meta], dtype=object)[inv]
+    cat = np.array([c for _, c in meta], dtype=object)[inv]
+    is_async = np.array(["Async" in b for b, _ in meta], dtype=bool)[inv]
+    cp = act.take(act.kind == KIND_MEMCPY)
+    corr, first = np.unique(cp.corr, return_index=True)
+    if corr.size:
+        pos = np.clip(np.searchsorted(corr, calls["corr"]), 0, corr.size - 1)
+        has = corr[pos] == calls["corr"]
+        d2h = has & (cp.direction[first][pos] == DTOH)
+        pageable = has & cp.pageable[first][pos]
+    else:
+        d2h = pageable = np.zeros(cat.size, bool)
+    return (cat == "sync") | ((cat == "memcpy") & d2h & (~is_async | pageable)), base
+
+
 #: How far before the window launch calls are read: a kernel queued ahead was launched earlier.
 LAUNCH_LOOKBACK_NS = 1_000_000_000
 

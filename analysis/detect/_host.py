@@ -105,27 +105,6 @@ def _hint_ranges(trace: T.Trace, st: C.Steady, tid: int, hints: list[str]):
     return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
 
 
-def _blocking(trace: T.Trace, st: C.Steady, act: C.Activity, calls: dict[str, np.ndarray]):
-    """Mask of the thread's calls that wait for the GPU: sync calls and device-to-host copies
-    that are synchronous or land in pageable memory."""
-    names = C.api_names(trace)
-    ids, inv = np.unique(calls["name"], return_inverse=True)  # resolve each name once
-    meta = [names.get(int(i), ("", "other")) for i in ids]
-    cat = np.array([c for _, c in meta], dtype=object)[inv]
-    is_async = np.array(["Async" in b for b, _ in meta], dtype=bool)[inv]
-    cp = act.take(act.kind == C.KIND_MEMCPY)
-    corr, first = np.unique(cp.corr, return_index=True)
-    direction, pageable = cp.direction[first], cp.pageable[first]
-    if corr.size:
-        pos = np.clip(np.searchsorted(corr, calls["corr"]), 0, corr.size - 1)
-        has = corr[pos] == calls["corr"]
-        d2h = has & (direction[pos] == C.DTOH)
-        pg = has & pageable[pos]
-    else:
-        d2h = pg = np.zeros(cat.size, bool)
-    return (cat == "sync") | ((cat == "memcpy") & d2h & (~is_async | pg))
-
-
 def _stretches(calls: dict[str, np.ndarray], st: C.Steady, min_ns: int):
     """Gaps of at least ``min_ns`` between the thread's consecutive CUDA calls (window edges
     count as calls): (start, end, index of the call that follows, -1 at the window end)."""
@@ -229,7 +208,7 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     every = C.window_calls(trace, st)
     mine = np.isin(every["tid"], issuing) & (every["end"] > st.lo)
     calls = {k: v[mine] for k, v in every.items()}
-    block = _blocking(trace, st, act, calls) & (calls["tid"] == tid)
+    block = C.blocking_calls(trace, act, calls)[0] & (calls["tid"] == tid)
     bs, be = C.union(
         np.clip(calls["start"][block], st.lo, None), np.clip(calls["end"][block], None, st.hi)
     )

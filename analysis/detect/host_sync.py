@@ -27,31 +27,12 @@ from analysis.findings import Finding
 KLASS = "host_sync"
 
 
-def _copies_by_corr(act: C.Activity) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The window's memcpys, one per correlation id (the first in activity order): sorted
-    correlation ids with the direction and pageability of their copy."""
-    cp = act.take(act.kind == C.KIND_MEMCPY)
-    corr, first = np.unique(cp.corr, return_index=True)
-    return corr, cp.direction[first], cp.pageable[first]
-
-
 def _sync_calls(trace: T.Trace, st: C.Steady, act: C.Activity) -> dict[str, np.ndarray]:
-    """Blocking calls overlapping the window: sync-category API calls plus memcpy calls whose
-    copy is device-to-host and either synchronous (no ``Async``) or into pageable memory.
-    Sorted by start (ties in table order); ``base`` holds the base names."""
+    """Blocking calls overlapping the window (:func:`_common.blocking_calls`), sorted by start
+    (ties in table order); ``base`` holds the base names."""
     cols = ("start", "end", "corr", "name", "tid", "rowid")
     calls = C.api_in_window(trace, st.lo, st.hi, ("sync", "memcpy"), cols, few=True)
-    names = C.api_names(trace)
-    base = np.array([names[int(i)][0] for i in calls["name"]], dtype=object)
-    cat = np.array([names[int(i)][1] for i in calls["name"]], dtype=object)
-    corr, direction, pageable = _copies_by_corr(act)
-    pos = np.clip(np.searchsorted(corr, calls["corr"]), 0, max(0, corr.size - 1))
-    has_copy = (corr[pos] == calls["corr"]) if corr.size else np.zeros(cat.size, bool)
-    d2h = has_copy & (direction[pos] == C.DTOH if corr.size else False)
-    is_async = np.array(["Async" in b for b in base], dtype=bool)
-    pageable_copy = has_copy & (pageable[pos] if corr.size else False)
-    blocking = (cat == "memcpy") & d2h & (~is_async | pageable_copy)
-    keep = (cat == "sync") | blocking
+    keep, base = C.blocking_calls(trace, act, calls)
     out = {k: v[keep] for k, v in calls.items()}
     out["base"] = base[keep]
     return out
