@@ -121,6 +121,12 @@ class HarnessConfig:
     the scenarios once (each worker is still a fresh process with its own CUDA context), instead
     of a new interpreter each time: saves the ~4 s of imports per worker. Profiled and torchrun
     workers always start as new processes."""
+    fork_preload: list[str] | None = None
+    """Modules the fork server imports besides torch and the scenarios, so that forked workers
+    skip them too. None: ``torch._dynamo`` (every ``torch.optim`` optimizer imports it when it
+    is built: 2-7 s of a worker's "build_model" stage otherwise), plus
+    ``torch._inductor.compile_fx`` on a GPU (``torch.compile`` and the first TorchDispatchMode
+    import it; on the CPU few workers compile, so the server does not pay it there)."""
     export_workers: int = 4
     """nsys exports run after each scenario's last worker, this many at once (none overlaps a
     measurement)."""

@@ -18,6 +18,7 @@ The server's first line is ``{"ready": true}``. EOF on stdin stops it.
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import select
@@ -60,14 +61,16 @@ class ForkedProcess:
 class ForkServer:
     """The parent's side: start the server, fork workers through it, stop it."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, preload: list[str] | None = None) -> None:
         # Its own session: Ctrl-C meant for the harness must not kill the server under a
         # worker the harness is about to stop and wait for.
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.forkserver"],
+            [sys.executable, "-m", "harness.forkserver", *(preload or [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
-            env=dict(env or os.environ, PYTHONUNBUFFERED="1"),
+            # NVML answers torch.cuda.is_available()/device_count() without the CUDA runtime
+            # call that would make every forked child refuse CUDA ("bad fork").
+            env=dict(env or os.environ, PYTHONUNBUFFERED="1", PYTORCH_NVML_BASED_CUDA_CHECK="1"),
             start_new_session=True,
         )
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -181,8 +184,9 @@ def _child(request: dict[str, Any], proto_fd: int, stdin_fd: int) -> None:
             os._exit(code)
 
 
-def serve() -> None:
-    """Import what workers need (no CUDA), then fork one child per request line."""
+def serve(preload: list[str]) -> None:
+    """Import what workers need (no CUDA) and the ``preload`` modules, then fork one child
+    per request line."""
     # Answer on a private copy of stdout; fd 1 goes to stderr, so that whatever an import
     # prints cannot corrupt the protocol.
     _quiet_signals()
@@ -205,8 +209,23 @@ def serve() -> None:
         proto.write(json.dumps(obj) + "\n")
         proto.flush()
 
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            say({"ready": False, "why": f"preloading {name} failed: {exc}"})
+            return
     if torch.cuda.is_initialized():  # a forked child could not use CUDA: refuse to serve
         say({"ready": False, "why": "CUDA was initialised while importing the scenarios"})
+        return
+    if _children_in_bad_fork(torch):
+        say(
+            {
+                "ready": False,
+                "why": "an import asked the CUDA runtime for devices: forked "
+                "children could not use CUDA",
+            }
+        )
         return
     say({"ready": True, "pid": os.getpid()})
     try:
@@ -234,6 +253,19 @@ def _stop(signum: int, frame: Any) -> None:
     raise _Stop(signum)
 
 
+def _children_in_bad_fork(torch: Any) -> bool:
+    """Whether a forked child would refuse CUDA: torch marks the fork as bad once the parent
+    has called into the CUDA runtime, even without initialising CUDA. A probe child says."""
+    probe = getattr(torch._C, "_cuda_isInBadFork", None)
+    if probe is None:  # a build without CUDA
+        return False
+    pid = os.fork()
+    if pid == 0:
+        os._exit(3 if probe() else 0)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) != 0
+
+
 def _quiet_signals() -> None:
     """The server lives in a session of its own and is stopped by EOF on stdin; a Ctrl-C
     meant for the harness (SIGINT to a group, should it reach us) is ignored, SIGTERM and
@@ -244,4 +276,4 @@ def _quiet_signals() -> None:
 
 
 if __name__ == "__main__":
-    serve()
+    serve(sys.argv[1:])

@@ -87,6 +87,10 @@ __all__ = [
     "torchrun_program",
     "worker_has_ended",
 ]
+#: Imported by the fork server when ``harness.fork_preload`` is unset (see its docstring).
+PRELOAD_ALWAYS = ("torch._dynamo",)
+PRELOAD_GPU = ("torch._inductor.compile_fx",)
+
 _kill_group = kill_group  # the name tests/test_forkserver.py imports
 _tail = tail
 
@@ -247,12 +251,18 @@ class Suite:
         if self.forks is not None and self.forks.alive:
             return self.forks
         try:
-            self.forks = ForkServer()
+            self.forks = ForkServer(preload=self.fork_preload())
         except (ForkServerError, OSError) as exc:
             self._forks_failed = True
             self._say(f"fork server unavailable ({exc}); workers start as new interpreters")
             return None
         return self.forks
+
+    def fork_preload(self) -> list[str]:
+        """What the fork server imports besides torch (``harness.fork_preload``)."""
+        if self.cfg.harness.fork_preload is not None:
+            return list(self.cfg.harness.fork_preload)
+        return [*PRELOAD_ALWAYS, *(PRELOAD_GPU if self.device == "cuda" else ())]
 
     def close(self) -> None:
         """Stop the fork server, if one was started; kill any nsys still writing a report
@@ -328,7 +338,7 @@ class Suite:
             self.nsys,
             report_base,
             program,
-            trace=self.cfg.nsys.trace,
+            trace=self.trace_for(unit.scenario),
             gpu=self.device == "cuda",
             cuda_memory_usage=self.cfg.nsys.cuda_memory_usage,
             cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
@@ -355,6 +365,11 @@ class Suite:
             self.pending_exports.append(unit)
             return outcome
         return self._export(unit, report_base, out_dir, outcome)
+
+    def trace_for(self, scenario: str) -> list[str]:
+        """nsys ``--trace`` for a scenario: its own ``nsys_trace`` or ``nsys.trace``."""
+        own = getattr(self.cfg.scenario[scenario], "nsys_trace", None)
+        return list(own) if own else list(self.cfg.nsys.trace)
 
     def finish_reports(self, run_dir: Path) -> None:
         """Wait for every nsys still writing a report in the background and record how it

@@ -174,6 +174,10 @@ class ScenarioConfig:
     """Scales the injected cost; allowed range and meaning are on the scenario's Severity."""
     variants: list[str] | None = None
     """Subset of variants to run; None runs all of them."""
+    nsys_trace: list[str] | None = None
+    """What nsys traces (``--trace``) in this scenario's profiled runs; None: ``nsys.trace``.
+    A scenario whose detector needs no OS-runtime evidence can leave ``osrt`` out where its
+    interposition slows the host loop it measures (the probe effect)."""
 
     #: Set by the scenario when it registers the schema; used for validation messages.
     _scenario: ClassVar[Scenario | None] = None

@@ -99,7 +99,8 @@ class ConvNetTrainer(Trainer):
     """ResNet-18-shaped convnet with SGD; channels_last on the GPU."""
 
     def __init__(self, device: torch.device, num_classes: int, width: int) -> None:
-        model = ResNet18(num_classes=num_classes, width=width).to(device)
+        with torch.device(device):  # initialised where it runs: no host copy
+            model = ResNet18(num_classes=num_classes, width=width)
         if device.type == "cuda":
             model = model.to(memory_format=torch.channels_last)
         super().__init__(model, torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9), device)

@@ -20,9 +20,13 @@ pinned memory every K steps. Its first version checked each block with
 ``isfinite(out).all()``: ~5 kernels and a materialised bool copy of a 32 MB activation per
 block, 1.6 ms of GPU time per step on the H100 (sync_free at 93.5% of ideal).
 
-Balance: ``batch`` and ``width`` move only GPU time; ``depth`` moves both sides. The full size
-makes the GPU time per step about 1.5x the host launch time, so the fixed loop stays GPU-bound
-even when nsys's tracing slows the host (the probe effect stays small).
+Balance: ``batch`` and ``width`` move only GPU time; ``depth`` moves both sides. Under nsys every
+CUDA call costs the host ~9 us more (with or without OS-runtime tracing: 46 and 51 ms per
+profiled baseline step on the H100), so a loop whose host and GPU times are close turns
+host-bound when profiled. At batch 8192 the profiled ``ideal`` read 37 ms with the GPU idle
+27% (host-bound) and the baseline's syncs would have saved only 8% there; at batch 12288 the
+profiled ``ideal`` is GPU-bound (GPU busy 94%) and the baseline's syncs cost 21% of its step
+(``results/reference/h100/sizing/``). The full size is therefore 12288 rows.
 """
 
 from __future__ import annotations
@@ -61,7 +65,7 @@ class ForcedSyncSize(Size):
     """Model width: LayerNorm size and the MLP's input/output features."""
     mlp_ratio: int = 4
     """Hidden features of each MLP = mlp_ratio * width (4 as in GPT/BERT)."""
-    batch: int = 8192
+    batch: int = 12288
     """Rows (tokens) per step: scales GEMM and elementwise GPU time, not the launch count."""
     data_batches: int = 4
     """Distinct device-resident batches; step i uses batch i % data_batches (deterministic)."""
@@ -97,7 +101,7 @@ class ForcedSyncConfig(ScenarioConfig):
     )
     """CPU size: well under a second of compute per variant."""
     full: ForcedSyncSize = field(default_factory=lambda: ForcedSyncSize(warmup_steps=20, steps=100))
-    """GPU size (H100): GPU time per step about 1.5x the host launch time (measured)."""
+    """GPU size (H100): the GPU time per step stays above the host's even under nsys (measured)."""
 
 
 class MLPBlock(nn.Module):
@@ -149,7 +153,10 @@ class _Trainer(Workload):
         with self.ctx.stage("build_model"):
             torch.manual_seed(self.ctx.seed)  # same weights in every variant
             hidden = size.mlp_ratio * size.width
-            self.model = MLPStack(size.depth, size.width, hidden).to(self.device)
+            # Built on the device: initialising 200 M parameters on the CPU and copying them
+            # took seconds of every worker's set-up.
+            with torch.device(self.device):
+                self.model = MLPStack(size.depth, size.width, hidden)
             # Fused AdamW on CUDA (a few launches for every parameter, host-side step counters:
             # no sync inside); the default foreach implementation on the CPU.
             self.opt = torch.optim.AdamW(

@@ -212,7 +212,8 @@ class _Base(Workload):
         dev, s = self.ctx.device, self.size
         gen = torch.Generator().manual_seed(self.ctx.seed)
         with self.ctx.stage("build_model"):
-            self.net = DeepMLP(self.depth, s.width, s.num_classes).to(dev)
+            with torch.device(dev):  # initialised where it runs: no host copy
+                self.net = DeepMLP(self.depth, s.width, s.num_classes)
             self.opt = HandSGD(list(self.net.parameters()))
         with self.ctx.stage("data"):
             self.batches = [

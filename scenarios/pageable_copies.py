@@ -159,13 +159,14 @@ class Trainer(_models.Trainer):
     """The patch MLP with AdamW (bf16 autocast on the GPU)."""
 
     def __init__(self, device: torch.device, size: PageableCopiesSize) -> None:
-        model = PatchMLP(
-            patch=size.patch,
-            dim=size.dim,
-            hidden=size.hidden,
-            depth=size.depth,
-            num_classes=size.num_classes,
-        ).to(device)
+        with torch.device(device):  # initialised where it runs: no host copy
+            model = PatchMLP(
+                patch=size.patch,
+                dim=size.dim,
+                hidden=size.hidden,
+                depth=size.depth,
+                num_classes=size.num_classes,
+            )
         super().__init__(model, torch.optim.AdamW(model.parameters(), lr=1e-4), device)
 
 

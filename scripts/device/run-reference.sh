@@ -24,8 +24,10 @@ run=$(ls -d "$results"/*/ 2>/dev/null | tail -1)
 if [ -n "${OUT:-}" ] && [ -n "$run" ]; then
   tar -C "$run" -cJf "$OUT/$name-tables.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' .
   # What comes back is capped at 16 MB a file and 8 files:  cat NAME-sqlite.tar.xz.* | tar -xJ
-  (cd "$run" && find . -name '*.sqlite' -size -"${SQLITE_MAX_MB:-40}"M -print0 | tar --null -T - -cJf - ) \
-    | split -b 15M -d -a 1 - "$OUT/$name-sqlite.tar.xz."
+  if [ "${SQLITE_MAX_MB:-40}" != 0 ]; then  # 0: tables only
+    (cd "$run" && find . -name '*.sqlite' -size -"${SQLITE_MAX_MB:-40}"M -print0 | tar --null -T - -cJf - ) \
+      | split -b 15M -d -a 1 - "$OUT/$name-sqlite.tar.xz."
+  fi
   ls -la "$OUT"
 fi
 exit $rc
