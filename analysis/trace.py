@@ -18,7 +18,7 @@ import os
 import re
 import sqlite3
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from functools import cache
 from importlib import resources
@@ -249,6 +249,7 @@ class Trace:
         self.conn = conn
         self._tables: frozenset[str] | None = None
         self._columns: dict[str, frozenset[str]] = {}
+        self._not_null: dict[str, frozenset[str]] = {}
 
     def __enter__(self) -> Trace:
         return self
@@ -314,7 +315,13 @@ class Trace:
                 return frozenset()
             _, rows = self.query(f'PRAGMA table_info("{table}")')
             self._columns[table] = frozenset(r[1] for r in rows)
+            self._not_null[table] = frozenset(r[1] for r in rows if r[3])
         return self._columns[table]
+
+    def not_null(self, table: str) -> frozenset[str]:
+        """Columns of ``table`` declared NOT NULL (SQLite enforces it, so no NULL can be read)."""
+        self.columns(table)
+        return self._not_null.get(table, frozenset())
 
     def has(self, table: str, column: str | None = None) -> bool:
         """Whether the export has ``table`` (and, if given, that column in it)."""
@@ -466,7 +473,7 @@ def int_columns(
     empty = {name: np.zeros(0, np.int64) for name in columns}
     if not trace.has(table) or not columns:
         return empty
-    values = {name: f"COALESCE({expr}, {int(null)})" for name, expr in columns.items()}
+    values = {name: _or_null(trace, table, expr, null) for name, expr in columns.items()}
     if few:
         sql = (
             f"SELECT {', '.join(values.values())} FROM {table} AS t WHERE {where} ORDER BY t.rowid"
@@ -476,7 +483,11 @@ def int_columns(
             raise TraceError(f"{trace.path}: {table} holds values that are not integers")
         a = np.array(rows, dtype=np.int64).reshape(len(rows), len(values))
         return {name: a[:, i].copy() for i, name in enumerate(values)}
-    _, rows = trace.query(f"SELECT MIN(rowid), MAX(rowid) FROM {table}")
+    # two subqueries: SQLite answers a lone MIN or MAX from the b-tree's edge, but a query with
+    # both aggregates scans the whole table
+    _, rows = trace.query(
+        f"SELECT (SELECT MIN(rowid) FROM {table}), (SELECT MAX(rowid) FROM {table})"
+    )
     first, last = rows[0]
     if first is None:
         return empty
@@ -484,49 +495,101 @@ def int_columns(
     # One scan per chunk with one group_concat per column: the aggregates see the rows in the
     # same order (a rowid-range search visits them in rowid order), and one scan with several
     # aggregates costs far less than a scan per column or a per-row string concatenation.
-    aggs = ", ".join(f"group_concat({v}, ' ')" for v in values.values())
+    # As BLOBs: bytes for numpy to parse, without decoding them into str first.
+    aggs = ", ".join(f"CAST(group_concat({v}, ' ') AS BLOB)" for v in values.values())
     sql = f"SELECT {aggs} FROM {table} AS t WHERE t.rowid >= :_a AND t.rowid < :_b AND ({where})"
+    # Chunk i holds at most chunk_rows rows, so it has a slot of its own in each output
+    # array: the reader threads fill their slots in parallel, and where every chunk but the
+    # last is full (no row filtered out) the output is the filled prefix, with no copy at all.
+    out = {name: np.empty(len(tasks) * chunk_rows, np.int64) for name in values}
+    counts = [0] * len(tasks)
 
-    def run(a: int, conn: sqlite3.Connection | None) -> list[np.ndarray]:
-        p = {**(params or {}), "_a": a, "_b": a + chunk_rows}
-        texts = trace.query(sql, p, conn=conn)[1][0]
-        arrays = []
-        for name, text in zip(values, texts, strict=True):
-            bad = TraceError(f"{trace.path}: {table}.{name} holds values that are not integers")
-            try:
-                arr = np.fromstring(text or "", dtype=np.int64, sep=" ")
-            except ValueError as exc:
-                raise bad from exc
-            if text and arr.size != text.count(" ") + 1:
-                raise bad
-            arrays.append(arr)
-        if len({arr.size for arr in arrays}) > 1:  # NULLs slipped through: a bug, not the file
-            raise RuntimeError(f"int_columns: columns of {table} came back misaligned")
-        return arrays
+    def run(a: int, conn: sqlite3.Connection | None) -> None:
+        texts = trace.query(sql, {**(params or {}), "_a": a, "_b": a + chunk_rows}, conn=conn)
+        arrays = _parse_ints(trace, table, list(values), texts[1][0])
+        i = (a - tasks[0]) // chunk_rows
+        counts[i] = arrays[0].size
+        for name, arr in zip(values, arrays, strict=True):
+            out[name][i * chunk_rows : i * chunk_rows + arr.size] = arr
 
+    _run_parallel(trace, run, tasks)
+    return _compact(out, counts, chunk_rows)
+
+
+def _parse_ints(
+    trace: Trace, table: str, names: list[str], texts: tuple[bytes | None, ...]
+) -> list[np.ndarray]:
+    """The space-separated integers of each text, one array per column, all of one length."""
+    arrays = []
+    for name, text in zip(names, texts, strict=True):
+        bad = TraceError(f"{trace.path}: {table}.{name} holds values that are not integers")
+        try:
+            arr = np.fromstring(text or b"", dtype=np.int64, sep=" ")
+        except ValueError as exc:
+            raise bad from exc
+        if text and arr.size != text.count(b" ") + 1:
+            raise bad
+        arrays.append(arr)
+    if len({arr.size for arr in arrays}) > 1:  # NULLs slipped through: a bug, not the file
+        raise RuntimeError(f"int_columns: columns of {table} came back misaligned")
+    return arrays
+
+
+def _run_parallel(
+    trace: Trace, run: Callable[[int, sqlite3.Connection | None], None], tasks: list[int]
+) -> None:
+    """``run(task, connection)`` for every task: on :data:`PARALLEL_READERS` threads, each with
+    a read-only connection of its own (SQLite works without Python's lock), or on the main
+    connection when one thread is all there is."""
     workers = min(len(tasks), PARALLEL_READERS)
     if workers <= 1:
-        parts = [run(a, None) for a in tasks]
-    else:
-        local = threading.local()
-        opened: list[sqlite3.Connection] = []
-        lock = threading.Lock()
+        for a in tasks:
+            run(a, None)
+        return
+    local = threading.local()
+    opened: list[sqlite3.Connection] = []
+    lock = threading.Lock()
 
-        def work(a: int) -> list[np.ndarray]:
-            conn = getattr(local, "conn", None)
-            if conn is None:
-                conn = local.conn = trace.reader()
-                with lock:
-                    opened.append(conn)
-            return run(a, conn)
+    def work(a: int) -> None:
+        conn = getattr(local, "conn", None)
+        if conn is None:
+            conn = local.conn = trace.reader()
+            with lock:
+                opened.append(conn)
+        run(a, conn)
 
-        try:
-            with ThreadPoolExecutor(workers) as pool:
-                parts = list(pool.map(work, tasks))
-        finally:
-            for conn in opened:
-                conn.close()
-    return {name: np.concatenate([part[i] for part in parts]) for i, name in enumerate(values)}
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(work, tasks))
+    finally:
+        for conn in opened:
+            conn.close()
+
+
+def _compact(
+    out: dict[str, np.ndarray], counts: list[int], chunk_rows: int
+) -> dict[str, np.ndarray]:
+    """The filled part of each slotted array (chunk i's rows at i * chunk_rows onwards)."""
+    total = sum(counts)
+    if all(n == chunk_rows for n in counts[:-1]):
+        return {name: arr[:total] for name, arr in out.items()}
+    idx = np.concatenate([np.arange(n) + i * chunk_rows for i, n in enumerate(counts)])
+    return {name: arr[idx] for name, arr in out.items()}
+
+
+_COLUMN_REF = re.compile(r't\.(?:"(\w+)"|(\w+))')
+
+
+def _or_null(trace: Trace, table: str, expr: str, null: int) -> str:
+    """``expr`` with NULL replaced by ``null``; as is where it cannot be NULL (NOT NULL columns
+    and the rowid, alone or added and subtracted: ``t."end" - t.start``), which spares SQLite a
+    COALESCE per row on the big tables."""
+    names = [a or b for a, b in _COLUMN_REF.findall(expr)]
+    rest = _COLUMN_REF.sub("", expr)
+    safe = trace.not_null(table) | ({"rowid"} - trace.columns(table))  # rowid: the b-tree key
+    if names and set(names) <= safe and not rest.strip(" +-"):
+        return expr
+    return f"COALESCE({expr}, {int(null)})"
 
 
 def _col(trace: Trace, table: str, column: str, alias: str) -> str:

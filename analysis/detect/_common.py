@@ -3,9 +3,12 @@
 Everything is read with window-bounded SQL (only rows overlapping the window, only the columns
 needed). The big tables (kernels, CUDA API calls) come back as numpy arrays through
 :func:`analysis.trace.int_columns`, never as per-row Python objects or pandas frames; names and
-kinds are resolved once per distinct id (StringIds, ENUM_*) and tested as id sets in SQL; of
-the API table only the calls a rule looks at are read (launches, syncs, copies). Results are
-cached on the Trace object, so running all five detectors reads each table once.
+kinds are resolved once per distinct id (StringIds, ENUM_*), as id sets in SQL or a lookup
+table in numpy. Results are cached on the Trace object, so running all five detectors scans
+each table once: one scan per GPU table (:func:`gpu_activity`, which also serves
+:func:`gpu_starts`) and one of the API table (:func:`window_calls`, whose rows host_sync,
+launch_bound and the host view all take theirs from). Rows come back from SQLite in time order
+as a rule, so sorts and unique-passes check for that first and skip the work.
 """
 
 from __future__ import annotations
@@ -208,6 +211,8 @@ class Activity:
 
     def take(self, idx: np.ndarray) -> Activity:
         """The rows at ``idx`` (an index or boolean array), in that order."""
+        if idx.dtype == bool:  # a few rows out of millions: index once, not per field
+            idx = np.flatnonzero(idx)
         return Activity(**{f: getattr(self, f)[idx] for f in self.__dataclass_fields__})
 
 
@@ -244,6 +249,104 @@ def _string_ids(trace: T.Trace, pattern: str) -> list[int]:
 
 #: SQL condition: row ``t`` overlaps the window (:lo, :hi).
 WINDOW = 't."end" > :lo AND t.start < :hi'
+#: SQL condition: row ``t`` overlaps the window or starts in it: what :func:`gpu_activity` reads,
+#: so that one scan per table also serves :func:`gpu_starts` (the overlap test is redone in numpy).
+_WINDOW_OR_START = 't.start < :hi AND (t."end" > :lo OR t.start >= :lo)'
+
+
+def _end_column(trace: T.Trace, table: str) -> str:
+    """How ``end`` is read: as its distance from ``start`` where neither can be NULL (a few
+    digits instead of a dozen: formatting and parsing the numbers is most of a big read)."""
+    return 't."end" - t.start' if {"start", "end"} <= trace.not_null(table) else 't."end"'
+
+
+def _end_back(trace: T.Trace, table: str, cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Undo :func:`_end_column` on the arrays read (in place)."""
+    if _end_column(trace, table) != 't."end"':
+        cols["end"] += cols["start"]
+    return cols
+
+
+def _gpu_columns(trace: T.Trace, table: str) -> dict[str, str]:
+    """Columns read of one GPU table: times, ids, the device and (except memsets) the stream."""
+    cols = {"start": "t.start", "end": _end_column(trace, table), "corr": "t.correlationId"}
+    cols["rowid"] = "t.rowid"
+    if trace.has(table, "deviceId"):
+        cols["device"] = "t.deviceId"
+    if table != MEMSET:
+        cols["stream"] = "t.streamId" if trace.has(table, "streamId") else "0"
+    if table == KERNEL:
+        nccl = _string_ids(trace, "%nccl%")
+        if nccl:
+            ids = id_list(nccl)
+            exact = (
+                "CASE WHEN t.demangledName IN (SELECT id FROM StringIds) "
+                f"THEN t.demangledName IN ({ids}) ELSE t.shortName IN ({ids}) END"
+            )
+            # the same value; the look-up in StringIds only where the cheap tests cannot tell
+            cols["nccl"] = (
+                f"CASE WHEN t.demangledName IN ({ids}) THEN 1 WHEN t.shortName IN ({ids}) "
+                f"OR t.shortName IS NULL OR t.demangledName IS NULL THEN {exact} ELSE 0 END"
+            )
+    if table == MEMCPY:
+        ops = "ENUM_CUDA_MEMCPY_OPER"
+        htod, dtoh = enum_ids(trace, ops, "%HTOD"), enum_ids(trace, ops, "%DTOH")
+        dtod = enum_ids(trace, ops, "%DTOD")
+        pg = id_list(enum_ids(trace, "ENUM_CUDA_MEM_KIND", "%PAGEABLE"))
+        cols["nbytes"] = "COALESCE(t.bytes, 0)"
+        cols["direction"] = (
+            f"CASE WHEN t.copyKind IN ({id_list(htod)}) THEN 1 WHEN t.copyKind IN ({id_list(dtoh)}) "
+            f"THEN 2 WHEN t.copyKind IN ({id_list(dtod)}) THEN 3 ELSE 0 END"
+        )
+        cols["pageable"] = f"COALESCE(t.srcKind IN ({pg}) OR t.dstKind IN ({pg}), 0)"
+    return cols
+
+
+#: GPU tables in Activity's tie order, with their Activity.kind code.
+_GPU_KINDS = (
+    (KERNEL, KIND_KERNEL),
+    (MEMCPY, KIND_MEMCPY),
+    (MEMSET, KIND_MEMSET),
+    (GRAPH, KIND_GRAPH),
+)
+
+
+def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarray]], list]:
+    """One scan per GPU table: (rows overlapping [lo, hi] per table, every row read of the
+    kernels, graph replays and copies for :func:`gpu_starts`)."""
+    parts: list[dict[str, np.ndarray]] = []
+    starts: dict[int, dict[str, np.ndarray]] = {}  # every row read: overlapping or starting
+    for table, kind in _GPU_KINDS:
+        if not trace.has(table):
+            continue
+        cols = _gpu_columns(trace, table)
+        part = T.int_columns(trace, table, cols, _WINDOW_OR_START, {"lo": lo, "hi": hi})
+        part = _end_back(trace, table, part)
+        if kind != KIND_MEMSET:
+            starts[kind] = {k: part[k] for k in ("start", "corr", "stream")}
+        part = rows_where(part, part["end"] > lo)
+        part["kind"] = np.full(part["start"].size, kind, np.int8)
+        parts.append(part)
+    return parts, [starts[k] for k in (KIND_KERNEL, KIND_GRAPH, KIND_MEMCPY) if k in starts]
+
+
+def rows_where(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows of ``cols`` where ``mask`` holds: views where they are one run (the usual case:
+    all rows, or all but a few at either end), copies otherwise."""
+    idx = np.flatnonzero(mask)
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size:
+        return {k: v[idx[0] : idx[-1] + 1] for k, v in cols.items()}
+    return {k: v[idx] for k, v in cols.items()}
+
+
+def _lex_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """np.lexsort((end, start)), or None where the rows are in that order already."""
+    if start.size < 2:
+        return None
+    ds = start[1:] - start[:-1]
+    if ((ds > 0) | ((ds == 0) & (end[1:] >= end[:-1]))).all():
+        return None
+    return np.lexsort((end, start))
 
 
 def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
@@ -251,78 +354,52 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
 
     Read as numpy columns with :func:`analysis.trace.int_columns` (no per-row Python objects);
     an NCCL kernel is one whose demangled name (else short name) contains ``nccl``: the string
-    table is searched once and the kernels are tested against those ids in SQL. Copy direction and pageability come from the
-    export's ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND.
+    table is searched once and the kernels are tested against those ids in SQL. Copy direction
+    and pageability come from the export's ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND.
     """
     key = ("gpu", lo, hi)
     cache = _cache(trace)
     if key in cache:
         return cache[key]
-    p = {"lo": lo, "hi": hi}
-    base = {"start": "t.start", "end": 't."end"', "corr": "t.correlationId", "rowid": "t.rowid"}
-
-    def with_device(table: str, cols: dict[str, str]) -> dict[str, str]:
-        return cols | {"device": "t.deviceId"} if trace.has(table, "deviceId") else cols
-
-    parts: list[dict[str, np.ndarray]] = []
-    if trace.has(KERNEL):
-        cols = with_device(KERNEL, dict(base))
-        nccl = _string_ids(trace, "%nccl%")
-        if nccl:
-            cols["nccl"] = (
-                "CASE WHEN t.demangledName IN (SELECT id FROM StringIds) "
-                f"THEN t.demangledName IN ({id_list(nccl)}) ELSE t.shortName IN ({id_list(nccl)}) END"
-            )
-        k = T.int_columns(trace, KERNEL, cols, WINDOW, p)
-        k["kind"] = np.full(k["start"].size, KIND_KERNEL, np.int8)
-        parts.append(k)
-    if trace.has(MEMCPY):
-        ops = "ENUM_CUDA_MEMCPY_OPER"
-        htod, dtoh = enum_ids(trace, ops, "%HTOD"), enum_ids(trace, ops, "%DTOH")
-        dtod = enum_ids(trace, ops, "%DTOD")
-        pg = id_list(enum_ids(trace, "ENUM_CUDA_MEM_KIND", "%PAGEABLE"))
-        cols = with_device(MEMCPY, dict(base))
-        cols["nbytes"] = "COALESCE(t.bytes, 0)"
-        cols["direction"] = (
-            f"CASE WHEN t.copyKind IN ({id_list(htod)}) THEN 1 WHEN t.copyKind IN ({id_list(dtoh)}) "
-            f"THEN 2 WHEN t.copyKind IN ({id_list(dtod)}) THEN 3 ELSE 0 END"
-        )
-        cols["pageable"] = f"COALESCE(t.srcKind IN ({pg}) OR t.dstKind IN ({pg}), 0)"
-        m = T.int_columns(trace, MEMCPY, cols, WINDOW, p)
-        m["kind"] = np.full(m["start"].size, KIND_MEMCPY, np.int8)
-        parts.append(m)
-    if trace.has(MEMSET):
-        s = T.int_columns(trace, MEMSET, with_device(MEMSET, dict(base)), WINDOW, p)
-        s["kind"] = np.full(s["start"].size, KIND_MEMSET, np.int8)
-        parts.append(s)
-    if trace.has(GRAPH):  # graph-level tracing: one row per replay, its kernels not listed
-        g = T.int_columns(trace, GRAPH, with_device(GRAPH, dict(base)), WINDOW, p)
-        g["kind"] = np.full(g["start"].size, KIND_GRAPH, np.int8)
-        parts.append(g)
+    parts, launched = _read_gpu(trace, lo, hi)
+    cache[("gpu_starts", lo, hi)] = launched
 
     def col(name: str, dtype: Any) -> np.ndarray:
         arrays = [
             part[name] if name in part else np.zeros(part["start"].size, np.int64) for part in parts
         ]
+        if len(arrays) == 1:
+            return arrays[0].astype(dtype, copy=False)
         return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
 
     start = np.clip(col("start", np.int64), lo, None)
     end = np.clip(col("end", np.int64), None, hi)
-    order = np.lexsort((end, start))  # stable: ties keep kernels, copies, memsets, rowid order
-    act = Activity(
-        start=start[order],
-        end=end[order],
-        kind=col("kind", np.int8)[order],
-        corr=col("corr", np.int64)[order],
-        rowid=col("rowid", np.int64)[order],
-        nccl=col("nccl", bool)[order],
-        nbytes=col("nbytes", np.int64)[order],
-        direction=col("direction", np.int8)[order],
-        pageable=col("pageable", bool)[order],
-        device=col("device", np.int64)[order],
-    )
-    cache[key] = act
+    order = _lex_order(start, end)  # stable: ties keep kernels, copies, memsets, rowid order
+    fields = {"start": (start, None), "end": (end, None), "kind": ("kind", np.int8)}
+    fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device")}
+    fields |= {"nccl": ("nccl", bool), "direction": ("direction", np.int8)}
+    fields["pageable"] = ("pageable", bool)
+    arrays = {}
+    for f, (src, dtype) in fields.items():
+        a = src if dtype is None else col(src, dtype)
+        arrays[f] = a if order is None else a[order]
+    cache[key] = act = Activity(**arrays)
     return act
+
+
+def gpu_starts(trace: T.Trace, lo: int, hi: int, a: int, b: int) -> dict[str, np.ndarray]:
+    """Kernels, graph replays and copies whose (unclipped) start lies in [a, b) (within the
+    window [lo, hi)): start, corr and stream (0 where the table has none), tables in that
+    order, each in rowid order. Read by the same scan as :func:`gpu_activity`."""
+    gpu_activity(trace, lo, hi)
+    a, b = max(a, lo), min(b, hi)
+    found = []
+    for part in _cache(trace)[("gpu_starts", lo, hi)]:
+        found.append(rows_where(part, (part["start"] >= a) & (part["start"] < b)))
+    names = ("start", "corr", "stream")
+    if not found:
+        return {n: np.zeros(0, np.int64) for n in names}
+    return {n: np.concatenate([f[n] for f in found]) for n in names}
 
 
 def busy(trace: T.Trace, st: Steady, act: Activity) -> tuple[np.ndarray, np.ndarray]:
@@ -365,54 +442,81 @@ def api_names(trace: T.Trace) -> dict[int, tuple[str, str]]:
     return cache["api_names"]
 
 
+#: Codes of :func:`window_calls`' ``cat`` column: the index of an api_category here.
+CATEGORIES = ("other", "launch", "sync", "memcpy", "memset", "alloc")
+LAUNCH, SYNC, MEMCPY_CALL = 1, 2, 3
+
+
+def _category_codes(trace: T.Trace, name_ids: np.ndarray) -> np.ndarray:
+    """The CATEGORIES code of each API name id (0 for ids that are no known API name), by a
+    table indexed by id rather than a set test per category."""
+    api = api_names(trace)
+    if not api:
+        return np.zeros(name_ids.size, np.int8)
+    top_id = max(api)
+    lut = np.zeros(top_id + 3, np.int8)  # slot 0: ids below 0, the last: ids above top_id
+    for i, (_, cat) in api.items():
+        lut[i + 1] = CATEGORIES.index(cat)
+    idx = name_ids + 1
+    return lut[np.clip(idx, 0, top_id + 2, out=idx)]
+
+
 def category_ids(trace: T.Trace, *categories: str) -> list[int]:
     """Name ids of the CUDA API calls in these categories (launch, sync, memcpy, ...)."""
     return sorted(i for i, (_, c) in api_names(trace).items() if c in categories)
 
 
-def api_in_window(
-    trace: T.Trace,
-    lo: int,
-    hi: int,
-    categories: tuple[str, ...],
-    columns: tuple[str, ...] = ("start", "end", "corr"),
-    *,
-    few: bool = False,
-) -> dict[str, np.ndarray]:
-    """CUDA API calls of ``categories`` overlapping [lo, hi], sorted by start (ties in table
-    order). ``columns`` from: start, end, corr, name (StringIds id), tid, rowid; ``few`` when
-    the calls are rare (syncs, copies: one scan for all columns)."""
-    known = {"start": "t.start", "end": 't."end"', "corr": "t.correlationId", "name": "t.nameId"}
-    known |= {"tid": "t.globalTid", "rowid": "t.rowid"}
-    cols = {c: known[c] for c in dict.fromkeys(("start", *columns))}
-    where = f"{WINDOW} AND t.nameId IN ({id_list(category_ids(trace, *categories))})"
-    out = T.int_columns(trace, RUNTIME, cols, where, {"lo": lo, "hi": hi}, few=few)
-    order = np.argsort(out["start"], kind="stable")  # rows come in rowid order
-    return {k: v[order] for k, v in out.items()}
+def _increasing(x: np.ndarray) -> bool:
+    """Whether ``x`` is strictly increasing (correlation ids in start order usually are)."""
+    return x.size < 2 or bool((x[1:] > x[:-1]).all())
 
 
-def blocking_calls(
-    trace: T.Trace, act: Activity, calls: Mapping[str, np.ndarray]
-) -> tuple[np.ndarray, np.ndarray]:
-    """Which of ``calls`` (API rows with ``name`` and ``corr``) wait for the GPU: sync-category
-    calls, and memcpy calls whose copy is device-to-host and either synchronous (no ``Async``)
-    or into pageable memory. Returns (mask, base names); names are resolved once per id."""
+def by_start(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``cols`` sorted by ``start``, ties in their order (a stable sort); left as they are
+    where SQLite returned them sorted (nsys writes most tables in time order)."""
+    s = cols["start"]
+    if s.size < 2 or bool((s[1:] >= s[:-1]).all()):
+        return cols
+    order = np.argsort(s, kind="stable")
+    return {k: v[order] for k, v in cols.items()}
+
+
+def window_api(trace: T.Trace, st: Steady, categories: tuple[str, ...]) -> dict[str, np.ndarray]:
+    """CUDA API calls of ``categories`` overlapping the window (start, end, corr, name, tid),
+    sorted by start (ties in table order): taken from :func:`window_calls`, no scan of its own."""
+    calls = window_calls(trace, st)
+    codes = [CATEGORIES.index(c) for c in categories]
+    keep = np.isin(calls["cat"], codes) & (calls["end"] > st.lo)
+    return {k: v[keep] for k, v in calls.items()}
+
+
+def blocking_calls(trace: T.Trace, act: Activity, calls: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Which of ``calls`` (rows of :func:`window_calls`) wait for the GPU: sync-category calls,
+    and memcpy calls whose copy is device-to-host and either synchronous (no ``Async``) or into
+    pageable memory. The copies are looked up for the memcpy calls only."""
     names = api_names(trace)
-    ids, inv = np.unique(calls["name"], return_inverse=True)
-    meta = [names.get(int(i), ("", "other")) for i in ids]
-    base = np.array([b for b, _ in meta], dtype=object)[inv]
-    cat = np.array([c for _, c in meta], dtype=object)[inv]
-    is_async = np.array(["Async" in b for b, _ in meta], dtype=bool)[inv]
+    memcpy = category_ids(trace, "memcpy")
+    out = calls["cat"] == SYNC
+    idx = np.flatnonzero(calls["cat"] == MEMCPY_CALL)
     cp = act.take(act.kind == KIND_MEMCPY)
     corr, first = np.unique(cp.corr, return_index=True)
-    if corr.size:
-        pos = np.clip(np.searchsorted(corr, calls["corr"]), 0, corr.size - 1)
-        has = corr[pos] == calls["corr"]
-        d2h = has & (cp.direction[first][pos] == DTOH)
-        pageable = has & cp.pageable[first][pos]
-    else:
-        d2h = pageable = np.zeros(cat.size, bool)
-    return (cat == "sync") | ((cat == "memcpy") & d2h & (~is_async | pageable)), base
+    if idx.size == 0 or corr.size == 0:
+        return out
+    c = calls["corr"][idx]
+    pos = np.clip(np.searchsorted(corr, c), 0, corr.size - 1)
+    has = corr[pos] == c
+    d2h = has & (cp.direction[first][pos] == DTOH)
+    pageable = has & cp.pageable[first][pos]
+    is_async = np.isin(calls["name"][idx], [i for i in memcpy if "Async" in names[i][0]])
+    out[idx] = d2h & (~is_async | pageable)
+    return out
+
+
+def base_names(trace: T.Trace, name_ids: np.ndarray) -> np.ndarray:
+    """Base names (object array) of CUDA API calls by StringIds id ('' where unknown)."""
+    names = api_names(trace)
+    ids, inv = np.unique(name_ids, return_inverse=True)
+    return np.array([names.get(int(i), ("", "other"))[0] for i in ids], dtype=object)[inv]
 
 
 #: How far before the window launch calls are read: a kernel queued ahead was launched earlier.
@@ -421,41 +525,80 @@ LAUNCH_LOOKBACK_NS = 1_000_000_000
 
 def window_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
     """Every CUDA API call overlapping the window or made up to :data:`LAUNCH_LOOKBACK_NS`
-    before it (start, end, corr, name, tid), sorted by start: one scan of the API table that
-    the host view and launch_bound share (cached)."""
+    before it (start, end, corr, name, tid, and ``cat``: the CATEGORIES code of the name),
+    sorted by start: the one scan of the API table that the host view, host_sync and
+    launch_bound share (cached)."""
     key = ("calls", st.lo, st.hi)
     cache = _cache(trace)
     if key not in cache:
-        cols = {"start": "t.start", "end": 't."end"', "corr": "t.correlationId"}
-        cols |= {"name": "t.nameId", "tid": "t.globalTid"}
+        rows = (
+            trace.query(f"SELECT globalTid FROM {RUNTIME} LIMIT 1")[1] if trace.has(RUNTIME) else []
+        )
+        base = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+        cols = {"start": "t.start", "end": _end_column(trace, RUNTIME), "corr": "t.correlationId"}
+        # threads of one process differ in the low bits of globalTid: read it relative to one
+        cols |= {"name": "t.nameId", "tid": f"COALESCE(t.globalTid - {base}, {-1 - base})"}
         p = {"lo": st.lo - LAUNCH_LOOKBACK_NS, "hi": st.hi}
-        out = T.int_columns(trace, RUNTIME, cols, WINDOW, p)
-        order = np.argsort(out["start"], kind="stable")
-        cache[key] = {k: v[order] for k, v in out.items()}
+        calls = _end_back(trace, RUNTIME, T.int_columns(trace, RUNTIME, cols, WINDOW, p))
+        calls["tid"] += base
+        calls = by_start(calls)
+        cache[key] = calls | {"cat": _category_codes(trace, calls["name"])}
     return cache[key]
 
 
-def window_launches(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
-    """The launch calls among :func:`window_calls`, one per correlation id (the first)."""
-    key = ("window_launches", st.lo, st.hi)
+def _lookup(keys: np.ndarray, values: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of ``x`` found in the sorted distinct ``keys``, the matching ``values``, aligned
+    with ``x``: garbage where not found)."""
+    if keys.size == 0:
+        return np.zeros(x.shape, bool), np.zeros(x.shape, values.dtype)
+    pos = np.searchsorted(keys, x)
+    np.clip(pos, 0, keys.size - 1, out=pos)
+    return keys[pos] == x, values[pos]
+
+
+def _first_values(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct ``keys``, the ``values`` at each one's first occurrence)."""
+    if _increasing(keys):
+        return keys, values
+    uniq, first = np.unique(keys, return_index=True)
+    return uniq, values[first]
+
+
+def launch_ends(trace: T.Trace, st: Steady, corr: np.ndarray) -> np.ndarray:
+    """For each correlation id, the end of the first launch call (in start order) among
+    :func:`window_calls` that has it, NaN where none does; the lookup table is cached."""
+    key = ("launch_ends", st.lo, st.hi)
     cache = _cache(trace)
     if key not in cache:
         calls = window_calls(trace, st)
-        is_launch = np.isin(calls["name"], category_ids(trace, "launch"))
-        _, first = np.unique(calls["corr"][is_launch], return_index=True)
-        idx = np.flatnonzero(is_launch)[np.sort(first)]
-        cache[key] = {k: v[idx] for k, v in calls.items()}
+        is_launch = calls["cat"] == LAUNCH
+        uniq, ends = _first_values(calls["corr"][is_launch], calls["end"][is_launch])
+        cache[key] = (uniq, ends.astype(float))
+    found, ends = _lookup(*cache[key], corr)
+    ends[~found] = np.nan
+    return ends
+
+
+def activity_launch_ends(trace: T.Trace, st: Steady, act: Activity) -> np.ndarray:
+    """:func:`launch_ends` of every row of the window's activity ``act`` (cached: launch_bound
+    and the host view both look them up). Read-only."""
+    key = ("activity_launch_ends", st.lo, st.hi)
+    cache = _cache(trace)
+    if key not in cache:
+        cache[key] = launch_ends(trace, st, act.corr)
     return cache[key]
 
 
-def launch_end_of(calls: Mapping[str, np.ndarray], corr: np.ndarray) -> np.ndarray:
-    """For each correlation id, the end of its launch call (NaN where there is none)."""
-    uniq, first = np.unique(calls["corr"], return_index=True)
-    ends = calls["end"][first].astype(float)
-    if uniq.size == 0:
-        return np.full(corr.shape, np.nan)
-    pos = np.clip(np.searchsorted(uniq, corr), 0, uniq.size - 1)
-    return np.where(uniq[pos] == corr, ends[pos], np.nan)
+def caller_tids(trace: T.Trace, st: Steady, corr: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of ``corr`` made by one of :func:`window_calls`, the thread of the first such call,
+    for the found ones only); the lookup table is cached."""
+    key = ("caller_tids", st.lo, st.hi)
+    cache = _cache(trace)
+    if key not in cache:
+        calls = window_calls(trace, st)
+        cache[key] = _first_values(calls["corr"], calls["tid"])
+    found, tids = _lookup(*cache[key], corr)
+    return found, tids[found]
 
 
 def launcher_tids(trace: T.Trace, lo: int, hi: int, *, most_first: bool = False) -> np.ndarray:
@@ -479,19 +622,20 @@ def union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray]:
     s = np.asarray(starts, dtype=np.int64)
     e = np.asarray(ends, dtype=np.int64)
     keep = e > s
-    s, e = s[keep], e[keep]
+    if not keep.all():
+        s, e = s[keep], e[keep]
     if s.size == 0:
         return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
+    if not bool((s[1:] >= s[:-1]).all()):  # GPU activity comes sorted already
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
     run_end = np.maximum.accumulate(e)
     new = np.ones(s.size, dtype=bool)
     new[1:] = s[1:] > run_end[:-1]
-    group = np.cumsum(new) - 1
-    out_s = s[new]
-    out_e = np.zeros(out_s.size, dtype=np.int64)
-    np.maximum.at(out_e, group, e)
-    return out_s, out_e
+    first = np.flatnonzero(new)
+    # a group's end is the running maximum at its last member (earlier groups end before it)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], run_end[last]
 
 
 def gaps(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -507,16 +651,44 @@ def covered(bs: np.ndarray, be: np.ndarray, x: np.ndarray) -> np.ndarray:
     x = np.asarray(x, dtype=np.int64)
     if bs.size == 0:
         return np.zeros(x.shape, dtype=np.int64)
-    cum = np.concatenate([[0], np.cumsum(be - bs)])
+    return _covered(bs, be, np.concatenate([[0], np.cumsum(be - bs)]), x)
+
+
+def _covered(bs: np.ndarray, be: np.ndarray, cum: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """:func:`covered` with the union's prefix lengths ``cum`` given."""
     i = np.searchsorted(bs, x, side="right") - 1
     j = np.clip(i, 0, None)
     partial = np.where(i >= 0, np.minimum(x, be[j]) - bs[j], 0)
     return np.where(i >= 0, cum[j] + partial, 0)
 
 
+def overlap_total(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> int:
+    """``overlap_each(s, e, bs, be).sum()`` for two disjoint sorted unions: the length of their
+    intersection, which is symmetric, so the fewer intervals are the ones looked up."""
+    if s.size > bs.size:
+        s, e, bs, be = bs, be, s, e
+    return int(overlap_each(s, e, bs, be).sum())
+
+
+def overlap_any(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+    """``overlap_each(s, e, bs, be) > 0`` for two disjoint sorted unions, in time linear in
+    ``s`` and small in ``bs``: each (bs, be) marks the run of (s, e) it overlaps."""
+    first = np.searchsorted(e, bs, side="right")  # first interval ending after bs
+    stop = np.searchsorted(s, be, side="left")  # past the last interval starting before be
+    ok = first < stop
+    marks = np.zeros(s.size + 1, np.int64)
+    np.add.at(marks, first[ok], 1)
+    np.add.at(marks, stop[ok], -1)
+    return np.cumsum(marks[:-1]) > 0
+
+
 def overlap_each(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
     """For each interval (s, e), how much of it the disjoint sorted union (bs, be) covers."""
-    return covered(bs, be, e) - covered(bs, be, s)
+    s, e = np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    if bs.size == 0:
+        return np.zeros(s.shape, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(be - bs)])
+    return _covered(bs, be, cum, e) - _covered(bs, be, cum, s)
 
 
 def length(s: np.ndarray, e: np.ndarray) -> int:
@@ -536,6 +708,16 @@ def label_at(trace: T.Trace, st: Steady, start: int, end: int) -> str | None:
     ov = np.minimum(r["end_ns"], end) - np.maximum(r["start_ns"], start)
     best = r.assign(_ov=ov).sort_values(["_ov", "depth"], ascending=False, kind="stable")
     return str(best["text"].iloc[0])
+
+
+def top(x: np.ndarray, k: int = 3) -> np.ndarray:
+    """``np.argsort(-x, kind="stable")[:k]``: the indices of the ``k`` largest values, ties in
+    index order, without sorting millions of values for three."""
+    if x.size <= k:
+        return np.argsort(-x, kind="stable")
+    kth = np.partition(x, x.size - k)[x.size - k]
+    cand = np.flatnonzero(x >= kth)
+    return cand[np.argsort(-x[cand], kind="stable")[:k]]
 
 
 def ms(ns: float) -> float:

@@ -109,45 +109,37 @@ def _stretches(calls: dict[str, np.ndarray], st: C.Steady, min_ns: int):
     """Gaps of at least ``min_ns`` between the thread's consecutive CUDA calls (window edges
     count as calls): (start, end, index of the call that follows, -1 at the window end)."""
     s, e = calls["start"], calls["end"]
-    ends = np.concatenate([[st.lo], np.maximum.accumulate(e) if e.size else e])
-    starts = np.concatenate([s, [st.hi]])
-    nxt = np.concatenate([np.arange(s.size), [-1]])
-    keep = (starts - ends) >= min_ns
-    return np.clip(ends[keep], st.lo, st.hi), np.clip(starts[keep], st.lo, st.hi), nxt[keep]
+    if s.size == 0:  # one stretch, the whole window, if long enough
+        n = int(st.hi - st.lo >= min_ns)
+        return np.full(n, st.lo, np.int64), np.full(n, st.hi, np.int64), np.full(n, -1, np.int64)
+    run = np.maximum.accumulate(e)  # the host is in a call until the latest end so far
+    nxt = np.flatnonzero(s[1:] - run[:-1] >= min_ns) + 1  # calls that end a stretch
+    head, tail = s[0] - st.lo >= min_ns, st.hi - run[-1] >= min_ns
+    nxt = np.concatenate([[0] if head else [], nxt, [-1] if tail else []]).astype(np.int64)
+    lo = np.where(nxt > 0, run[np.maximum(nxt - 1, 0)], np.where(nxt == 0, st.lo, run[-1]))
+    hi = np.where(nxt >= 0, s[nxt], st.hi)
+    return np.clip(lo, st.lo, st.hi), np.clip(hi, st.lo, st.hi), nxt
 
 
 def _h2d_follows(trace, act, calls, nxt, look: int) -> np.ndarray:
     """For each stretch: is one of the next ``look`` CUDA calls a host-to-device copy?"""
     cp = act.take((act.kind == C.KIND_MEMCPY) & (act.direction == C.HTOD))
     h2d_corr = np.unique(cp.corr)
-    is_h2d = np.isin(calls["corr"], h2d_corr) if calls["corr"].size else np.zeros(0, bool)
+    n = calls["corr"].size
     out = np.zeros(nxt.size, bool)
-    for k in range(look):
+    for k in range(look):  # only the calls after a stretch are looked up
         idx = nxt + k
-        ok = (nxt >= 0) & (idx < is_h2d.size)
-        out[ok] |= is_h2d[idx[ok]]
+        ok = (nxt >= 0) & (idx < n)
+        out[ok] |= np.isin(calls["corr"][idx[ok]], h2d_corr)
     return out
 
 
 def _who_launched(trace: T.Trace, st: C.Steady, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """(launching thread, stream) of each GPU item starting in [lo, hi), joined on the
-    correlation id with the window's launch and copy calls."""
-    parts = []
-    for table in (C.KERNEL, C.GRAPH, C.MEMCPY):
-        stream = "t.streamId" if trace.has(table, "streamId") else "0"
-        cols = {"corr": "t.correlationId", "stream": stream}
-        where = "t.start >= :lo AND t.start < :hi"
-        parts.append(T.int_columns(trace, table, cols, where, {"lo": lo, "hi": hi}, few=True))
-    corr = np.concatenate([p["corr"] for p in parts])
-    stream = np.concatenate([p["stream"] for p in parts])
-    calls = C.window_calls(trace, st)
-    if corr.size == 0 or calls["corr"].size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    order = np.argsort(calls["corr"], kind="stable")
-    rc, rt = calls["corr"][order], calls["tid"][order]
-    pos = np.clip(np.searchsorted(rc, corr), 0, rc.size - 1)
-    ok = rc[pos] == corr
-    return rt[pos][ok], stream[ok]
+    correlation id with the window's launch and copy calls (both read once, cached)."""
+    g = C.gpu_starts(trace, st.lo, st.hi, lo, hi)
+    found, tids = C.caller_tids(trace, st, g["corr"])
+    return tids, g["stream"][found]
 
 
 def _issuing_threads(
@@ -206,9 +198,8 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
         return None
     tid, issuing = found
     every = C.window_calls(trace, st)
-    mine = np.isin(every["tid"], issuing) & (every["end"] > st.lo)
-    calls = {k: v[mine] for k, v in every.items()}
-    block = C.blocking_calls(trace, act, calls)[0] & (calls["tid"] == tid)
+    calls = C.rows_where(every, np.isin(every["tid"], issuing) & (every["end"] > st.lo))
+    block = C.blocking_calls(trace, act, calls) & (calls["tid"] == tid)
     bs, be = C.union(
         np.clip(calls["start"][block], st.lo, None), np.clip(calls["end"][block], None, st.hi)
     )
@@ -226,11 +217,11 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
 
     gbs, gbe = C.busy(trace, st, act)
     gs, ge = C.gaps(gbs, gbe, st.lo, st.hi)
-    idle_sync = int(C.overlap_each(gs, ge, bs, be).sum())
+    idle_sync = C.overlap_total(gs, ge, bs, be)
     ds, de = C.union(ss[is_data], se[is_data])
     hs, he = C.union(ss[~is_data], se[~is_data])
-    idle_data = int(C.overlap_each(gs, ge, ds, de).sum())
-    idle_host = int(C.overlap_each(gs, ge, hs, he).sum())
+    idle_data = C.overlap_total(gs, ge, ds, de)
+    idle_host = C.overlap_total(gs, ge, hs, he)
     idle_total = C.length(gs, ge)
     queued = _queued_gaps(trace, st, act, gs, ge)  # the next kernel was launched long before
     idle_queued = C.length(gs[queued], ge[queued])
@@ -278,12 +269,14 @@ def _queued_gaps(
     stream, an event, a copy engine)."""
     if gs.size == 0:
         return np.zeros(0, bool)
-    k = act.take(act.kind == C.KIND_KERNEL)
-    if len(k) == 0:
+    is_k = act.kind == C.KIND_KERNEL
+    ends = C.activity_launch_ends(trace, st, act)
+    ks, ke = (act.start, ends) if is_k.all() else (act.start[is_k], ends[is_k])
+    if ks.size == 0:
         return np.zeros(gs.size, bool)
-    i = np.clip(np.searchsorted(k.start, ge, side="left"), 0, len(k) - 1)
-    starts_gap_end = k.start[i] == ge
-    launch_end = C.launch_end_of(C.window_launches(trace, st), k.corr[i])
+    i = np.clip(np.searchsorted(ks, ge, side="left"), 0, ks.size - 1)
+    starts_gap_end = ks[i] == ge
+    launch_end = ke[i]
     return starts_gap_end & np.isfinite(launch_end) & (launch_end < gs)
 
 
@@ -291,8 +284,8 @@ def _examples(gs, ge, ds, de, hs, he, bs, be) -> dict[str, list[tuple[int, int]]
     """The three longest idle gaps overlapping each kind of host interval."""
     out: dict[str, list[tuple[int, int]]] = {}
     for cause, (s, e) in {"data": (ds, de), "host": (hs, he), "sync": (bs, be)}.items():
-        hit = C.overlap_each(gs, ge, s, e) > 0
+        hit = C.overlap_any(gs, ge, s, e)
         idx = np.flatnonzero(hit)
-        top = idx[np.argsort(-(ge[idx] - gs[idx]), kind="stable")[:3]]
+        top = idx[C.top(ge[idx] - gs[idx])]
         out[cause] = [(int(gs[i]), int(ge[i])) for i in top]
     return out

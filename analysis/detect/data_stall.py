@@ -76,7 +76,7 @@ def _nvtx_only(trace: T.Trace, st: C.Steady, th: Mapping[str, Any]) -> Finding:
         "data_load_share": share,
         "data_load_ms_per_step": C.length(ls, le) / 1e6 / st.n_steps,  # type: ignore[operator]
     }
-    top = np.argsort(-(le - ls), kind="stable")[:3]
+    top = C.top(le - ls)
     evidence = [C.stamp(st, ls[i], le[i], nvtx=th["range_name"]) for i in top]
     fired = share >= th["min_data_load_share"]
     reason = (

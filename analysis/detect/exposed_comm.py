@@ -72,7 +72,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     if iv_s:
         s, e = np.concatenate(iv_s), np.concatenate(iv_e)
         x, dev = np.concatenate(iv_x), np.concatenate(iv_d)
-        top = np.argsort(-x, kind="stable")[:3]
+        top = C.top(x)
         evidence = [
             C.stamp(st, s[i], e[i], exposed_ns=int(x[i]), device=int(dev[i]))
             for i in top

@@ -30,11 +30,10 @@ KLASS = "host_sync"
 def _sync_calls(trace: T.Trace, st: C.Steady, act: C.Activity) -> dict[str, np.ndarray]:
     """Blocking calls overlapping the window (:func:`_common.blocking_calls`), sorted by start
     (ties in table order); ``base`` holds the base names."""
-    cols = ("start", "end", "corr", "name", "tid", "rowid")
-    calls = C.api_in_window(trace, st.lo, st.hi, ("sync", "memcpy"), cols, few=True)
-    keep, base = C.blocking_calls(trace, act, calls)
+    calls = C.window_api(trace, st, ("sync", "memcpy"))
+    keep = C.blocking_calls(trace, act, calls)
     out = {k: v[keep] for k, v in calls.items()}
-    out["base"] = base[keep]
+    out["base"] = C.base_names(trace, out["name"])
     return out
 
 
@@ -92,5 +91,5 @@ def _idle_after_syncs(trace, st, act, syncs) -> list[tuple[int, int]]:
     j = np.clip(np.searchsorted(ss, gs, side="right") - 1, 0, None)
     hit = (np.searchsorted(ss, gs, side="right") > 0) & (gs <= se[j])
     idx = np.flatnonzero(hit)
-    top = idx[np.argsort(-(ge[idx] - gs[idx]), kind="stable")[:3]]
+    top = idx[C.top(ge[idx] - gs[idx])]
     return [(int(gs[i]), int(ge[i])) for i in top]

@@ -47,7 +47,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     metrics["host_work_share"] = view.share("host")
     metrics["host_bound_share"] = metrics["host_dispatch_share"] + metrics["host_work_share"]
     idx = np.flatnonzero(lg)
-    top = idx[np.argsort(-gap[idx], kind="stable")[:3]]
+    top = idx[C.top(gap[idx])]
     names = C.kernel_names(trace, act.rowid[top])
     evidence = [
         C.stamp(st, prev_end[i], act.start[i], next_kernel=str(n))
@@ -68,10 +68,11 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
 def _launch_gaps(trace: T.Trace, st: C.Steady, act: C.Activity, th: Mapping[str, Any]):
     """Idle gap before each activity and which of them are short launch gaps (the kernel's own
     launch call had not returned when the GPU ran dry)."""
-    prev_end = np.concatenate([[st.lo], np.maximum.accumulate(act.end)[:-1]]).astype(np.int64)
+    prev_end = np.empty(max(1, len(act)), np.int64)  # the latest end before each activity
+    prev_end[0] = st.lo
+    np.maximum.accumulate(act.end[:-1], out=prev_end[1:])
     gap = act.start - prev_end
-    launch = C.window_launches(trace, st)
-    launch_end = C.launch_end_of(launch, act.corr)
+    launch_end = C.activity_launch_ends(trace, st, act)
     waited = launch_end >= prev_end
     is_k = (act.kind == C.KIND_KERNEL) | (act.kind == C.KIND_GRAPH)
     lg = is_k & (gap > 0) & (gap <= th["max_gap_us"] * 1e3) & waited

@@ -10,8 +10,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from analysis import trace as T
 from analysis.detect import _common as C
 from analysis.findings import Finding
@@ -42,7 +40,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
                   WHERE m.copyKind IN ({C.id_list(htod)}) AND m.srcKind IN ({C.id_list(pageable)})"""
         total = int(trace.query(sql)[1][0][0])
     metrics["pageable_h2d_bytes_outside_window"] = float(total - nbytes)
-    top = np.argsort(-dur_each, kind="stable")[:3]
+    top = C.top(dur_each)
     evidence = [
         C.stamp(
             st, pg.start[i], pg.end[i],
