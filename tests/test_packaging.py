@@ -486,7 +486,6 @@ def test_documented_command_submits_one_array_task_per_scenario(cli, tmp_path):
     assert per_job == sorted([f"+scenario={n}"] for n in names)
 
 
-@pytest.mark.slow
 def _local_sweep(cli, sweep_dir: Path, env: dict[str, str], *overrides: str):
     """The documented SLURM sweep pattern, run through submitit's local executor."""
     return cli(
@@ -507,6 +506,7 @@ def _local_sweep(cli, sweep_dir: Path, env: dict[str, str], *overrides: str):
     )
 
 
+@pytest.mark.slow
 def test_sweep_runs_each_scenario_in_its_own_job_and_folder(cli, tmp_path):
     """Executed for real through submitit's local executor (the SLURM one minus sbatch): the
     documented sweep and per-job results folder, over two copies of ADDING_SCENARIOS.md's example."""
@@ -536,6 +536,7 @@ def test_sweep_runs_each_scenario_in_its_own_job_and_folder(cli, tmp_path):
     assert sorted(ran.values()) == sorted([name, other])
 
 
+@pytest.mark.slow
 def test_failed_job_under_submitit_makes_the_sweep_fail(cli, tmp_path):
     """A job whose variant crashes must not read as a success: submitit only sees whether the
     task raised, so the harness raises in jobs of a remote launcher when their run failed."""

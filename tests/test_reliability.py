@@ -196,10 +196,13 @@ def test_export_of_truncated_report_is_evidence_failed(tmp_path):
 @pytest.fixture(scope="module", params=["parent", "group"])
 def interrupted_run(request, tmp_path_factory):
     """SIGINT to the harness process alone, or to its whole group as a terminal's Ctrl-C does,
-    while the second variant's worker sleeps; a snapshot of the run folder right after."""
+    while the second variant's worker waits inside its window (for a hold file that never
+    appears); a snapshot of the run folder right after."""
     results = tmp_path_factory.mktemp(f"interrupt-{request.param}")
+    never = results.parent / f"never-released-{request.param}"
     proc = _popen(
-        _args(results, "scenario.faulty.variants=[ideal,slow]"), env={"FAULTY_SLOW_S": "3"}
+        _args(results, "scenario.faulty.variants=[ideal,slow]"),
+        env={"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never)},
     )
     try:
         _wait_for("*/faulty/ideal/timing-1/status.json", results, proc)
@@ -261,7 +264,11 @@ def test_resume_of_interrupted_run_finishes_only_the_rest(interrupted_run):
 # -- 9. two runs into one results folder -------------------------------------------------------
 def test_second_run_into_same_results_folder_is_refused(tmp_path):
     results = tmp_path / "results"
-    first = _popen(_args(results, "scenario.faulty.variants=[slow]"), env={"FAULTY_SLOW_S": "3"})
+    release = tmp_path / "release"  # the first run's worker waits in its window until it exists
+    first = _popen(
+        _args(results, "scenario.faulty.variants=[slow]"),
+        env={"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(release)},
+    )
     try:
         _wait_for("*/faulty/slow/timing-1/spec.json", results, first)
         run_dir = only_run_dir(results)
@@ -274,6 +281,7 @@ def test_second_run_into_same_results_folder_is_refused(tmp_path):
             )
             assert first.poll() is None, "the first run ended before the check"
         assert sorted(p.name for p in results.iterdir()) == before, "a refused run created files"
+        release.touch()
         _, err = first.communicate(timeout=120)
     finally:
         if first.poll() is None:

@@ -19,7 +19,8 @@ from tests.test_reliability import _wait_for, wait_for_text
 
 
 def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool = False):
-    """Run faulty [ideal, slow] and send ``sig`` to the harness once slow is in its window."""
+    """Run faulty [ideal, slow] and send ``sig`` to the harness once slow is in its window
+    (where it waits for a hold file that never appears, so the signal always finds it there)."""
     preexec = None
     if ignore_inherited:  # as a shell's background job without job control, or nohup, would
 
@@ -35,7 +36,12 @@ def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool 
             *faulty_args(results, "scenario.faulty.variants=[ideal,slow]"),
         ],
         cwd=REPO,
-        env=dict(os.environ, **FAULTY_ENV, FAULTY_SLOW_S="3"),
+        env=dict(
+            os.environ,
+            **FAULTY_ENV,
+            FAULTY_SLOW_S="0",
+            FAULTY_HOLD_FILE=str(results.parent / "never-released"),
+        ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -6,7 +6,9 @@ can check that one variant's failure never loses another's results.
 
 Environment knobs (the worker inherits the test's environment):
 FAULTY_PID_FILE: where 'hang' writes the PIDs of the children it starts;
-FAULTY_SLOW_S: seconds 'slow' sleeps per step (default 1.5).
+FAULTY_SLOW_S: seconds 'slow' sleeps per step (default 1.5);
+FAULTY_HOLD_FILE: once inside its measured window, 'slow' also waits each step until this file
+exists, so a test can keep a run busy exactly as long as it needs (no fixed sleep to outlast).
 """
 
 from __future__ import annotations
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import torch
 
@@ -54,16 +57,24 @@ class FaultyConfig(ScenarioConfig):
 
 
 class Fine(Workload):
-    def __init__(self, size: FaultySize, ctx: RunContext, delay_s: float) -> None:
-        self.size, self.ctx, self.delay_s = size, ctx, delay_s
+    def __init__(
+        self, size: FaultySize, ctx: RunContext, delay_s: float, hold: Path | None = None
+    ) -> None:
+        self.size, self.ctx, self.delay_s, self.hold = size, ctx, delay_s, hold
+        self.in_window = False
 
     def setup(self) -> None:
         self.a = torch.randn(self.size.work, self.size.work, device=self.ctx.device)
+
+    def start_window(self) -> None:
+        self.in_window = True
 
     def step(self, index: int) -> None:
         with phase("forward"):
             self.a = torch.tanh(self.a @ self.a)
             time.sleep(self.delay_s)
+            while self.in_window and self.hold is not None and not self.hold.exists():
+                time.sleep(0.05)  # held by the test until it has seen what it waits for
 
 
 class Crash(Fine):
@@ -109,7 +120,9 @@ def build(cfg: FaultyConfig, size: FaultySize, variant: str, ctx: RunContext) ->
     if variant == "oom":
         return Oom(size, ctx, 0.0)
     if variant == "slow":
-        return Fine(size, ctx, float(os.environ.get("FAULTY_SLOW_S", "1.5")))
+        hold = os.environ.get("FAULTY_HOLD_FILE")
+        delay_s = float(os.environ.get("FAULTY_SLOW_S", "1.5"))
+        return Fine(size, ctx, delay_s, Path(hold) if hold else None)
     return Fine(size, ctx, 0.02 if variant == "baseline" else 0.0)
 
 
