@@ -9,7 +9,8 @@
 #     beside a timing process;
 #  3. $OUT: corpus-timing.csv, corpus-measured.csv (corpus/measure.py), corpus-exports.tar
 #     (NAME.sqlite.xz), capture.log; prints the table last.
-# Env: ONLY="a b" (script names), PART=1of2|2of2 (every other script), REPEATS, OUT,
+# Env: ONLY="a b" (script names), PART=1of2|2of2 (every other script), REPEATS, PROFILE=0 (timing
+#      only: keep the committed exports), OUT,
 #      PYTHON (default python3), TIMEOUT_S (per process, default 90; clean_compile 240),
 #      GPUS2=1 to include the 2-GPU scripts (run via torchrun; default: skipped unless in ONLY).
 set -u
@@ -92,7 +93,8 @@ export_one() {  # nsys-rep -> sqlite -> xz, in the background
 echo "== profiling"
 prof=$work/profiles
 pids=()
-for spec in "${selected[@]}"; do
+[ "${PROFILE:-1}" = 0 ] && selected_profile=() || selected_profile=("${selected[@]}")
+for spec in "${selected_profile[@]}"; do
   read -r name gpus _ <<<"$spec"
   while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n "${pids[@]}"; done
   t0=$(date +%s)
