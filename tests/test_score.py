@@ -1,9 +1,9 @@
 """``harness score`` on the wild corpus: the detectors on 17 whole-process H100 captures of
 ordinary training scripts (corpus/wild/), scored against labels measured on the same machine
 (corpus/wild/measured.csv). The table is exact: a detector change that moves any report shows
-here. The two host_sync misses are open: in both scripts the host's batch work is longer than
-the GPU work it could hide behind (see corpus/wild/README.md), and the competing change
-(``--fix prebuilt``) is not measured yet."""
+here. The three hs_* scripts are labelled data_stall since their competing change was measured
+(prebuilt device batches beat removing the syncs: corpus/wild/measured.csv), with host_sync as a
+measured second cause (``also``); two of them are still misses (see corpus/wild/README.md)."""
 
 from __future__ import annotations
 
@@ -28,9 +28,9 @@ EXPECTED = {
     "lb_tiny_layers": ("launch_bound", "launch_bound", "launch_bound"),
     "lb_batch1_infer": ("launch_bound", "launch_bound", "launch_bound"),
     "lb_python_timesteps": ("launch_bound", "launch_bound", "launch_bound"),
-    "hs_item_checks": ("host_sync", "data_stall", "data_stall;host_sync"),
-    "hs_nonzero_mask": ("host_sync", "host_sync", "host_sync;data_stall"),
-    "hs_cpu_metrics": ("host_sync", "launch_bound", "launch_bound;host_sync"),
+    "hs_item_checks": ("data_stall", "data_stall", "data_stall;host_sync"),
+    "hs_nonzero_mask": ("data_stall", "host_sync", "host_sync;data_stall"),
+    "hs_cpu_metrics": ("data_stall", "launch_bound", "launch_bound;host_sync"),
     "host_bound_with_syncs": ("launch_bound", "launch_bound", "launch_bound"),
     "clean_rare_item": ("none", "none", ""),
     "clean_compile": ("none", "none", ""),
@@ -65,17 +65,27 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     assert (scores["tool"] == "detectors").all()  # no other tool was asked
     counts = {k: (int(r.tp), int(r.fp), int(r.fn)) for k, r in scores.iterrows()}
     assert counts == {
-        "data_stall": (3, 2, 0),
+        "data_stall": (5, 0, 1),
         "pageable_copy": (2, 0, 0),
         "launch_bound": (4, 1, 0),
-        "host_sync": (3, 0, 0),
+        "host_sync": (0, 0, 0),  # fires on the hs_* scripts, a measured second cause there
         "exposed_comm": (0, 0, 0),
     }
-    # right on every report but the two host_sync ones, and nothing fires on a clean script
+    # right on every report but hs_nonzero_mask and hs_cpu_metrics; nothing fires on a clean one
     right = (reports["primary"] == reports["truth"]).sum()
     assert right == len(reports) - 2
     clean = reports[reports["truth"] == "none"]
     assert (clean["primary"] == "none").all() and clean["fired"].fillna("").eq("").all()
+
+
+def test_a_measured_second_cause_is_not_a_false_positive() -> None:
+    """``also`` takes a fired class out of the false positives, and only that class."""
+    rows = pd.DataFrame(
+        {"report": ["a", "b"], "truth": ["data_stall"] * 2, "also": ["host_sync", ""],
+         "fired": ["data_stall;host_sync", "data_stall;host_sync"]}
+    )  # fmt: skip
+    counts = S.class_scores(rows).set_index("class")
+    assert (int(counts.loc["host_sync", "fp"]), int(counts.loc["data_stall", "tp"])) == (1, 2)
 
 
 def test_labels_stand_on_their_measurements() -> None:
