@@ -21,9 +21,9 @@ import pandas as pd
 import pytest
 from PIL import Image
 
-from tests.conftest import DATA, REPO, run_cli
+from tests.conftest import DATA, run_cli
 
-REFERENCE = REPO / "results" / "reference" / "h100" / "sync_loading"
+REFERENCE = DATA / "h100_sync_loading"  # the tables of an earlier H100 sync_loading run
 SCENARIO = "sync_loading"
 #: Two severities of sync_loading (JPEG long side, px): small and the default.
 SEVERITIES = (32, 500)
