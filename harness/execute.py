@@ -220,6 +220,26 @@ def worker_has_ended(out_dir: Path) -> Callable[[Any], bool]:
     return ended
 
 
+def crashed_after_report(outcome: Outcome, out_dir: Path, report_base: Path, label: str) -> Outcome:
+    """A profiled worker that wrote its result, and whose nsys wrote the report, but that then
+    died on its way out (a library's tear-down crashing: SIGSEGV, exit code 139) leaves good
+    evidence: ``ok``, with what happened kept in ``error``. Anything else is left as it is."""
+    report = report_base.with_suffix(rf.REPORT_SUFFIX)
+    if outcome.status not in (Status.FAILED, Status.EVIDENCE_FAILED):
+        return outcome
+    if outcome.returncode in (None, 0) or not (out_dir / rf.RESULT).is_file():
+        return outcome
+    if not report.is_file():
+        return outcome
+    return replace(
+        outcome,
+        status=Status.OK,
+        error=f"{label}: exited with code {outcome.returncode} after writing its result, and "
+        f"nsys had written {report.name}: the crash came in the process's tear-down, after "
+        "the measurement; the report is used",
+    )
+
+
 def finish(outcome: Outcome, out_dir: Path, timeout_s: float, label: str) -> Outcome:
     """Wait for the nsys a profiled outcome left writing its report (see ``detach_when``)."""
     proc = outcome.finishing

@@ -39,6 +39,7 @@ from harness.config import SuiteConfig, UsageError, diagnosis_dict, discover_sce
 from harness.execute import (
     Outcome,
     check_export,
+    crashed_after_report,
     export_report,
     finish,
     kill_group,
@@ -358,6 +359,7 @@ class Suite:
             self.finishing[unit] = outcome
             self.pending_exports.append(unit)
             return outcome
+        outcome = crashed_after_report(outcome, out_dir, report_base, unit.label)
         outcome = node_outcome(self.cfg, outcome, unit.label)
         if outcome.status != Status.OK:
             return outcome
@@ -378,6 +380,9 @@ class Suite:
             unit, outcome = next(iter(self.finishing.items()))
             del self.finishing[unit]
             done = finish(outcome, unit.dir(run_dir), self.cfg.harness.timeout_s, unit.label)
+            done = crashed_after_report(
+                done, unit.dir(run_dir), self.report_base(unit, run_dir), unit.label
+            )
             done = node_outcome(self.cfg, done, unit.label)
             self.record(run_dir, unit, done)
             if done.status != Status.OK and unit in self.pending_exports:
