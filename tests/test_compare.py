@@ -9,7 +9,7 @@ import shutil
 import pandas as pd
 import pytest
 
-from tests.conftest import run_cli
+from tests.conftest import REPO, run_cli
 from tests.test_report import (
     REFERENCE,
     assert_links_resolve,
@@ -87,3 +87,25 @@ def test_compare_usage_errors(tmp_path):
 
     assert main([str(REFERENCE)]) == 2
     assert main([str(REFERENCE), str(tmp_path)]) == 2
+
+
+def test_compare_says_when_the_software_differs(tmp_path):
+    """The committed H100 and H200 reference runs used the same driver, torch and nsys: no
+    caveat. A copy of the H200 run with another torch in its manifest gets one, naming both."""
+    from harness.report.compare import main
+
+    ref = REPO / "results" / "reference"
+    same = tmp_path / "same"
+    assert main([str(ref / "h100"), str(ref / "h200"), "--out", str(same)]) == 0
+    assert "different" not in (same / "compare.md").read_text()
+
+    h200 = tmp_path / "h200"
+    shutil.copytree(ref / "h200", h200)
+    manifest = json.loads((h200 / "manifest.json").read_text())
+    manifest["torch"] = "2.99.0"
+    (h200 / "manifest.json").write_text(json.dumps(manifest))
+    other = tmp_path / "other"
+    assert main([str(ref / "h100"), str(h200), "--out", str(other)]) == 0
+    text = (other / "compare.md").read_text()
+    assert "different torch versions" in text and "2.99.0" in text and "2.11.0" in text
+    assert "different driver" not in text and "different nsys" not in text

@@ -7,7 +7,8 @@ run folders, ``compare-<label>-vs-<label>``):
 - ``compare.csv``: one row per GPU x scenario x fix (speedup, 95% CI, status);
 - ``compare.md`` and ``compare.html``: the table with one ``speedup [CI]`` column per GPU, the
   faceted matrix and a per-fix plot with the GPUs side by side, each run's environment, and what
-  makes the numbers not comparable (different sizes or severities);
+  makes the numbers not comparable (different sizes, severities, or driver, torch or nsys
+  versions);
 - ``compare/*.png``: the pictures.
 """
 
@@ -61,6 +62,7 @@ def _caveats(doc: Doc, runs: list[RunFolder], labels: list[str]) -> None:
                 + ", ".join(f"{k}: {v:g}" for k, v in per.items()),
                 kind="caveat",
             )
+    _software_caveats(doc, runs, labels)
     if any(r.slug == "cpu" for r in runs):
         doc.note(
             "a CPU run is among these: its timings say nothing about GPU speedups",
@@ -120,21 +122,44 @@ def _table(doc: Doc, cells: pd.DataFrame) -> None:
     )
 
 
+def _software(r: RunFolder) -> dict[str, str]:
+    """The driver, torch and nsys a run used (``–`` where its manifest does not say)."""
+    m = r.manifest or {}
+    nsys = str((m.get("nsys") or {}).get("version", "–"))
+    return {
+        "driver": str(r.gpu.get("driver") or "–"),
+        "torch": str(m.get("torch", "–")),
+        "nsys": nsys.replace("NVIDIA Nsight Systems version ", ""),
+    }
+
+
+def _software_caveats(doc: Doc, runs: list[RunFolder], labels: list[str]) -> None:
+    """Say which of driver, torch and nsys differ between the runs: a GPU comparison with
+    another software stack measures both changes at once."""
+    per = {lab: _software(r) for lab, r in zip(labels, runs, strict=True)}
+    for what in ("driver", "torch", "nsys"):
+        if len({v[what] for v in per.values()}) > 1:
+            doc.note(
+                f"the runs used different {what} versions ("
+                + ", ".join(f"{k}: {v[what]}" for k, v in per.items())
+                + "): the differences below are not the GPUs' alone",
+                kind="caveat",
+            )
+
+
 def _runs(doc: Doc, runs: list[RunFolder], labels: list[str], out_dir: Path) -> None:
     rows = []
     for lab, r in zip(labels, runs, strict=True):
-        m = r.manifest or {}
+        sw = _software(r)
         report = r.path / "report.html"
         rows.append(
             [
                 lab,
                 Link(r.path.name, rel(report if report.is_file() else r.path, out_dir)),
                 r.gpu_name,
-                str(r.gpu.get("driver") or "–"),
-                str(m.get("torch", "–")),
-                str((m.get("nsys") or {}).get("version", "–")).replace(
-                    "NVIDIA Nsight Systems version ", ""
-                ),
+                sw["driver"],
+                sw["torch"],
+                sw["nsys"],
                 r.size,
                 Badge(r.state_name, "ok" if r.complete else "inconclusive"),
                 r.created or "–",
