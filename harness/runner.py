@@ -359,14 +359,20 @@ class Suite:
             self.finishing[unit] = outcome
             self.pending_exports.append(unit)
             return outcome
-        outcome = crashed_after_report(outcome, out_dir, report_base, unit.label)
-        outcome = node_outcome(self.cfg, outcome, unit.label)
+        outcome = self._profile_outcome(unit, run_dir, outcome)
         if outcome.status != Status.OK:
             return outcome
         if defer_export and report_base.with_suffix(rf.REPORT_SUFFIX).is_file():
             self.pending_exports.append(unit)
             return outcome
         return self._export(unit, report_base, out_dir, outcome)
+
+    def _profile_outcome(self, unit: Unit, run_dir: Path, outcome: Outcome) -> Outcome:
+        """How a profiled worker ended, once nsys is done with it: a crash after its result and
+        report still counts as ok, a node without rank 0 needs no result.json."""
+        base = self.report_base(unit, run_dir)
+        outcome = crashed_after_report(outcome, unit.dir(run_dir), base, unit.label)
+        return node_outcome(self.cfg, outcome, unit.label)
 
     def trace_for(self, scenario: str) -> list[str]:
         """nsys ``--trace`` for a scenario: its own ``nsys_trace`` or ``nsys.trace``."""
@@ -380,10 +386,7 @@ class Suite:
             unit, outcome = next(iter(self.finishing.items()))
             del self.finishing[unit]
             done = finish(outcome, unit.dir(run_dir), self.cfg.harness.timeout_s, unit.label)
-            done = crashed_after_report(
-                done, unit.dir(run_dir), self.report_base(unit, run_dir), unit.label
-            )
-            done = node_outcome(self.cfg, done, unit.label)
+            done = self._profile_outcome(unit, run_dir, done)
             self.record(run_dir, unit, done)
             if done.status != Status.OK and unit in self.pending_exports:
                 self.pending_exports.remove(unit)

@@ -176,8 +176,8 @@ class ScenarioConfig:
     """Subset of variants to run; None runs all of them."""
     nsys_trace: list[str] | None = None
     """What nsys traces (``--trace``) in this scenario's profiled runs; None: ``nsys.trace``.
-    A scenario whose detector needs no OS-runtime evidence can leave ``osrt`` out where its
-    interposition slows the host loop it measures (the probe effect)."""
+    No scenario sets it: leaving ``osrt`` out did not lower the probe effect of the launch-heavy
+    baselines on the H100 (results/reference/h100/README.md), and data_stall needs it."""
 
     #: Set by the scenario when it registers the schema; used for validation messages.
     _scenario: ClassVar[Scenario | None] = None

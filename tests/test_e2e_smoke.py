@@ -151,8 +151,8 @@ def test_ground_truth_tables(smoke_run):
     judged = diag if decisive else diag.drop(index="async_dataloader")
     # every variant as expected: a fix expected clean fires nothing, a partial fix its class
     assert judged["match"].astype(bool).all(), diag[["expected_role", "observed", "match"]]
-    clean = judged["expected_role"] == "clean"
-    assert (judged.loc[clean, "data_stall_state"] == "clear").all()
+    judged_clean = judged["expected_role"] == "clean"
+    assert (judged.loc[judged_clean, "data_stall_state"] == "clear").all()
     clean = diag["expected_role"] == "clean"
     verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario")
     if decisive:
