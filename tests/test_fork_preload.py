@@ -1,5 +1,7 @@
 """The fork server's extra imports (``harness.fork_preload``): done before it says ready, and a
-module that cannot be imported is a clear refusal, never a server that forks broken workers."""
+module that cannot be imported is a clear refusal, never a server that forks broken workers.
+Also the two per-run choices the runner makes for a worker's start: the preload list and the
+scenario's own nsys trace."""
 
 from __future__ import annotations
 
@@ -26,3 +28,30 @@ def test_preloaded_module_is_imported_before_ready() -> None:
 def test_unimportable_preload_refuses_to_serve() -> None:
     with pytest.raises(ForkServerError, match="preloading no_such_module_xyz failed"):
         ForkServer(preload=["no_such_module_xyz"])
+
+
+def test_a_scenario_may_trace_its_own_apis() -> None:
+    """``scenario.<name>.nsys_trace`` replaces ``nsys.trace`` for that scenario only."""
+    from harness.config import compose
+    from harness.runner import Suite
+
+    raw, suite = compose(
+        ["+scenario=[forced_sync,kernel_flood]", "scenario.forced_sync.nsys_trace=[cuda,nvtx]"]
+    )
+    s = Suite(suite, raw)
+    assert s.trace_for("forced_sync") == ["cuda", "nvtx"]
+    assert s.trace_for("kernel_flood") == ["cuda", "nvtx", "osrt"]
+
+
+def test_the_default_preload_depends_on_the_device() -> None:
+    from harness.config import compose
+    from harness.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
+
+    raw, suite = compose(["+scenario=forced_sync"])
+    s = Suite(suite, raw)
+    s.device = "cpu"
+    assert s.fork_preload() == list(PRELOAD_ALWAYS)
+    s.device = "cuda"
+    assert s.fork_preload() == [*PRELOAD_ALWAYS, *PRELOAD_GPU]
+    raw, suite = compose(["+scenario=forced_sync", "harness.fork_preload=[json]"])
+    assert Suite(suite, raw).fork_preload() == ["json"]
