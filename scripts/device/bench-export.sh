@@ -6,20 +6,17 @@
 # `python -m harness diagnose` end to end, printing sizes and timings; the tables come back in
 # $OUT (never the export itself).
 #
-# Use VARIANT=baseline STEPS=2200 (836 MB, 5.1 M kernels, 9.8 M API rows; 510 s in one call on the
-# H100 with HARNESS_ARGS=diagnosis.expert_rules.enabled=false). The cuda_graphs default below
-# crashes: its profiled process dies with SIGSEGV (exit 139) after the capture range ends and
-# nsys has written the report, before the worker writes its result (2 of 2 runs, nsys 2025.3.1).
-# Default: the cuda_graphs variant with per-node graph tracing. It replays the ~2,300 kernels of
-# a 64-block step in ~5 ms, so kernel rows (~80 B each in the export) accumulate at ~40 MB/s and
-# 5,500 steps give ~1 GB in under a minute of capture; the whole script takes ~4 min. The eager
-# baseline is launch-bound (36 ms per step, a CUDA API row per kernel): VARIANT=baseline
-# STEPS=1500 gives ~0.45 GB in about the same time and exercises the API-call readers.
-# Overrides: STEPS, VARIANT, SEVERITY (blocks), REPEAT (bench runs), HARNESS_ARGS (more harness
-# overrides, space-separated, e.g. diagnosis.expert_rules.enabled=false).
+# Default: the eager kernel_flood baseline, 2,200 measured steps. It is launch-bound (a CUDA API row
+# per kernel), so both big tables grow: 836 MB, 5.1 M kernels, 9.8 M API rows, 510 s in one call
+# on the H100. VARIANT=cuda_graphs (per-node graph tracing, ~40 MB of kernel rows a second) would
+# be faster to fill, but its profiled process dies with SIGSEGV (exit 139) after the capture
+# range ends and nsys has written the report, before the worker writes its result (2 of 2 runs,
+# nsys 2025.3.1); the profiled worker's logs then come back in $OUT.
+# Overrides: STEPS, VARIANT, SEVERITY (blocks), REPEAT (bench runs), HARNESS_ARGS (harness
+# overrides, space-separated; default: expert rules off, whose nsys analyze on 1 GB takes minutes).
 set -uo pipefail
-steps=${STEPS:-5500}
-variant=${VARIANT:-cuda_graphs}
+steps=${STEPS:-2200}
+variant=${VARIANT:-baseline}
 severity=${SEVERITY:-64}
 repeat=${REPEAT:-3}
 results=/var/tmp/results/bench-export
@@ -29,7 +26,7 @@ mkdir -p "$results" "$out"
 extra=()
 [ "$variant" != baseline ] && extra+=(nsys.cuda_graph_trace=node)
 # shellcheck disable=SC2206
-extra+=(${HARNESS_ARGS:-})
+extra+=(${HARNESS_ARGS-diagnosis.expert_rules.enabled=false})
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader
 nproc
 t0=$(date +%s)
@@ -44,7 +41,10 @@ echo "harness run: exit $rc, $((t1 - t0)) s (timing run + profiled run + export 
 run=$(ls -d "$results"/*/ | tail -1)
 db=$(find "$run" -name '*.sqlite' | head -1)
 if [ -z "$db" ]; then
-  echo "no SQLite export was made; see $run" >&2
+  echo "no SQLite export was made; see $run (the profiled worker's logs and status are in $out)" >&2
+  for f in $(find "$run" -path '*profile*' \( -name 'std*.log' -o -name status.json \)); do
+    cp "$f" "$out/profile-$(basename "$f")"
+  done
   exit 1
 fi
 ls -la "$(dirname "$db")"
