@@ -19,12 +19,12 @@ import pytest
 from analysis import trace as T
 from analysis.detect import REGISTRY, diagnose, load_thresholds
 from analysis.findings import CLASSES, Finding
+from tests._fixtures import sqlite_fixture
 
-DATA = Path(__file__).parent / "data"
-GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
-GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
-CPU_BASE = DATA / "cpu_nsys2022_sync_loading.sqlite"
-CPU_FIX = DATA / "cpu_nsys2022_sync_loading_async_dataloader.sqlite"
+GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
+GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
+CPU_BASE = sqlite_fixture("cpu_nsys2022_sync_loading")
+CPU_FIX = sqlite_fixture("cpu_nsys2022_sync_loading_async_dataloader")
 NO_NVTX = {"window": {"use_nvtx": False}}
 
 

@@ -6,10 +6,10 @@ import json
 
 import pytest
 
-from tests.conftest import DATA
+from tests._fixtures import sqlite_fixture
 
-GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
-GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
+GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
+GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
 CLASSES = {"data_stall", "pageable_copy", "launch_bound", "host_sync", "exposed_comm"}
 
 

@@ -23,11 +23,11 @@ from analysis import trace as T
 from analysis.findings import CLASSES
 from harness import nsys as nsys_mod
 from harness import verdicts as V
-from tests.conftest import DATA
+from tests._fixtures import sqlite_fixture
 
-GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
-GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
-CPU_BASE = DATA / "cpu_nsys2022_sync_loading.sqlite"
+GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
+GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
+CPU_BASE = sqlite_fixture("cpu_nsys2022_sync_loading")
 
 
 def test_mapping_names_both_spellings_and_known_classes() -> None:
@@ -84,7 +84,7 @@ def nsys() -> str:
 def copies(tmp_path_factory) -> dict[str, Path]:
     """The committed exports copied out, so nsys never touches tests/data."""
     d = tmp_path_factory.mktemp("exports")
-    return {p.stem: Path(shutil.copy(p, d / p.name)) for p in (GPU_BASE, GPU_FIX, CPU_BASE)}
+    return {p.stem: Path(shutil.copyfile(p, d / p.name)) for p in (GPU_BASE, GPU_FIX, CPU_BASE)}
 
 
 def _by_rule(results: list[E.RuleResult]) -> dict[str, E.RuleResult]:
@@ -170,7 +170,7 @@ def _run_folder(tmp_path: Path, nsys_path: str | None) -> tuple[Path, pd.DataFra
     for variant, src in layout.items():
         prof = tmp_path / "sync_loading" / variant / "profile"
         prof.mkdir(parents=True)
-        shutil.copy(src, prof / f"sync_loading__{variant}.sqlite")
+        shutil.copyfile(src, prof / f"sync_loading__{variant}.sqlite")
     manifest = {"nsys": {"path": nsys_path, "version": "?"} if nsys_path else None}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     runs = pd.DataFrame(

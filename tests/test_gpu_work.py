@@ -12,9 +12,11 @@ from analysis import trace as T
 from analysis.gpu_work import COLUMNS, gpu_work
 from harness.verdicts import gpu_work_table
 from scenarios import discover
+from tests._fixtures import DATA, sqlite_fixture
 
-DATA = Path(__file__).parent / "data"
-GPU = sorted(DATA.glob("gpu_*.sqlite"))
+GPU = [
+    sqlite_fixture(p.name.removesuffix(".sqlite.xz")) for p in sorted(DATA.glob("gpu_*.sqlite.xz"))
+]
 
 
 @pytest.mark.parametrize("path", GPU, ids=lambda p: p.stem)
@@ -25,7 +27,7 @@ def test_kernels_and_their_time_per_step_match_sql(path: Path) -> None:
         lo, hi = T.window(tr)
         steps = T.step_ranges(tr)
     n_steps = int(((steps["start_ns"] >= lo) & (steps["end_ns"] <= hi)).sum())
-    con = sqlite3.connect(path)
+    con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)  # the shared cached fixture
     count, total_ns = con.execute(
         'SELECT COUNT(*), SUM(MIN("end", ?) - MAX(start, ?)) FROM CUPTI_ACTIVITY_KIND_KERNEL '
         'WHERE start < ? AND "end" > ?',
@@ -42,7 +44,7 @@ def test_kernels_and_their_time_per_step_match_sql(path: Path) -> None:
 
 
 def test_a_cpu_export_has_no_gpu_work_and_says_why() -> None:
-    with T.open_trace(DATA / "cpu_nsys2022_sync_loading.sqlite") as tr:
+    with T.open_trace(sqlite_fixture("cpu_nsys2022_sync_loading")) as tr:
         with pytest.raises(T.TraceError, match="no GPU activity"):
             gpu_work(tr)
 
@@ -60,7 +62,7 @@ def test_limit_is_the_baseline_kernel_sum_only_without_an_ideal(tmp_path: Path) 
         for scenario in ("sync_loading", "kernel_flood"):
             folder = tmp_path / scenario / variant / "profile"
             folder.mkdir(parents=True)
-            (folder / "x.sqlite").write_bytes((DATA / f"{stem}.sqlite").read_bytes())
+            (folder / "x.sqlite").write_bytes(sqlite_fixture(stem).read_bytes())
             rows.append(
                 {"scenario": scenario, "variant": variant, "kind": kind, "profiled": True}
                 | {"step_ms_mean": step_ms}

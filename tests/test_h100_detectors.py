@@ -16,6 +16,7 @@ from analysis.detect import _steady as S
 from analysis.detect import diagnose, load_thresholds
 from analysis.findings import State
 from analysis.trace import open_trace
+from tests._fixtures import sqlite_fixture
 
 DATA = Path(__file__).resolve().parent / "data"
 H100 = DATA / "h100"
@@ -58,7 +59,7 @@ def test_primary_is_the_injected_class(h100: dict[str, Path], name: str, use_nvt
 
 def test_sync_loading_baseline_is_a_data_stall_without_nvtx() -> None:
     primary, found = _primary(
-        DATA / "gpu_nsys2025_sync_loading.sqlite", {"window": {"use_nvtx": False}}
+        sqlite_fixture("gpu_nsys2025_sync_loading"), {"window": {"use_nvtx": False}}
     )
     assert primary == "data_stall", found["data_stall"].reason
 

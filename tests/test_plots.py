@@ -13,12 +13,13 @@ from PIL import Image
 
 from analysis import trace as tr
 from analysis.plots import load_timeline, plot_pair, plot_timeline, speedup_matrix
+from tests._fixtures import sqlite_fixture
 from tests.conftest import DATA
 
-GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
-GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
-CPU_BASE = DATA / "cpu_nsys2022_sync_loading.sqlite"
-CPU_FIX = DATA / "cpu_nsys2022_sync_loading_async_dataloader.sqlite"
+GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
+GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
+CPU_BASE = sqlite_fixture("cpu_nsys2022_sync_loading")
+CPU_FIX = sqlite_fixture("cpu_nsys2022_sync_loading_async_dataloader")
 RUNS = DATA / "h100_sync_loading" / "runs.csv"  # an earlier H100 run, kept as a fixture
 
 

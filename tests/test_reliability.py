@@ -24,7 +24,8 @@ from harness.config import SuiteConfig
 from harness.nsys import SEARCH_GLOBS, Nsys, find, profile_command
 from harness.runner import Outcome, RunLock, Suite, Unit, check_export
 from harness.worker import WINDOW_MARKER
-from tests.conftest import DATA, FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
+from tests._fixtures import sqlite_fixture
+from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
 
 pytestmark = pytest.mark.slow
 
@@ -165,7 +166,7 @@ def test_importer_missing_leaves_evidence_failed_and_keeps_timings(tmp_path):
 
 # -- 6. export fails or is truncated -----------------------------------------------------------
 def test_truncated_sqlite_export_is_named(tmp_path):
-    src = DATA / "cpu_nsys2022_sync_loading.sqlite"
+    src = sqlite_fixture("cpu_nsys2022_sync_loading")
     cut = tmp_path / "cut.sqlite"
     cut.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
     assert check_export(src) == ""

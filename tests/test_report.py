@@ -21,6 +21,7 @@ import pandas as pd
 import pytest
 from PIL import Image
 
+from tests._fixtures import sqlite_fixture
 from tests.conftest import DATA, run_cli
 
 REFERENCE = DATA / "h100_sync_loading"  # the tables of an earlier H100 sync_loading run
@@ -300,7 +301,7 @@ def test_gpu_timeline_from_committed_exports(tmp_path):
                     ("async_dataloader", "gpu_nsys2025_sync_loading_async_dataloader")):  # fmt: skip
         prof = run / SCENARIO / v / "profile"
         prof.mkdir(parents=True)
-        shutil.copy(DATA / f"{name}.sqlite", prof / f"{SCENARIO}__{v}.sqlite")
+        shutil.copyfile(sqlite_fixture(name), prof / f"{SCENARIO}__{v}.sqlite")
     doc = build_run_report(RunFolder.load(run), run)
     img = next(b for b in doc.images if b.name == f"timeline_{SCENARIO}")
     px = assert_picture(img.png, 600)

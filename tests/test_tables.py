@@ -1,8 +1,9 @@
 """Tests for analysis.trace: typed tables over nsys SQLite exports.
 
 Three sources of exports:
-- the harness' committed exports in tests/data (skipped per file until they land; the directory
-  can be pointed elsewhere with ANALYSIS_TEST_DATA),
+- the harness' committed exports in tests/data, xz-compressed there and read from the cache of
+  tests/_fixtures.py (skipped per file until they land; the directory can be pointed elsewhere
+  with ANALYSIS_TEST_DATA, holding plain or xz-compressed exports),
 - a CPU export generated here with the local nsys (marker ``nsys``; skipped without nsys),
 - small synthetic databases written with sqlite3, which pin the schema-difference paths
   (enums without ``label``, shuffled enum ids, missing optional columns, both metadata tables)
@@ -26,6 +27,7 @@ import pandas as pd
 import pytest
 
 from analysis import trace as T
+from tests._fixtures import sqlite_fixture
 
 DATA_DIR = Path(os.environ.get("ANALYSIS_TEST_DATA", Path(__file__).parent / "data"))
 
@@ -56,16 +58,28 @@ def _export_param(path: Path) -> object:
     )
 
 
+def _export_path(name: str) -> Path:
+    """``DATA_DIR/name`` itself, or where its ``.xz`` is decompressed to if only that is there
+    (a path that does not exist when neither is, so the test skips)."""
+    plain = DATA_DIR / name
+    if plain.exists() or not (DATA_DIR / f"{name}.xz").is_file():
+        return plain
+    return sqlite_fixture(name.removesuffix(".sqlite"), DATA_DIR)
+
+
 def _committed(prefix: str = "") -> list[object]:
     names = list(EXPECTED_EXPORTS)
     if DATA_DIR.is_dir():  # any further export dropped into the folder gets the generic checks
-        names += sorted(p.name for p in DATA_DIR.glob("*.sqlite") if p.name not in names)
-    return [_export_param(DATA_DIR / n) for n in names if n.startswith(prefix)]
+        found = [*DATA_DIR.glob("*.sqlite"), *DATA_DIR.glob("*.sqlite.xz")]
+        names += sorted({p.name.removesuffix(".xz") for p in found} - set(names))
+    return [_export_param(_export_path(n)) for n in names if n.startswith(prefix)]
 
 
 def _expected_steps(path: Path) -> int | None:
-    """Steps the harness recorded in the result.json beside an export, if there is one."""
-    for cand in (path.with_suffix(".result.json"), path.with_name(path.name + ".result.json")):
+    """Steps the harness recorded in the result.json beside an export (or, for one decompressed
+    from DATA_DIR into the fixture cache, beside its ``.xz``), if there is one."""
+    beside = (path.with_suffix(".result.json"), path.with_name(path.name + ".result.json"))
+    for cand in (*beside, DATA_DIR / f"{path.stem}.result.json"):
         if cand.exists():
             result = json.loads(cand.read_text())
             steps = int(result["steps"])

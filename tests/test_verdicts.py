@@ -17,12 +17,12 @@ import scenarios
 from analysis.findings import CLASSES, Finding, State
 from harness import verdicts as V
 from scenarios import Expectation, Rule, Variant
-from tests.conftest import DATA
+from tests._fixtures import sqlite_fixture
 
 FOUND = scenarios.discover()
 SCEN = FOUND["sync_loading"]
-GPU_BASE = DATA / "gpu_nsys2025_sync_loading.sqlite"
-GPU_FIX = DATA / "gpu_nsys2025_sync_loading_async_dataloader.sqlite"
+GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
+GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
 
 
 def _findings(fired: set[str], not_judged: frozenset[str] = frozenset()) -> dict[str, Finding]:
@@ -176,7 +176,7 @@ def _run_folder(tmp: Path, fix_export: Path, loader_only: float) -> tuple[Path, 
     for variant, src in (("baseline", GPU_BASE), ("async_dataloader", fix_export)):
         prof = tmp / "sync_loading" / variant / "profile"
         prof.mkdir(parents=True)
-        shutil.copy(src, prof / f"sync_loading__{variant}.sqlite")
+        shutil.copyfile(src, prof / f"sync_loading__{variant}.sqlite")
     timing = tmp / "sync_loading" / "async_dataloader" / "timing-1"
     timing.mkdir()
     (timing / "status.json").write_text(json.dumps({"status": "ok"}))
