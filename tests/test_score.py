@@ -1,9 +1,11 @@
-"""``harness score`` on the wild corpus: the detectors on 17 whole-process H100 captures of
-ordinary training scripts (corpus/wild/), scored against labels measured on the same machine
-(corpus/wild/measured.csv). The table is exact: a detector change that moves any report shows
-here. The three hs_* scripts are labelled data_stall since their competing change was measured
-(prebuilt device batches beat removing the syncs: corpus/wild/measured.csv), with host_sync as a
-measured second cause (``also``); two of them are still misses (see corpus/wild/README.md)."""
+"""``harness score`` on the wild corpus: the detectors on 20 whole-process captures of ordinary
+training scripts (corpus/wild/: 19 on an H100, the DDP one on 2 x H200), scored against labels
+measured on the same machines (corpus/wild/measured.csv). The table is exact: a detector change
+that moves any report shows here. hs_item_checks, hs_nonzero_mask and hs_cpu_metrics are
+labelled data_stall since their competing change was measured (prebuilt device batches beat
+removing the syncs), with host_sync as a measured second cause (``also``); hs_step_logging and
+hs_hard_mining are the host_sync ones (removing the syncs beat removing either part of the host
+work they expose)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,10 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from analysis.detect import _common as C
+from analysis.detect import _host as H
+from analysis.detect import diagnose, load_thresholds
+from analysis.trace import open_trace
 from harness import score as S
 from tests.conftest import REPO
 
@@ -29,14 +35,17 @@ EXPECTED = {
     "lb_batch1_infer": ("launch_bound", "launch_bound", "launch_bound"),
     "lb_python_timesteps": ("launch_bound", "launch_bound", "launch_bound"),
     "hs_item_checks": ("data_stall", "data_stall", "data_stall;host_sync"),
-    "hs_nonzero_mask": ("data_stall", "host_sync", "host_sync;data_stall"),
-    "hs_cpu_metrics": ("data_stall", "launch_bound", "launch_bound;host_sync"),
+    "hs_nonzero_mask": ("data_stall", "data_stall", "data_stall;host_sync"),
+    "hs_cpu_metrics": ("data_stall", "data_stall", "data_stall;host_sync"),
+    "hs_step_logging": ("host_sync", "host_sync", "host_sync"),
+    "hs_hard_mining": ("host_sync", "host_sync", "host_sync;data_stall"),
     "host_bound_with_syncs": ("launch_bound", "launch_bound", "launch_bound"),
     "clean_rare_item": ("none", "none", ""),
     "clean_compile": ("none", "none", ""),
     "clean_cudnn_benchmark": ("none", "none", ""),
     "clean_loader_keeps_up": ("none", "none", ""),
     "clean_pinned_side_stream": ("none", "none", ""),
+    "ddp_exposed_comm": ("exposed_comm", "exposed_comm", "exposed_comm"),
 }
 
 
@@ -48,8 +57,8 @@ def reports() -> pd.DataFrame:
 
 def test_every_labelled_export_is_scored(reports: pd.DataFrame) -> None:
     with (CORPUS / "labels.csv").open() as fh:
-        single_gpu = {r["script"] for r in csv.DictReader(fh) if r["gpus"] == "1"}
-    assert set(reports.index) == single_gpu == set(EXPECTED)
+        scripts = {r["script"] for r in csv.DictReader(fh)}
+    assert set(reports.index) == scripts == set(EXPECTED)
 
 
 def test_the_exact_table(reports: pd.DataFrame) -> None:
@@ -64,16 +73,18 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     scores = S.class_scores(reports.reset_index()).set_index("class")
     assert (scores["tool"] == "detectors").all()  # no other tool was asked
     counts = {k: (int(r.tp), int(r.fp), int(r.fn)) for k, r in scores.iterrows()}
+    # host_sync also fires on the three data_stall hs_* scripts and data_stall on hs_hard_mining:
+    # measured second causes there (``also``), neither right nor wrong
     assert counts == {
-        "data_stall": (5, 0, 1),
+        "data_stall": (6, 0, 0),
         "pageable_copy": (2, 0, 0),
-        "launch_bound": (4, 1, 0),
-        "host_sync": (0, 0, 0),  # fires on the hs_* scripts, a measured second cause there
-        "exposed_comm": (0, 0, 0),
+        "launch_bound": (4, 0, 0),
+        "host_sync": (2, 0, 0),
+        "exposed_comm": (1, 0, 0),
     }
-    # right on every report but hs_nonzero_mask and hs_cpu_metrics; nothing fires on a clean one
+    # right on every report; nothing fires on a clean one
     right = (reports["primary"] == reports["truth"]).sum()
-    assert right == len(reports) - 2
+    assert right == len(reports)
     clean = reports[reports["truth"] == "none"]
     assert (clean["primary"] == "none").all() and clean["fired"].fillna("").eq("").all()
 
@@ -119,3 +130,49 @@ def test_cli_scores_a_folder(tmp_path: Path, cli) -> None:
 def test_cli_refuses_a_folder_without_labels(tmp_path: Path, cli) -> None:
     proc = cli(["score", str(tmp_path), "--no-expert-rules"])
     assert proc.returncode == 2 and "neither a corpus" in proc.stderr
+
+
+def test_process_main_thread_from_a_global_thread_id() -> None:
+    """nsys's global thread id holds pid in bits 24-47 and tid in 0-23 (values from an H100
+    capture: the autograd thread 1891 of process 1836)."""
+    autograd, main = 281505779681123, 281505779681068
+    assert (autograd & 0xFFFFFF, (autograd >> 24) & 0xFFFFFF) == (1891, 1836)
+    assert C.process_main_thread(autograd) == main
+    assert C.process_main_thread(main) == main
+
+
+@pytest.mark.parametrize("name", ["host_bound_with_syncs", "lb_python_timesteps"])
+def test_the_loop_thread_is_the_process_main_thread(tmp_path: Path, name: str) -> None:
+    """In these captures PyTorch's autograd thread launches more kernels than the loop's own
+    thread; the host view still reads the process's main thread (its syncs, its stretches)."""
+    with S.sqlite_of(CORPUS / "exports" / f"{name}.sqlite.xz", tmp_path) as db:
+        with open_trace(db) as trace:
+            view = H.host_view(trace, load_thresholds())
+            st = C.steady(trace, load_thresholds())
+            by_count = C.launcher_tids(trace, st.lo, st.hi)  # sorted by id
+            counts = {
+                int(t): int(n)
+                for t, n in trace.query(
+                    f"SELECT globalTid, COUNT(*) FROM {C.RUNTIME} AS t WHERE {C.WINDOW} "
+                    f"AND t.nameId IN ({C.id_list(C.category_ids(trace, 'launch'))}) "
+                    "GROUP BY globalTid",
+                    {"lo": st.lo, "hi": st.hi},
+                )[1]
+            }
+    assert view is not None and view.tid in by_count
+    assert view.tid == C.process_main_thread(view.tid)
+    assert max(counts, key=counts.get) != view.tid  # the thread launching most is another
+
+
+def test_sync_rate_per_second_passes_without_the_suites_steps(tmp_path: Path) -> None:
+    """Iterations found in the GPU work may be one layer, not one step, so the per-step sync
+    rate may read low: without the suite's steps, >= min_syncs_per_s also passes."""
+    strict = load_thresholds({"host_sync": {"min_syncs_per_step": 100.0}})
+    path = CORPUS / "exports" / "hs_step_logging.sqlite.xz"
+    with S.sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
+        found = {f.klass: f for f in diagnose(trace, strict)}
+    sync = found["host_sync"]
+    assert sync.metrics["syncs_per_step"] < 100 and sync.fired, sync.reason
+    off = load_thresholds({"host_sync": {"min_syncs_per_step": 100.0, "min_syncs_per_s": 1e6}})
+    with S.sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
+        assert not {f.klass: f for f in diagnose(trace, off)}["host_sync"].fired

@@ -609,9 +609,25 @@ def launcher_tids(trace: T.Trace, lo: int, hi: int, *, most_first: bool = False)
     sql = f"""SELECT t.globalTid, COUNT(*) AS n FROM {RUNTIME} AS t WHERE {WINDOW}
               AND t.nameId IN ({id_list(category_ids(trace, "launch"))})
               GROUP BY t.globalTid ORDER BY n DESC"""
-    rows = trace.query(sql, {"lo": lo, "hi": hi})[1]
-    tids = np.array([r[0] for r in rows if r[0] is not None], dtype=np.int64)
-    return tids if most_first else np.sort(tids)
+    rows = [r for r in trace.query(sql, {"lo": lo, "hi": hi})[1] if r[0] is not None]
+    tids = np.array([r[0] for r in rows], dtype=np.int64)
+    if not most_first:
+        return np.sort(tids)
+    # PyTorch's autograd thread can launch more than the loop's own thread (a large backward):
+    # the process's main thread goes first when it launches at least a tenth as much
+    counts = {int(t): int(n) for t, n in rows}
+    if tids.size > 1:
+        own = process_main_thread(int(tids[0]))
+        if own != tids[0] and counts.get(own, 0) >= 0.1 * counts[int(tids[0])]:
+            tids = np.concatenate([[own], tids[tids != own]])
+    return tids
+
+
+def process_main_thread(gtid: int) -> int:
+    """The main thread of ``gtid``'s process: nsys's global thread id holds the process id in
+    bits 24-47 and the thread id in bits 0-23, and Linux gives a main thread tid == pid."""
+    pid = (gtid >> 24) & 0xFFFFFF
+    return (gtid & ~0xFFFFFF) | pid
 
 
 # --- interval maths (vectorised) ---------------------------------------------------------------

@@ -19,10 +19,12 @@ thread (the one that launches most kernels) was doing at that moment:
 Syncs only *expose* host time: without them the host runs ahead and its work overlaps the
 GPU's. So the idle the syncs cost is counterfactual: with ``H`` the main thread's time not
 blocked in syncs and ``G`` the GPU's busy time, the window would take ``max(H, G)`` without
-them, and ``T - max(H, G)`` is the syncs' share. The rest of the idle, ``max(0, H - G)``, is
-the host's own pace, split between data, host and dispatch in proportion to the idle each
-covers. Each class's impact is therefore an estimate of the window share that removing that
-one cause would save.
+them, and ``T - max(H, G)`` is what removing the syncs saves. The host's own pace,
+``max(0, H - G)``, is split between data, host and dispatch by the idle each covers; when the
+host is the slower side (``H > G``), removing a block of input or other host work, syncs kept,
+saves all the idle it covers, and that is its share instead (see :func:`_host_savings`). Each
+class's impact is therefore an estimate of the window share that removing that one cause would
+save, and the larger one is the primary.
 """
 
 from __future__ import annotations
@@ -105,6 +107,13 @@ def _hint_ranges(trace: T.Trace, st: C.Steady, tid: int, hints: list[str]):
     return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
 
 
+def _suite_ranges(trace: T.Trace, st: C.Steady, name: str):
+    """Union of the step thread's NVTX ranges called ``name``, clipped to the window."""
+    r = T.step_ranges(trace, name)
+    r = r[(r["global_tid"] == st.step_tid) & r["end_ns"].notna()].astype({"end_ns": "int64"})
+    return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
+
+
 def _stretches(calls: dict[str, np.ndarray], st: C.Steady, min_ns: int):
     """Gaps of at least ``min_ns`` between the thread's consecutive CUDA calls (window edges
     count as calls): (start, end, index of the call that follows, -1 at the window end)."""
@@ -122,15 +131,20 @@ def _stretches(calls: dict[str, np.ndarray], st: C.Steady, min_ns: int):
 
 
 def _h2d_follows(trace, act, calls, nxt, look: int) -> np.ndarray:
-    """For each stretch: is one of the next ``look`` CUDA calls a host-to-device copy?"""
+    """For each stretch: is one of the next ``look`` CUDA calls, before the first kernel launch,
+    a host-to-device copy? Pinning a batch (``pin_memory``) makes a few calls of its own (event
+    queries, a host allocation) before the copy; a launch first means the stretch fed compute."""
     cp = act.take((act.kind == C.KIND_MEMCPY) & (act.direction == C.HTOD))
     h2d_corr = np.unique(cp.corr)
     n = calls["corr"].size
     out = np.zeros(nxt.size, bool)
+    open_ = nxt >= 0  # still looking: no launch seen yet
     for k in range(look):  # only the calls after a stretch are looked up
         idx = nxt + k
-        ok = (nxt >= 0) & (idx < n)
+        ok = open_ & (idx < n)
         out[ok] |= np.isin(calls["corr"][idx[ok]], h2d_corr)
+        open_ = ok & ~out
+        open_[ok] &= calls["cat"][idx[ok]] != C.LAUNCH
     return out
 
 
@@ -149,7 +163,8 @@ def _issuing_threads(
 
     Read on a sample of the window (its first three steps, or its first fifth if longer): which thread
     launched each kernel (by correlation id) onto which stream. The main thread is the step
-    thread when it launches, else the one launching most onto the busiest stream; the issuing
+    thread when it launches, else the process's main thread if it launches onto the busiest
+    stream, else the thread launching most onto it; the issuing
     threads are those that launch a fair share onto the main thread's streams (PyTorch's autograd
     thread, which runs the backward while the main thread waits), not those feeding streams of
     their own (DALI's, a side loader's).
@@ -169,6 +184,11 @@ def _issuing_threads(
         busiest = streams[np.argmax(n)]
         tids, n = np.unique(tid_of[stream_of == busiest], return_counts=True)
         main = int(tids[np.argmax(n)])
+        # a process's own main thread (tid == pid) drives the loop even when PyTorch's autograd
+        # thread launches more (a large backward): prefer it when it launches a fair share
+        own = C.process_main_thread(main)
+        if own != main and own in tids and n[tids == own][0] >= min_share * n.sum():
+            main = own
     mine, n = np.unique(stream_of[tid_of == main], return_counts=True)
     main_streams = mine[n >= 0.05 * n.sum()]
     on = np.isin(stream_of, main_streams)
@@ -211,9 +231,13 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     length = np.maximum(1, se - ss)
     ev_read = C.overlap_each(ss, se, rs, re_) > 0
     ev_wait = C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length
-    ev_h2d = _h2d_follows(trace, act, calls, nxt, int(hc.get("h2d_lookahead_calls", 3)))
+    ev_h2d = _h2d_follows(trace, act, calls, nxt, int(hc.get("h2d_lookahead_calls", 8)))
     ev_nvtx = C.overlap_each(ss, se, ns, ne) >= 0.5 * length
     is_data = ev_read | ev_wait | ev_h2d | ev_nvtx
+    if st.mode == "nvtx":  # the suite's own capture marks every batch fetch: it decides
+        name = str(cfg.get("data_stall", {}).get("range_name", "data_load"))
+        ls, le = _suite_ranges(trace, st, name)
+        is_data &= C.overlap_each(ss, se, ls, le) > 0
 
     gbs, gbe = C.busy(trace, st, act)
     gs, ge = C.gaps(gbs, gbe, st.lo, st.hi)
@@ -232,10 +256,8 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     host_time = span - blocked
     sync_saving = float(max(0, span - max(host_time, busy)))
     own_pace = float(max(0, min(idle_total - idle_queued, host_time - busy)))
-    pool = idle_data + idle_host + idle_dispatch
-    part = {c: (v / pool if pool else 0.0) for c, v in
-            (("data", idle_data), ("host", idle_host), ("dispatch", idle_dispatch))}  # fmt: skip
-    saving = {"sync": sync_saving} | {c: own_pace * p for c, p in part.items()}
+    idle_own = {"data": idle_data, "host": idle_host, "dispatch": idle_dispatch}
+    saving = {"sync": sync_saving} | _host_savings(idle_own, own_pace, host_time > busy)
     return HostView(
         tid=int(tid),
         span_ns=span,
@@ -259,6 +281,21 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
         },
         examples=_examples(gs, ge, ds, de, hs, he, bs, be),
     )
+
+
+def _host_savings(idle: dict[str, int], own_pace: float, host_bound: bool) -> dict[str, float]:
+    """What removing each kind of host work would save.
+
+    Every kind gets its part of the host's own pace, ``max(0, H - G)``, split by the idle each
+    covers. Input and other host work come in blocks that can go as a whole; when the host is the
+    slower side (``H > G``), removing such a block, syncs kept, saves all the idle it covers, so
+    it gets that instead. Dispatch is spread over the launches: the idle it leaves after each
+    sync is the sync's cost (the drained queue refilling), so it stays at its own-pace part."""
+    pool = sum(idle.values())
+    out = {c: (own_pace * v / pool if pool else 0.0) for c, v in idle.items()}
+    if host_bound:
+        out |= {c: float(max(out[c], idle[c])) for c in ("data", "host")}
+    return out
 
 
 def _queued_gaps(

@@ -158,8 +158,9 @@ class HostThresholds(_Section):
     min_wait_share: float = 0.3
     """OS-runtime waits on other threads or processes (queue, pipe, semaphore) covering at
     least this share of a stretch mean the host waits for input."""
-    h2d_lookahead_calls: int = 3
-    """A host-to-device copy among this many CUDA calls after a stretch: the new batch."""
+    h2d_lookahead_calls: int = 8
+    """A host-to-device copy among this many CUDA calls after a stretch, before any kernel
+    launch: the new batch (pinning it makes a few calls of its own first)."""
     data_hints: list[str] = field(
         default_factory=lambda: [
             *("data", "load", "fetch", "input", "decode", "augment", "prefetch", "collate"),

@@ -12,7 +12,7 @@
 # Env: ONLY="a b" (script names), PART=1of2|2of2 (every other script), REPEATS, PROFILE=0 (timing
 #      only: keep the committed exports), OUT,
 #      PYTHON (default python3), TIMEOUT_S (per process, default 90; clean_compile 240),
-#      GPUS2=1 to include the 2-GPU scripts (run via torchrun; default: skipped unless in ONLY).
+#      GPUS2=1 to include the 2-GPU scripts (run via python -m torch.distributed.run; default: skipped unless in ONLY).
 set -u
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-python3}
@@ -59,7 +59,7 @@ echo "scripts (${#selected[@]}): $(for s in "${selected[@]}"; do printf '%s ' "$
 
 launcher() {  # the command that runs script $1 with $2 GPUs
   if [ "$2" = 1 ]; then echo "$py corpus/wild/$1.py"
-  else echo "torchrun --standalone --nproc_per_node=$2 corpus/wild/$1.py"; fi
+  else echo "$py -m torch.distributed.run --standalone --nproc_per_node=$2 corpus/wild/$1.py"; fi
 }
 limit() { [ "$1" = clean_compile ] && echo 240 || echo "$tmo"; }
 
