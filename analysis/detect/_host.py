@@ -107,7 +107,7 @@ def _hint_ranges(trace: T.Trace, st: C.Steady, tid: int, hints: list[str]):
     return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
 
 
-def _suite_ranges(trace: T.Trace, st: C.Steady, name: str):
+def suite_ranges(trace: T.Trace, st: C.Steady, name: str):
     """Union of the step thread's NVTX ranges called ``name``, clipped to the window."""
     r = T.step_ranges(trace, name)
     r = r[(r["global_tid"] == st.step_tid) & r["end_ns"].notna()].astype({"end_ns": "int64"})
@@ -236,7 +236,7 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     is_data = ev_read | ev_wait | ev_h2d | ev_nvtx
     if st.mode == "nvtx":  # the suite's own capture marks every batch fetch: it decides
         name = str(cfg.get("data_stall", {}).get("range_name", "data_load"))
-        ls, le = _suite_ranges(trace, st, name)
+        ls, le = suite_ranges(trace, st, name)
         is_data &= C.overlap_each(ss, se, ls, le) > 0
 
     gbs, gbe = C.busy(trace, st, act)

@@ -14,21 +14,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from analysis import trace as T
 from analysis.detect import _common as C
 from analysis.detect import _host as H
 from analysis.findings import Finding
 
 KLASS = "data_stall"
-
-
-def _data_load(trace: T.Trace, st: C.Steady, name: str) -> tuple[np.ndarray, np.ndarray]:
-    """Union of the ``data_load`` ranges on the step thread, clipped to the window."""
-    r = T.step_ranges(trace, name)  # the ranges called `name` (selected in SQL)
-    r = r[(r["global_tid"] == st.step_tid) & r["end_ns"].notna()].astype({"end_ns": "int64"})
-    return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
 
 
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
@@ -47,7 +38,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     }
     metrics["input_work_share"] = metrics["data_load_share"]
     if st.mode == "nvtx":  # the suite's own ranges: what the report compares across variants
-        ls, le = _data_load(trace, st, th["range_name"])
+        ls, le = H.suite_ranges(trace, st, th["range_name"])
         metrics["data_load_share"] = C.length(ls, le) / st.step_ns
     evidence = [
         C.stamp(st, a, b, nvtx=C.label_at(trace, st, a, b)) for a, b in view.examples["data"]
@@ -70,7 +61,7 @@ def _nvtx_only(trace: T.Trace, st: C.Steady, th: Mapping[str, Any]) -> Finding:
     """A CPU capture: judged on the ``data_load`` NVTX ranges alone."""
     if st.mode != "nvtx":
         return C.missing(KLASS, C.KERNEL, "GPU activity and no NVTX steps")
-    ls, le = _data_load(trace, st, th["range_name"])
+    ls, le = H.suite_ranges(trace, st, th["range_name"])
     share = C.length(ls, le) / st.step_ns
     metrics = {
         "data_load_share": share,
