@@ -149,7 +149,7 @@ def test_the_loop_thread_is_the_process_main_thread(tmp_path: Path, name: str) -
         with open_trace(db) as trace:
             view = H.host_view(trace, load_thresholds())
             st = C.steady(trace, load_thresholds())
-            by_count = C.launcher_tids(trace, st.lo, st.hi)  # sorted by id
+            launchers = C.launcher_tids(trace, st.lo, st.hi)
             counts = {
                 int(t): int(n)
                 for t, n in trace.query(
@@ -159,7 +159,7 @@ def test_the_loop_thread_is_the_process_main_thread(tmp_path: Path, name: str) -
                     {"lo": st.lo, "hi": st.hi},
                 )[1]
             }
-    assert view is not None and view.tid in by_count
+    assert view is not None and view.tid in launchers
     assert view.tid == C.process_main_thread(view.tid)
     assert max(counts, key=counts.get) != view.tid  # the thread launching most is another
 

@@ -613,14 +613,18 @@ def launcher_tids(trace: T.Trace, lo: int, hi: int, *, most_first: bool = False)
     tids = np.array([r[0] for r in rows], dtype=np.int64)
     if not most_first:
         return np.sort(tids)
-    # PyTorch's autograd thread can launch more than the loop's own thread (a large backward):
-    # the process's main thread goes first when it launches at least a tenth as much
-    counts = {int(t): int(n) for t, n in rows}
-    if tids.size > 1:
-        own = process_main_thread(int(tids[0]))
-        if own != tids[0] and counts.get(own, 0) >= 0.1 * counts[int(tids[0])]:
-            tids = np.concatenate([[own], tids[tids != own]])
-    return tids
+    first = loop_thread(tids, np.array([r[1] for r in rows], dtype=np.int64))
+    return np.concatenate([[first], tids[tids != first]]).astype(np.int64)
+
+
+def loop_thread(tids: np.ndarray, counts: np.ndarray) -> int:
+    """Which of the launching threads ``tids`` (``counts`` launches each) runs the loop: the one
+    launching most, unless its process's main thread launches at least a tenth as much. PyTorch's
+    autograd thread can launch more than the loop's own thread (a large backward)."""
+    top = int(tids[np.argmax(counts)])
+    own = process_main_thread(top)
+    mine = counts[tids == own]
+    return own if mine.size and mine[0] >= 0.1 * counts.max() else top
 
 
 def process_main_thread(gtid: int) -> int:

@@ -163,8 +163,8 @@ def _issuing_threads(
 
     Read on a sample of the window (its first three steps, or its first fifth if longer): which thread
     launched each kernel (by correlation id) onto which stream. The main thread is the step
-    thread when it launches, else the process's main thread if it launches onto the busiest
-    stream, else the thread launching most onto it; the issuing
+    thread when it launches, else :func:`_common.loop_thread` of those launching onto the
+    busiest stream (the process's main thread over PyTorch's autograd thread); the issuing
     threads are those that launch a fair share onto the main thread's streams (PyTorch's autograd
     thread, which runs the backward while the main thread waits), not those feeding streams of
     their own (DALI's, a side loader's).
@@ -183,12 +183,7 @@ def _issuing_threads(
         streams, n = np.unique(stream_of, return_counts=True)
         busiest = streams[np.argmax(n)]
         tids, n = np.unique(tid_of[stream_of == busiest], return_counts=True)
-        main = int(tids[np.argmax(n)])
-        # a process's own main thread (tid == pid) drives the loop even when PyTorch's autograd
-        # thread launches more (a large backward): prefer it when it launches a fair share
-        own = C.process_main_thread(main)
-        if own != main and own in tids and n[tids == own][0] >= min_share * n.sum():
-            main = own
+        main = C.loop_thread(tids, n)
     mine, n = np.unique(stream_of[tid_of == main], return_counts=True)
     main_streams = mine[n >= 0.05 * n.sum()]
     on = np.isin(stream_of, main_streams)
