@@ -64,6 +64,7 @@ def test_invalid_threshold_exits_2_naming_key_and_range(tmp_path):
         ("diagnosis.expert_rules.timeout_s=0", "diagnosis.expert_rules.timeout_s must be > 0"),
         ("diagnosis.host_sync.min_syncs_per_step=-1", "min_syncs_per_step must be >= 0"),
         ("diagnosis.window.startup_skip_share=1", "startup_skip_share must be in 0..1"),
+        ("diagnosis.window.min_call_ns=0", "diagnosis.window.min_call_ns must be > 0"),
         ("diagnosis.data_stall.range_name=''", "range_name must be a non-empty name"),
         ("diagnosis.verdict_min_ci_low=0.9", "diagnosis.verdict_min_ci_low must be >= 1.0"),
         ("+diagnosis.main_metric.slow=x", "diagnosis.main_metric.slow: not a bottleneck class"),

@@ -108,3 +108,25 @@ def test_host_sync_counterfactual(h100: dict[str, Path]) -> None:
     expected = 1 - max(m["host_busy_share"], m["gpu_busy_share"])
     assert m["sync_exposed_share"] == pytest.approx(expected, abs=1e-9)
     assert m["syncs_per_step"] == pytest.approx(175, abs=1)
+
+
+def test_tiny_calls_of_no_role_are_left_out_and_change_no_verdict(h100: dict[str, Path]) -> None:
+    """window.min_call_ns drops short calls that neither launch, wait, copy, set nor allocate
+    (``cuKernelGetName`` before each launch) and only those; the findings stay the same."""
+    path = h100["kernel_flood__baseline"]
+    with open_trace(path) as trace:
+        st = C.steady(trace, {"window": {"min_call_ns": 1}})
+        every = C.window_calls(trace, st)
+        kept = C.window_calls(trace, C.steady(trace, {"window": {"min_call_ns": 1000}}))
+        names = C.base_names(trace, every["name"])
+    short = (every["end"] - every["start"] < 1000) & (every["cat"] == 0)
+    assert names[short].tolist().count("cuKernelGetName") > 0.9 * short.sum() > 1000
+    assert kept["start"].size == every["start"].size - short.sum()
+    for key in ("start", "corr", "tid", "cat"):
+        assert (kept[key] == every[key][~short]).all()
+    primary_all, all_calls = _primary(path, {"window": {"min_call_ns": 1}})
+    primary, fewer_calls = _primary(path)
+    assert primary == primary_all == "launch_bound"
+    for klass, f in all_calls.items():
+        assert f.state == fewer_calls[klass].state, klass
+        assert abs(f.impact - fewer_calls[klass].impact) < 0.01, klass

@@ -783,6 +783,31 @@ def test_int_columns_match_plain_query(gpu_export: Path, workers: int, monkeypat
         assert none[name].size == 0
 
 
+def test_int_columns_pack_reads_pairs_as_one_value(gpu_export: Path) -> None:
+    """A packed pair comes back as the two columns it was made of; a low column out of its
+    bits would corrupt the high one, and a high one past int64 is refused, never misread."""
+    t = "CUPTI_ACTIVITY_KIND_RUNTIME"
+    cols = {"s": "t.start", "d": 't."end" - t.start', "c": "t.correlationId", "n": "t.nameId"}
+    with T.open_trace(gpu_export) as tr:
+        bits = T.id_bits(tr, "StringIds", "id")
+        plain = T.int_columns(tr, t, cols, chunk_rows=257)
+        sbits = int(
+            plain_start_max := tr.query(f"SELECT MAX(start) FROM {t}")[1][0][0]
+        ).bit_length()
+        packed = T.int_columns(
+            tr, t, cols, chunk_rows=257, pack=[("d", "n", bits), ("c", "s", sbits)]
+        )
+        assert plain_start_max < 2**sbits
+        assert list(packed) == list(cols)
+        for name in cols:
+            np.testing.assert_array_equal(packed[name], plain[name])
+        assert bits == int(tr.query("SELECT MAX(id) FROM StringIds")[1][0][0]).bit_length()
+        assert plain["n"].max() < 2**bits
+        assert T.id_bits(tr, "NO_SUCH_TABLE") is None
+        with pytest.raises(T.TraceError, match="not integers"):
+            T.int_columns(tr, t, cols, pack=[("s", "c", 62)])  # start * 2**62 overflows
+
+
 def test_int_columns_nulls_and_non_integers(synthetic: tuple[T.Trace, bool]) -> None:
     tr, _ = synthetic
     # NVTX marks have no end: NULL comes back as the sentinel, so columns stay aligned

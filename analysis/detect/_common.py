@@ -14,7 +14,7 @@ as a rule, so sorts and unique-passes check for that first and skip the work.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -54,6 +54,8 @@ class Steady:
     step_ns: int
     step_tid: int | None
     note: str
+    min_call_ns: int = 0
+    """Shorter CUDA API calls of no role (not launch, sync, copy, set, alloc) are not read."""
 
     @property
     def span_ns(self) -> int:
@@ -101,7 +103,8 @@ def steady(trace: T.Trace, cfg: Mapping[str, Any]) -> Steady:
     wcfg = cfg.get("window", {})
     use_nvtx = bool(wcfg.get("use_nvtx", True))
     skip = float(wcfg.get("startup_skip_share", 0.2))
-    key = ("steady", use_nvtx, skip)
+    min_call_ns = int(wcfg.get("min_call_ns", 1000))
+    key = ("steady", use_nvtx, skip, min_call_ns)
     cache = _cache(trace)
     if key in cache:
         return cache[key]
@@ -112,7 +115,7 @@ def steady(trace: T.Trace, cfg: Mapping[str, Any]) -> Steady:
         result = _iteration_window(trace, wcfg)
     if result is None:
         result = _activity_window(trace, skip)
-    cache[key] = result
+    cache[key] = result = replace(result, min_call_ns=min_call_ns)
     return result
 
 
@@ -286,7 +289,8 @@ def _gpu_columns(trace: T.Trace, table: str) -> dict[str, str]:
             # the same value; the look-up in StringIds only where the cheap tests cannot tell
             cols["nccl"] = (
                 f"CASE WHEN t.demangledName IN ({ids}) THEN 1 WHEN t.shortName IN ({ids}) "
-                f"OR t.shortName IS NULL OR t.demangledName IS NULL THEN {exact} ELSE 0 END"
+                f"OR t.shortName IS NULL OR t.demangledName IS NULL THEN COALESCE({exact}, 0) "
+                "ELSE 0 END"
             )
     if table == MEMCPY:
         ops = "ENUM_CUDA_MEMCPY_OPER"
@@ -300,6 +304,18 @@ def _gpu_columns(trace: T.Trace, table: str) -> dict[str, str]:
         )
         cols["pageable"] = f"COALESCE(t.srcKind IN ({pg}) OR t.dstKind IN ({pg}), 0)"
     return cols
+
+
+def _gpu_pack(trace: T.Trace, table: str, cols: dict[str, str]) -> list[T.Pack]:
+    """Pairs of :func:`_gpu_columns` read as one value (see ``T.int_columns``): the rowid under
+    the correlation id, the NCCL flag under the duration."""
+    pack: list[T.Pack] = []
+    bits = T.id_bits(trace, table)
+    if bits is not None:
+        pack.append(("corr", "rowid", bits))
+    if "nccl" in cols and cols["end"] != 't."end"':
+        pack.append(("end", "nccl", 1))
+    return pack
 
 
 #: GPU tables in Activity's tie order, with their Activity.kind code.
@@ -320,7 +336,14 @@ def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarr
         if not trace.has(table):
             continue
         cols = _gpu_columns(trace, table)
-        part = T.int_columns(trace, table, cols, _WINDOW_OR_START, {"lo": lo, "hi": hi})
+        part = T.int_columns(
+            trace,
+            table,
+            cols,
+            _WINDOW_OR_START,
+            {"lo": lo, "hi": hi},
+            pack=_gpu_pack(trace, table, cols),
+        )
         part = _end_back(trace, table, part)
         if kind != KIND_MEMSET:
             starts[kind] = {k: part[k] for k in ("start", "corr", "stream")}
@@ -527,8 +550,9 @@ def window_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
     """Every CUDA API call overlapping the window or made up to :data:`LAUNCH_LOOKBACK_NS`
     before it (start, end, corr, name, tid, and ``cat``: the CATEGORIES code of the name),
     sorted by start: the one scan of the API table that the host view, host_sync and
-    launch_bound share (cached)."""
-    key = ("calls", st.lo, st.hi)
+    launch_bound share (cached). Calls of no role ("other") shorter than
+    ``st.min_call_ns`` are left out."""
+    key = ("calls", st.lo, st.hi, st.min_call_ns)
     cache = _cache(trace)
     if key not in cache:
         rows = (
@@ -538,11 +562,36 @@ def window_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
         cols = {"start": "t.start", "end": _end_column(trace, RUNTIME), "corr": "t.correlationId"}
         # threads of one process differ in the low bits of globalTid: read it relative to one
         cols |= {"name": "t.nameId", "tid": f"COALESCE(t.globalTid - {base}, {-1 - base})"}
-        p = {"lo": st.lo - LAUNCH_LOOKBACK_NS, "hi": st.hi}
-        calls = _end_back(trace, RUNTIME, T.int_columns(trace, RUNTIME, cols, WINDOW, p))
+        p = {"lo": st.lo - LAUNCH_LOOKBACK_NS, "hi": st.hi, "tiny": st.min_call_ns}
+        roles = id_list(category_ids(trace, *CATEGORIES[1:]))
+        where = f'{WINDOW} AND (t."end" - t.start >= :tiny OR t.nameId IN ({roles}))'
+        bits = T.id_bits(trace, "StringIds", "id")
+        pack: list[T.Pack] = []
+        if bits is not None and "nameId" in trace.not_null(RUNTIME) and cols["end"] != 't."end"':
+            pack.append(("end", "name", bits))  # a name id is at most StringIds' largest
+        calls = T.int_columns(trace, RUNTIME, cols, where, p, pack=pack)
+        calls = _end_back(trace, RUNTIME, calls)
         calls["tid"] += base
         calls = by_start(calls)
         cache[key] = calls | {"cat": _category_codes(trace, calls["name"])}
+    return cache[key]
+
+
+def thread_osrt(trace: T.Trace, st: Steady, tid: int) -> dict[str, np.ndarray]:
+    """The OS-runtime calls of thread ``tid`` overlapping the window (start, end, name), one
+    scan for every set of names asked of it (cached): a loader thread can make millions."""
+    key = ("osrt", st.lo, st.hi, tid)
+    cache = _cache(trace)
+    if key not in cache:
+        table = "OSRT_API"
+        cols = {"start": "t.start", "end": _end_column(trace, table), "name": "t.nameId"}
+        bits = T.id_bits(trace, "StringIds", "id")
+        pack: list[T.Pack] = []
+        if bits is not None and "nameId" in trace.not_null(table) and cols["end"] != 't."end"':
+            pack.append(("end", "name", bits))  # a name id is at most StringIds' largest
+        where = f"{WINDOW} AND t.globalTid = {int(tid)}"
+        rows = T.int_columns(trace, table, cols, where, {"lo": st.lo, "hi": st.hi}, pack=pack)
+        cache[key] = _end_back(trace, table, rows)
     return cache[key]
 
 

@@ -87,9 +87,8 @@ def _osrt(trace: T.Trace, st: C.Steady, tid: int, names: list[str] | tuple[str, 
     ids = _names(trace, names)
     if not trace.has("OSRT_API") or not ids:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    where = f"{C.WINDOW} AND t.globalTid = {int(tid)} AND t.nameId IN ({C.id_list(ids)})"
-    cols = {"start": "t.start", "end": 't."end"'}
-    rows = T.int_columns(trace, "OSRT_API", cols, where, {"lo": st.lo, "hi": st.hi}, few=True)
+    rows = C.thread_osrt(trace, st, tid)
+    rows = C.rows_where(rows, np.isin(rows["name"], ids))
     return C.union(np.clip(rows["start"], st.lo, None), np.clip(rows["end"], None, st.hi))
 
 

@@ -115,6 +115,10 @@ class WindowThresholds(_Section):
     startup_skip_share: float = 0.2
     """Last resort, when nothing repeats: drop this share of the span from the first kernel (or
     first activity) to the last as start-up."""
+    min_call_ns: int = 1000
+    """CUDA API calls shorter than this that neither launch, wait, copy, set nor allocate are
+    not read: they hold no host time worth a verdict, and on PyTorch 2.11 captures a
+    ``cuKernelGetName`` before every launch is half of the API table. 1 reads every call."""
 
     def _check(self) -> None:
         if self.startup_skip_share >= 1.0:
