@@ -3,14 +3,17 @@
 #   source .gpu-stage/bin/env.sh && bash scripts/device/capture-corpus.sh
 # Times and profiles the wild corpus (corpus/wild/*.py, labels in corpus/wild/labels.csv):
 #  1. timing: REPEATS (default 2) rounds; each round runs every script with `none` and each of
-#     its fixes, one process each (interleaved: r1 all scripts/variants, then r2 ...);
+#     its fixes, one process each (interleaved: r1 all scripts/variants, then r2 ...), forked by
+#     corpus/timer.py from a parent that has imported torch once;
 #  2. profiling: every script once, unchanged, whole process, under nsys; the SQLite exports
 #     and xz run in the background (<= 4 at once) while the next script is profiled, never
 #     beside a timing process;
 #  3. $OUT: corpus-timing.csv, corpus-measured.csv (corpus/measure.py), corpus-exports.tar
 #     (NAME.sqlite.xz), capture.log; prints the table last.
 # Env: ONLY="a b" (script names), PART=1of2|2of2 (every other script), REPEATS, PROFILE=0 (timing
-#      only: keep the committed exports), OUT,
+#      only: keep the committed exports), OUT, BUDGET_S (the call's seconds: timing and profiling
+#      stop in time to leave the rest; the whole single-GPU corpus takes two calls, PART=1of2 and
+#      PART=2of2 with BUDGET_S=570 each),
 #      PYTHON (default python3), TIMEOUT_S (per process, default 90; clean_compile 240),
 #      GPUS2=1 to include the 2-GPU scripts (run via python -m torch.distributed.run; default: skipped unless in ONLY).
 set -u
@@ -63,25 +66,17 @@ launcher() {  # the command that runs script $1 with $2 GPUs
 }
 limit() { [ "$1" = clean_compile ] && echo 240 || echo "$tmo"; }
 
-echo "script,fix,repeat,step_ms,steps,rc,skipped" >"$out/corpus-timing.csv"
-echo "== timing: $repeats round(s)"
-for r in $(seq 1 "$repeats"); do
-  for spec in "${selected[@]}"; do
-    read -r name gpus fixes <<<"$spec"
-    for fix in none $fixes; do
-      log="$work/logs/$name.$fix.r$r.log"
-      t0=$(date +%s%N)
-      # shellcheck disable=SC2046
-      timeout -k 10 "$(limit "$name")" $(launcher "$name" "$gpus") --fix "$fix" >"$log" 2>&1
-      rc=$?
-      row=$("$py" corpus/measure.py row "$name" "$fix" "$r" "$rc" "$log")
-      echo "$row" >>"$out/corpus-timing.csv"
-      printf '  r%s %-26s %-12s rc=%-3s %6d ms  %s\n' "$r" "$name" "$fix" "$rc" \
-        "$(( ($(date +%s%N) - t0) / 1000000 ))" "$(grep '^RESULT' "$log" | tail -1)"
-      [ "$rc" = 0 ] || tail -5 "$log" | sed 's/^/    | /'
-    done
-  done
-done
+# BUDGET_S: the call's seconds; timing stops early enough to leave each profile ~25 s
+budget=${BUDGET_S:-0}
+deadline=()
+[ "$budget" -gt 0 ] && deadline=(--deadline $(( t_start + budget - 25 * ${#selected[@]} - 20 )))
+rm -f "$out/corpus-timing.csv"
+echo "== timing: $repeats round(s) (corpus/timer.py: one forked process per run)"
+for spec in "${selected[@]}"; do
+  read -r name gpus fixes <<<"$spec"
+  echo "$name $gpus $(limit "$name") $fixes"
+done | "$py" corpus/timer.py --repeats "$repeats" --csv "$out/corpus-timing.csv" \
+  --logs "$work/logs" "${deadline[@]}"
 echo "timing done: $(( $(date +%s) - t_start )) s"
 
 export_one() {  # nsys-rep -> sqlite -> xz, in the background
@@ -96,6 +91,10 @@ pids=()
 [ "${PROFILE:-1}" = 0 ] && selected_profile=() || selected_profile=("${selected[@]}")
 for spec in "${selected_profile[@]}"; do
   read -r name gpus _ <<<"$spec"
+  if [ "$budget" -gt 0 ] && [ $(( $(date +%s) + 40 )) -gt $(( t_start + budget )) ]; then
+    echo "  DEADLINE: $name and later scripts not profiled"
+    break
+  fi
   while [ "$(jobs -rp | wc -l)" -ge 4 ]; do wait -n "${pids[@]}"; done
   t0=$(date +%s)
   # shellcheck disable=SC2046
