@@ -130,3 +130,19 @@ def test_tiny_calls_of_no_role_are_left_out_and_change_no_verdict(h100: dict[str
     for klass, f in all_calls.items():
         assert f.state == fewer_calls[klass].state, klass
         assert abs(f.impact - fewer_calls[klass].impact) < 0.01, klass
+
+
+def test_calls_read_ahead_on_a_second_connection_are_the_calls(h100: dict[str, Path]) -> None:
+    """prefetch_calls reads the API table on a thread of its own; window_calls waits for it
+    and returns what its own read gives."""
+    path = h100["forced_sync__baseline"]
+    cfg = load_thresholds()
+    with open_trace(path) as trace:
+        st = C.steady(trace, cfg)
+        C.prefetch_calls(trace, st)
+        ahead = C.window_calls(trace, st)
+    with open_trace(path) as trace:
+        own = C.window_calls(trace, C.steady(trace, cfg))
+    assert ahead.keys() == own.keys() and own["start"].size > 1000
+    for key, values in own.items():
+        assert (ahead[key] == values).all(), key

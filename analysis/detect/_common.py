@@ -14,6 +14,7 @@ as a rule, so sorts and unique-passes check for that first and skip the work.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -550,37 +551,62 @@ def window_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
     """Every CUDA API call overlapping the window or made up to :data:`LAUNCH_LOOKBACK_NS`
     before it (start, end, corr, name, tid, and ``cat``: the CATEGORIES code of the name),
     sorted by start: the one scan of the API table that the host view, host_sync and
-    launch_bound share (cached). Calls of no role ("other") shorter than
-    ``st.min_call_ns`` are left out."""
+    launch_bound share (cached; see :func:`prefetch_calls`). Calls of no role ("other")
+    shorter than ``st.min_call_ns`` are left out."""
     key = ("calls", st.lo, st.hi, st.min_call_ns)
     cache = _cache(trace)
     if key not in cache:
-        rows = (
-            trace.query(f"SELECT globalTid FROM {RUNTIME} LIMIT 1")[1] if trace.has(RUNTIME) else []
-        )
-        base = int(rows[0][0]) if rows and rows[0][0] is not None else 0
-        cols = {"start": "t.start", "end": _end_column(trace, RUNTIME), "corr": "t.correlationId"}
-        # threads of one process differ in the low bits of globalTid: read it relative to one
-        cols |= {"name": "t.nameId", "tid": f"COALESCE(t.globalTid - {base}, {-1 - base})"}
-        p = {"lo": st.lo - LAUNCH_LOOKBACK_NS, "hi": st.hi, "tiny": st.min_call_ns}
-        roles = id_list(category_ids(trace, *CATEGORIES[1:]))
-        where = f'{WINDOW} AND (t."end" - t.start >= :tiny OR t.nameId IN ({roles}))'
-        bits = T.id_bits(trace, "StringIds", "id")
-        pack: list[T.Pack] = []
-        if bits is not None and "nameId" in trace.not_null(RUNTIME) and cols["end"] != 't."end"':
-            pack.append(("end", "name", bits))  # a name id is at most StringIds' largest
-        calls = T.int_columns(trace, RUNTIME, cols, where, p, pack=pack)
-        calls = _end_back(trace, RUNTIME, calls)
-        calls["tid"] += base
-        calls = by_start(calls)
-        cache[key] = calls | {"cat": _category_codes(trace, calls["name"])}
+        cache[key] = _read_calls(trace, st)
+    elif isinstance(cache[key], Future):
+        cache[key] = cache[key].result()
     return cache[key]
 
 
-def thread_osrt(trace: T.Trace, st: Steady, tid: int) -> dict[str, np.ndarray]:
-    """The OS-runtime calls of thread ``tid`` overlapping the window (start, end, name), one
-    scan for every set of names asked of it (cached): a loader thread can make millions."""
-    key = ("osrt", st.lo, st.hi, tid)
+#: The one thread that reads the API table ahead (:func:`prefetch_calls`).
+_AHEAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-calls")
+
+
+def prefetch_calls(trace: T.Trace, st: Steady) -> None:
+    """Start :func:`window_calls`' scan on a thread of its own, through a second connection,
+    so that it runs while the GPU tables are read and worked on (the two big reads of a big
+    export then overlap instead of taking turns). window_calls waits for it."""
+    key = ("calls", st.lo, st.hi, st.min_call_ns)
+    cache = _cache(trace)
+    if key in cache or not trace.has(RUNTIME):
+        return
+
+    def read() -> dict[str, np.ndarray]:
+        with T.open_trace(trace.path) as own:
+            return _read_calls(own, st)
+
+    cache[key] = _AHEAD.submit(read)
+
+
+def _read_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
+    rows = trace.query(f"SELECT globalTid FROM {RUNTIME} LIMIT 1")[1] if trace.has(RUNTIME) else []
+    base = int(rows[0][0]) if rows and rows[0][0] is not None else 0
+    cols = {"start": "t.start", "end": _end_column(trace, RUNTIME), "corr": "t.correlationId"}
+    # threads of one process differ in the low bits of globalTid: read it relative to one
+    cols |= {"name": "t.nameId", "tid": f"COALESCE(t.globalTid - {base}, {-1 - base})"}
+    p = {"lo": st.lo - LAUNCH_LOOKBACK_NS, "hi": st.hi, "tiny": st.min_call_ns}
+    roles = id_list(category_ids(trace, *CATEGORIES[1:]))
+    where = f'{WINDOW} AND (t."end" - t.start >= :tiny OR t.nameId IN ({roles}))'
+    bits = T.id_bits(trace, "StringIds", "id")
+    pack: list[T.Pack] = []
+    if bits is not None and "nameId" in trace.not_null(RUNTIME) and cols["end"] != 't."end"':
+        pack.append(("end", "name", bits))  # a name id is at most StringIds' largest
+    calls = T.int_columns(trace, RUNTIME, cols, where, p, pack=pack)
+    calls = _end_back(trace, RUNTIME, calls)
+    calls["tid"] += base
+    calls = by_start(calls)
+    return calls | {"cat": _category_codes(trace, calls["name"])}
+
+
+def thread_osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int]) -> dict[str, np.ndarray]:
+    """The OS-runtime calls of thread ``tid`` overlapping the window (start, end, name) whose
+    name id is one of ``ids``: one chunked scan (cached) where a loader thread can make
+    millions; callers asking for several sets of names ask once for their union."""
+    key = ("osrt", st.lo, st.hi, tid, tuple(sorted(ids)))
     cache = _cache(trace)
     if key not in cache:
         table = "OSRT_API"
@@ -589,7 +615,7 @@ def thread_osrt(trace: T.Trace, st: Steady, tid: int) -> dict[str, np.ndarray]:
         pack: list[T.Pack] = []
         if bits is not None and "nameId" in trace.not_null(table) and cols["end"] != 't."end"':
             pack.append(("end", "name", bits))  # a name id is at most StringIds' largest
-        where = f"{WINDOW} AND t.globalTid = {int(tid)}"
+        where = f"{WINDOW} AND t.globalTid = {int(tid)} AND t.nameId IN ({id_list(ids)})"
         rows = T.int_columns(trace, table, cols, where, {"lo": st.lo, "hi": st.hi}, pack=pack)
         cache[key] = _end_back(trace, table, rows)
     return cache[key]
