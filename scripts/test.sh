@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# The test command (README and CI): the whole suite on the CPU.
+# The test command (README and CI): the whole suite on the CPU, on TEST_WORKERS (default 2)
+# pytest-xdist workers; a module's tests stay together (tests/conftest.py), so each harness run
+# a module needs is made once. TEST_WORKERS=0 runs everything in this process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m pytest -q -ra "$@"
+exec .venv/bin/python -m pytest -q -ra -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"

@@ -12,6 +12,21 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 DATA = Path(__file__).resolve().parent / "data"
 
+#: Modules that read one harness run made once per process (test_report.shared_sweep).
+SHARED_SWEEP = {"tests.test_report", "tests.test_compare", "tests.test_dose"}
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``scripts/test.sh`` runs 2 workers, ``--dist loadgroup``): a module's
+    tests stay on one worker, so its module-scoped harness run is made once, and the three
+    modules reading the shared sweep share a worker with it."""
+    if not config.pluginmanager.hasplugin("xdist"):
+        return
+    for item in items:
+        name = item.module.__name__ if item.module else item.nodeid.split("::")[0]
+        group = "shared_sweep" if name in SHARED_SWEEP else name
+        item.add_marker(pytest.mark.xdist_group(group))
+
 
 def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 900):
     """``python -m harness ARGS`` from the repository root; returns the CompletedProcess."""
