@@ -71,6 +71,8 @@ def _child(script: Path, fix: str, log: Path) -> None:
         code = 0
     except SystemExit as exc:
         code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        if isinstance(exc.code, str):  # what the interpreter would print on its way out
+            print(exc.code, file=sys.stderr)
     except BaseException:
         traceback.print_exc()
     finally:

@@ -13,8 +13,9 @@ as a rule, so sorts and unique-passes check for that first and skip the work.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Mapping
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -562,10 +563,6 @@ def window_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
     return cache[key]
 
 
-#: The one thread that reads the API table ahead (:func:`prefetch_calls`).
-_AHEAD = ThreadPoolExecutor(max_workers=1, thread_name_prefix="window-calls")
-
-
 def prefetch_calls(trace: T.Trace, st: Steady) -> None:
     """Start :func:`window_calls`' scan on a thread of its own, through a second connection,
     so that it runs while the GPU tables are read and worked on (the two big reads of a big
@@ -575,11 +572,17 @@ def prefetch_calls(trace: T.Trace, st: Steady) -> None:
     if key in cache or not trace.has(RUNTIME):
         return
 
-    def read() -> dict[str, np.ndarray]:
-        with T.open_trace(trace.path) as own:
-            return _read_calls(own, st)
+    ahead: Future = Future()
 
-    cache[key] = _AHEAD.submit(read)
+    def read() -> None:  # a thread per read, gone when done: nothing idle is left to a fork
+        try:
+            with T.open_trace(trace.path) as own:
+                ahead.set_result(_read_calls(own, st))
+        except BaseException as exc:
+            ahead.set_exception(exc)
+
+    threading.Thread(target=read, name="window-calls", daemon=True).start()
+    cache[key] = ahead
 
 
 def _read_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
