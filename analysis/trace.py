@@ -40,6 +40,7 @@ __all__ = [
     "STEP_RANGES",
     "SYNC_EVENTS",
     "THREADS",
+    "Pack",
     "Trace",
     "TraceError",
     "api_base_name",
@@ -47,10 +48,12 @@ __all__ = [
     "cuda_api",
     "enum_table",
     "gpu_info",
+    "id_bits",
     "int_columns",
     "kernels",
     "memcpy",
     "memset",
+    "name_bits",
     "nsys_version",
     "nvtx_ranges",
     "open_trace",
@@ -694,6 +697,14 @@ def id_bits(trace: Trace, table: str, column: str = "rowid") -> int | None:
         return None
     top = trace.query(f"SELECT MAX({column}) FROM {table}")[1][0][0]
     return int(top).bit_length() if isinstance(top, int) and top >= 0 else None
+
+
+def name_bits(trace: Trace, table: str, column: str) -> int | None:
+    """Bits that hold ``table.column``, a StringIds id, where the column cannot be NULL (the
+    bound :func:`int_columns`' ``pack`` needs for a name id); None where it can or is unknown."""
+    if column not in trace.not_null(table):
+        return None
+    return id_bits(trace, "StringIds", "id")
 
 
 def nsys_version(trace: Trace) -> str | None:

@@ -594,15 +594,20 @@ def _read_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
     p = {"lo": st.lo - LAUNCH_LOOKBACK_NS, "hi": st.hi, "tiny": st.min_call_ns}
     roles = id_list(category_ids(trace, *CATEGORIES[1:]))
     where = f'{WINDOW} AND (t."end" - t.start >= :tiny OR t.nameId IN ({roles}))'
-    bits = T.id_bits(trace, "StringIds", "id")
-    pack: list[T.Pack] = []
-    if bits is not None and "nameId" in trace.not_null(RUNTIME) and cols["end"] != 't."end"':
-        pack.append(("end", "name", bits))  # a name id is at most StringIds' largest
-    calls = T.int_columns(trace, RUNTIME, cols, where, p, pack=pack)
+    calls = T.int_columns(
+        trace, RUNTIME, cols, where, p, pack=_name_under_duration(trace, RUNTIME, cols)
+    )
     calls = _end_back(trace, RUNTIME, calls)
     calls["tid"] += base
     calls = by_start(calls)
     return calls | {"cat": _category_codes(trace, calls["name"])}
+
+
+def _name_under_duration(trace: T.Trace, table: str, cols: dict[str, str]) -> list[T.Pack]:
+    """The ``name`` column (nameId) read under ``end`` (see ``T.int_columns``' ``pack``) where
+    ``end`` is read as a duration, which leaves room for the id's bits."""
+    bits = T.name_bits(trace, table, "nameId")
+    return [("end", "name", bits)] if bits is not None and cols["end"] != 't."end"' else []
 
 
 def thread_osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int]) -> dict[str, np.ndarray]:
@@ -614,11 +619,8 @@ def thread_osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int]) -> dict[st
     if key not in cache:
         table = "OSRT_API"
         cols = {"start": "t.start", "end": _end_column(trace, table), "name": "t.nameId"}
-        bits = T.id_bits(trace, "StringIds", "id")
-        pack: list[T.Pack] = []
-        if bits is not None and "nameId" in trace.not_null(table) and cols["end"] != 't."end"':
-            pack.append(("end", "name", bits))  # a name id is at most StringIds' largest
         where = f"{WINDOW} AND t.globalTid = {int(tid)} AND t.nameId IN ({id_list(ids)})"
+        pack = _name_under_duration(trace, table, cols)
         rows = T.int_columns(trace, table, cols, where, {"lo": st.lo, "hi": st.hi}, pack=pack)
         cache[key] = _end_back(trace, table, rows)
     return cache[key]

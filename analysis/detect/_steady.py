@@ -63,10 +63,8 @@ def _gpu_sequence(trace: T.Trace) -> dict[str, np.ndarray]:
         cols = {"start": "t.start", "code": code}
         cols["dev"] = "t.deviceId" if trace.has(table, "deviceId") else "0"
         cols["stream"] = "t.streamId" if trace.has(table, "streamId") else "0"
-        bits = T.id_bits(trace, "StringIds", "id")
-        pack: list[T.Pack] = []
-        if table == KERNEL and bits is not None and "shortName" in trace.not_null(table):
-            pack.append(("stream", "code", bits))  # a name id is at most StringIds' largest
+        bits = T.name_bits(trace, table, "shortName") if table == KERNEL else None
+        pack = [("stream", "code", bits)] if bits is not None else []
         parts.append(T.int_columns(trace, table, cols, pack=pack))
     keys = ("start", "code", "dev", "stream")
     if not parts:
