@@ -33,24 +33,9 @@ import measure  # noqa: E402  corpus/measure.py
 from analysis import trace as T  # noqa: E402
 from analysis.detect import _steady as S  # noqa: E402
 from analysis.detect import load_thresholds  # noqa: E402
-from scripts.trim_export import trim  # noqa: E402
+from scripts.trim_export import first_activity, trim  # noqa: E402
 
 CALLCHAINS = ("OSRT_CALLCHAINS", "CUDA_CALLCHAINS")
-
-
-def _first_activity(path: Path) -> int:
-    """The time trim_export counts ``--keep-ms`` from (its own rule, read the same way)."""
-    db = sqlite3.connect(path)
-    try:
-        tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-        starts = [
-            db.execute(f"SELECT MIN(start) FROM {t}").fetchone()[0]
-            for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
-            if t in tables
-        ]
-    finally:
-        db.close()
-    return min(s for s in starts if s is not None)
 
 
 def cut_ns(path: Path, iterations: int) -> tuple[int | None, int]:
@@ -75,7 +60,9 @@ def ingest_export(raw: Path, dest: Path, iterations: int) -> str:
         db.close()
         cut, found = cut_ns(work, iterations)
         if cut is not None:
-            keep_ms = (cut - _first_activity(work)) / 1e6
+            db = sqlite3.connect(work)
+            keep_ms = (cut - first_activity(db)) / 1e6
+            db.close()
             trim(work, work.with_suffix(".trim"), 0.0, keep_ms)
             work = work.with_suffix(".trim")
         data = work.read_bytes()

@@ -31,16 +31,22 @@ TIMED = (
 )
 
 
-def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
-    shutil.copyfile(src, out)
-    db = sqlite3.connect(out)
+def first_activity(db: sqlite3.Connection) -> int:
+    """The time ``from_ms`` and ``keep_ms`` count from: the first kernel, CUDA call or NVTX event."""
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     starts = [
         db.execute(f"SELECT MIN(start) FROM {t}").fetchone()[0]
         for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
         if t in tables
     ]
-    t0 = min(s for s in starts if s is not None)
+    return min(s for s in starts if s is not None)
+
+
+def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
+    shutil.copyfile(src, out)
+    db = sqlite3.connect(out)
+    tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    t0 = first_activity(db)
     lo, hi = t0 + int(from_ms * 1e6), t0 + int((from_ms + keep_ms) * 1e6)
     for t in TIMED:
         if t not in tables:
