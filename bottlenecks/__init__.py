@@ -31,6 +31,8 @@ class Klass(str, Enum):
     LAUNCH_BOUND = "launch_bound"
     HOST_SYNC = "host_sync"
     EXPOSED_COMM = "exposed_comm"
+    GIL_CONTENTION = "gil_contention"
+    STAGE_IMBALANCE = "stage_imbalance"
 
     def __str__(self) -> str:
         return self.value

@@ -13,7 +13,15 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from analysis import trace as T
-from analysis.detect import data_stall, exposed_comm, host_sync, launch_bound, pageable_copy
+from analysis.detect import (
+    data_stall,
+    exposed_comm,
+    gil_contention,
+    host_sync,
+    launch_bound,
+    pageable_copy,
+    stage_imbalance,
+)
 from analysis.detect.config import diagnosis_thresholds
 from analysis.findings import CLASSES, Finding
 
@@ -23,7 +31,16 @@ Detector = Callable[[T.Trace, Mapping[str, Any]], Finding]
 
 #: class name -> detector, in CLASSES order.
 REGISTRY: dict[str, Detector] = {
-    m.KLASS: m.detect for m in (data_stall, pageable_copy, launch_bound, host_sync, exposed_comm)
+    m.KLASS: m.detect
+    for m in (
+        data_stall,
+        pageable_copy,
+        launch_bound,
+        host_sync,
+        exposed_comm,
+        gil_contention,
+        stage_imbalance,
+    )
 }
 assert tuple(REGISTRY) == CLASSES
 

@@ -43,6 +43,8 @@ MAIN_METRIC: dict[str, str] = {
     "launch_bound": "host_bound_share",
     "host_sync": "sync_exposed_share",
     "exposed_comm": "nccl_exposed_share",
+    "gil_contention": "gil_wait_share",
+    "stage_imbalance": "stage_idle_share",
 }
 
 _DURATION_SUFFIXES = ("_ns", "_us", "_ms", "_s")
@@ -219,6 +221,24 @@ class ExposedCommThresholds(_Section):
 
 
 @dataclass(kw_only=True)
+class GilContentionThresholds(_Section):
+    """gil_contention: the launching thread waits for the GIL held by another Python thread."""
+
+    SECTION: ClassVar[str] = "gil_contention"
+    min_saving_share: float = 0.15
+    """Without the GIL waits the window would shrink by at least this share (~1.18x)."""
+
+
+@dataclass(kw_only=True)
+class StageImbalanceThresholds(_Section):
+    """stage_imbalance: one pipeline rank idles, waiting to receive, while the other computes."""
+
+    SECTION: ClassVar[str] = "stage_imbalance"
+    min_saving_share: float = 0.15
+    """Balancing the stages would save at least this share of the window (~1.18x)."""
+
+
+@dataclass(kw_only=True)
 class ExpertRulesConfig(_Section):
     """Not a detector: the cross-check with nsys's own expert rules (``nsys analyze``,
     analysis/expert_rules.py) at the end of ``harness run`` -> expert_rules.csv, crosscheck.csv."""
@@ -250,6 +270,10 @@ class DiagnosisConfig:
     """Thresholds of the host_sync detector."""
     exposed_comm: ExposedCommThresholds = field(default_factory=ExposedCommThresholds)
     """Thresholds of the exposed_comm detector."""
+    gil_contention: GilContentionThresholds = field(default_factory=GilContentionThresholds)
+    """Thresholds of the gil_contention detector."""
+    stage_imbalance: StageImbalanceThresholds = field(default_factory=StageImbalanceThresholds)
+    """Thresholds of the stage_imbalance detector."""
     expert_rules: ExpertRulesConfig = field(default_factory=ExpertRulesConfig)
     """The nsys expert-rules cross-check."""
     verdict_min_ci_low: float = 1.1

@@ -1,0 +1,18 @@
+"""stage_imbalance: one pipeline rank's GPU idles, waiting to receive, while the other computes.
+
+Skeleton: the detector is being written (issue 24); until then it judges nothing.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from analysis import trace as T
+from analysis.findings import Finding, State
+
+KLASS = "stage_imbalance"
+
+
+def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
+    return Finding(KLASS, State.NOT_JUDGED, reason="detector not written yet")
