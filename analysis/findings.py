@@ -8,7 +8,16 @@ from typing import Any
 
 from bottlenecks import CLASSES
 
-__all__ = ["CLASSES", "Finding", "State", "metric_unit"]
+__all__ = ["CLASSES", "PREDICTION_FIELDS", "Finding", "State", "metric_unit"]
+
+#: The prediction's fields, as findings.csv, diagnosis.csv and ``diagnose --format json`` name them.
+PREDICTION_FIELDS = (
+    "predicted_speedup",
+    "predicted_speedup_ci_low",
+    "predicted_speedup_ci_high",
+    "predicted_step_ms",
+    "prediction_note",
+)
 
 
 class State(str, Enum):
@@ -49,6 +58,8 @@ class Finding:
     """One detector's verdict on one report.
 
     ``state`` is :class:`State` (a bool is accepted: True = fired, False = clear).
+    ``predicted_*``: what removing this cause entirely would do to the step (filled in by
+    ``analysis.detect.diagnose`` for every judged finding the time model can replay).
     ``impact`` is the share (0..1) of step time (NVTX steps) or of the steady-state window (no
     NVTX) that the bottleneck explains; ``metrics`` carry their unit in the name (``_share``,
     ``_us``, ``_per_step``, ``_per_s``, ``_bytes``); ``evidence`` holds a few concrete examples
@@ -62,6 +73,16 @@ class Finding:
     metrics: dict[str, float] = field(default_factory=dict)
     evidence: list[dict[str, Any]] = field(default_factory=list)
     reason: str = ""
+    predicted_speedup: float | None = None
+    """Step before / after this cause removed entirely, everything else unchanged (the time
+    model's replay, ``analysis/detect/_model.py``); None when it cannot be predicted."""
+    predicted_speedup_ci_low: float | None = None
+    predicted_speedup_ci_high: float | None = None
+    """95% interval of ``predicted_speedup`` from the spread between iterations."""
+    predicted_step_ms: float | None = None
+    """The mean step the removal would leave (untraced), in ms."""
+    prediction_note: str = ""
+    """What was predicted, or why nothing was."""
 
     def __post_init__(self) -> None:
         if self.klass not in CLASSES:

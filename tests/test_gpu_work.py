@@ -75,3 +75,72 @@ def test_limit_is_the_baseline_kernel_sum_only_without_an_ideal(tmp_path: Path) 
         r = work.loc[("kernel_flood", variant)]
         assert r["limit_ms_per_step"] == limit
         assert r["share_of_limit"] == pytest.approx(limit / step_ms)
+
+
+SIDE = DATA / "side_streams"
+
+
+def test_side_stream_work_is_what_other_threads_put_on_streams_the_loop_never_uses() -> None:
+    """sync_loading's dali on the H100: DALI's executor threads decode and resize on streams of
+    their own; the loop's thread (and the autograd thread, on the loop's stream) train. The
+    side-stream columns must match plain SQL: kernels on the streams that no launch call of
+    the step thread reaches, over the same window."""
+    path = sqlite_fixture("h100_sync_loading__dali", SIDE)
+    with T.open_trace(path) as tr:
+        row = gpu_work(tr).iloc[0]
+        from analysis.detect import _common as C
+        from analysis.detect import load_thresholds
+
+        st = C.steady(tr, load_thresholds(None))
+    con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    own = {
+        s
+        for (s,) in con.execute(
+            "SELECT DISTINCT k.streamId FROM CUPTI_ACTIVITY_KIND_KERNEL AS k JOIN "
+            "CUPTI_ACTIVITY_KIND_RUNTIME AS r ON r.correlationId = k.correlationId "
+            "WHERE r.globalTid = ?",
+            (st.step_tid,),
+        )
+    }
+    (side_ns,) = con.execute(
+        f'SELECT SUM(MIN("end", ?) - MAX(start, ?)) FROM CUPTI_ACTIVITY_KIND_KERNEL '
+        f'WHERE start < ? AND "end" > ? AND streamId NOT IN ({",".join(map(str, own))})',
+        (st.hi, st.lo, st.hi, st.lo),
+    ).fetchone()
+    con.close()
+    assert row["steps"] == st.n_steps > 0
+    assert row["side_streams"] >= 4  # DALI's executor streams
+    assert row["side_kernel_ms_per_step"] == pytest.approx(side_ns / 1e6 / st.n_steps)
+    # copies (JPEG bytes up, decoded batches) and the kernels, overlaps counted once
+    assert row["side_copies_per_step"] > 0
+    assert row["side_busy_ms_per_step"] >= row["side_kernel_ms_per_step"] * (1 - 1e-9)
+    assert row["gpu_idle_ms_per_step"] == pytest.approx(
+        row["window_ms"] / st.n_steps - row["gpu_busy_ms_per_step"]
+    )
+
+
+@pytest.mark.parametrize("path", GPU, ids=lambda p: p.stem)
+def test_a_loop_that_feeds_itself_has_no_side_stream_work(path: Path) -> None:
+    with T.open_trace(path) as tr:
+        row = gpu_work(tr).iloc[0]
+    assert row["side_streams"] == 0 and row["side_kernel_ms_per_step"] == 0.0
+
+
+def test_the_side_bound_needs_an_ideal_and_charges_the_side_kernels() -> None:
+    from analysis.gpu_work import add_side_bound
+
+    table = pd.DataFrame(
+        {
+            "scenario": ["s", "s", "s", "t"],
+            "variant": ["ideal", "dali", "idle_gpu", "x"],
+            "kind": ["ideal", "fix", "fix", "fix"],
+            "step_ms_mean": [20.0, 25.0, 30.0, 9.0],
+            "gpu_busy_ms_per_step": [19.0, 21.0, 10.0, 5.0],
+            "side_kernel_ms_per_step": [0.0, 3.0, 0.5, 2.0],
+        }
+    )
+    out = add_side_bound(table).set_index("variant")["side_bound_share_of_ideal"]
+    assert out["ideal"] == 1.0  # no side work: nothing in the way
+    assert out["dali"] == pytest.approx(20.0 / (19.0 + 3.0))  # the GPU must do both
+    assert out["idle_gpu"] == 1.0  # 19.5 ms of GPU work fits in ideal's 20 ms step
+    assert pd.isna(out["x"])  # no ideal in its scenario

@@ -66,8 +66,10 @@ def test_sync_loading_baseline_is_a_data_stall_without_nvtx() -> None:
 
 def test_graph_replays_count_as_gpu_work(h100: dict[str, Path]) -> None:
     """Graph-level tracing puts replays in GRAPH_TRACE, not the kernel table: the GPU is busy
-    during them, every class is judged, and no reason calls it a CPU export."""
+    during them, every single-process class is judged, and no reason calls it a CPU export."""
     _, found = _primary(h100["kernel_flood__cuda_graphs"])
+    # stage_imbalance compares pipeline ranks: one process leaves nothing to compare
+    assert found.pop("stage_imbalance").state is State.NOT_JUDGED
     assert all(f.state is not State.NOT_JUDGED for f in found.values())
     assert found["launch_bound"].metrics["gpu_idle_share"] < 0.2
     assert found["launch_bound"].metrics["kernels_per_step"] == pytest.approx(

@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from analysis import trace as T
+from analysis.detect import _common as C
 from analysis.detect import (
     data_stall,
     exposed_comm,
@@ -20,12 +21,20 @@ from analysis.detect import (
     host_sync,
     launch_bound,
     pageable_copy,
+    predict,
     stage_imbalance,
 )
 from analysis.detect.config import diagnosis_thresholds
-from analysis.findings import CLASSES, Finding
+from analysis.findings import CLASSES, Finding, State
 
-__all__ = ["REGISTRY", "Detector", "diagnose", "load_thresholds"]
+__all__ = [
+    "GPU_ACTIVITY_LOST",
+    "REGISTRY",
+    "Detector",
+    "diagnose",
+    "gpu_activity_lost",
+    "load_thresholds",
+]
 
 Detector = Callable[[T.Trace, Mapping[str, Any]], Finding]
 
@@ -54,7 +63,34 @@ def load_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, Any
 
 
 def diagnose(trace: T.Trace, thresholds: Mapping[str, Any] | None = None) -> list[Finding]:
-    """Every detector's finding on ``trace``, highest impact first (fired before not fired)."""
+    """Every detector's finding on ``trace``, highest impact first (fired before not fired),
+    each with its predicted speedup (:mod:`analysis.detect.predict`)."""
     cfg = load_thresholds(thresholds)
-    found = [REGISTRY[k](trace, cfg) for k in CLASSES]
+    lost = gpu_activity_lost(trace)
+    if lost:
+        found = [Finding(k, State.NOT_JUDGED, reason=lost) for k in CLASSES]
+    else:
+        found = [REGISTRY[k](trace, cfg) for k in CLASSES]
+    predict.attach(trace, cfg, found)
     return sorted(found, key=lambda f: (not f.fired, -f.impact))
+
+
+#: Why a report with CUDA API calls but no GPU activity cannot be judged (every class says it).
+GPU_ACTIVITY_LOST = (
+    "the report holds CUDA API calls but no kernel, copy, memset or graph activity: CUPTI never "
+    "flushed its activity buffers, which usually means the process was killed (a timeout, a "
+    "SIGTERM) or left through os._exit before the end; let it end normally, or stop the "
+    "capture through a capture range (cudaProfilerStop, nsys --capture-range)"
+)
+
+
+def gpu_activity_lost(trace: T.Trace) -> str | None:
+    """:data:`GPU_ACTIVITY_LOST` when the report has CUDA API rows and no GPU activity rows,
+    else None: judging such a report would read the host's launches against an empty GPU."""
+
+    def rows(table: str) -> bool:
+        return trace.has(table) and bool(trace.query(f"SELECT 1 FROM {table} LIMIT 1")[1])
+
+    if rows(C.RUNTIME) and not any(rows(t) for t in C.GPU_TABLES):
+        return GPU_ACTIVITY_LOST
+    return None

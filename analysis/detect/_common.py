@@ -16,7 +16,7 @@ from __future__ import annotations
 import threading
 from collections.abc import Mapping
 from concurrent.futures import Future
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -58,6 +58,10 @@ class Steady:
     note: str
     min_call_ns: int = 0
     """Shorter CUDA API calls of no role (not launch, sync, copy, set, alloc) are not read."""
+    edges: np.ndarray | None = field(default=None, compare=False, repr=False)
+    """Mode ``iterations``: the found iterations' edges (ns, n + 1 of them); None otherwise."""
+    edges_on_host: bool = False
+    """Whether ``edges`` are host times (NVTX ranges) rather than GPU item starts."""
 
     @property
     def span_ns(self) -> int:
@@ -106,7 +110,7 @@ def steady(trace: T.Trace, cfg: Mapping[str, Any]) -> Steady:
     use_nvtx = bool(wcfg.get("use_nvtx", True))
     skip = float(wcfg.get("startup_skip_share", 0.2))
     min_call_ns = int(wcfg.get("min_call_ns", 1000))
-    key = ("steady", use_nvtx, skip, min_call_ns)
+    key = ("steady", repr(sorted(wcfg.items())))  # every window setting decides the window
     cache = _cache(trace)
     if key in cache:
         return cache[key]
@@ -153,6 +157,7 @@ def _iteration_window(trace: T.Trace, wcfg: Mapping[str, Any]) -> Steady | None:
         lo, hi, "iterations", it.n, hi - lo, int(tids[0]) if tids.size else None,
         f"steady state: {it.n} iterations of {it.source}, after "
         f"{it.skipped_ns / 1e9:.2f} s of start-up",
+        edges=it.starts, edges_on_host=it.on_host,
     )  # fmt: skip
 
 
@@ -192,8 +197,9 @@ class Activity:
     rowid). ``corr`` is -1 where the export has no correlation id; ``rowid`` is the row in the
     activity's own table (to fetch a kernel's name for evidence, see :func:`kernel_names`).
     Copy fields (``nbytes``, ``direction``, ``pageable``) are 0 on kernels and memsets.
-    ``device`` is the row's CUDA deviceId (0 where the export has no such column; filled with
-    zeros when an Activity is built without it, so older callers keep working).
+    ``device`` is the row's CUDA deviceId and ``stream`` its streamId (0 where the export has no
+    such column, as memsets have no stream; filled with zeros when an Activity is built without
+    them, so older callers keep working).
     """
 
     start: np.ndarray
@@ -206,10 +212,12 @@ class Activity:
     direction: np.ndarray
     pageable: np.ndarray
     device: np.ndarray = None  # type: ignore[assignment]
+    stream: np.ndarray = None  # type: ignore[assignment]
 
     def __post_init__(self) -> None:
-        if self.device is None:
-            object.__setattr__(self, "device", np.zeros(self.start.size, np.int64))
+        for name in ("device", "stream"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(self.start.size, np.int64))
 
     def __len__(self) -> int:
         return int(self.start.size)
@@ -401,7 +409,7 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     end = np.clip(col("end", np.int64), None, hi)
     order = _lex_order(start, end)  # stable: ties keep kernels, copies, memsets, rowid order
     fields = {"start": (start, None), "end": (end, None), "kind": ("kind", np.int8)}
-    fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device")}
+    fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device", "stream")}
     fields |= {"nccl": ("nccl", bool), "direction": ("direction", np.int8)}
     fields["pageable"] = ("pageable", bool)
     arrays = {}
@@ -691,7 +699,7 @@ def launcher_tids(trace: T.Trace, lo: int, hi: int, *, most_first: bool = False)
               GROUP BY t.globalTid ORDER BY n DESC"""
     rows = [r for r in trace.query(sql, {"lo": lo, "hi": hi})[1] if r[0] is not None]
     tids = np.array([r[0] for r in rows], dtype=np.int64)
-    if not most_first:
+    if not most_first or tids.size == 0:  # none: every launch came before the window
         return np.sort(tids)
     first = loop_thread(tids, np.array([r[1] for r in rows], dtype=np.int64))
     return np.concatenate([[first], tids[tids != first]]).astype(np.int64)
@@ -744,6 +752,24 @@ def gaps(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np
     ge = np.concatenate([s, [hi]])
     keep = ge > gs
     return gs[keep], ge[keep]
+
+
+def difference(
+    s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted union (s, e) less the disjoint sorted union (bs, be)."""
+    if s.size == 0 or bs.size == 0:
+        return s, e
+    pts = np.unique(np.concatenate([s, e, bs, be]))
+    lo, hi = pts[:-1], pts[1:]
+    mid = lo + (hi - lo) // 2
+
+    def inside(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(a, mid, side="right") - 1
+        return (i >= 0) & (mid < b[np.maximum(i, 0)])
+
+    keep = inside(s, e) & ~inside(bs, be) & (hi > lo)
+    return union(lo[keep], hi[keep])
 
 
 def covered(bs: np.ndarray, be: np.ndarray, x: np.ndarray) -> np.ndarray:

@@ -41,11 +41,14 @@ from analysis.detect import _common as C
 #: OS-runtime calls that mean the thread waits on other threads or processes for input: the
 #: polls, receives and (timed) semaphore waits of Python queues fed by loader workers or a
 #: pin-memory thread, and sleeps. Untimed ``pthread_cond_wait`` / mutex waits are left out: the
-#: main thread makes them while PyTorch's autograd thread runs the backward.
+#: main thread makes them while PyTorch's autograd thread runs the backward. Timed condition
+#: waits (``pthread_cond_timedwait`` / ``clockwait``) are left out too: on a Python thread they
+#: are CPython waiting for the GIL (Python's own queues and locks wait on semaphores), which is
+#: gil_contention's evidence, not input (``diagnosis.gil_contention.wait_calls``).
 WAIT_CALLS = (
     "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "recv", "recvfrom",
-    "recvmsg", "sem_wait", "sem_timedwait", "sem_clockwait", "pthread_cond_timedwait",
-    "pthread_cond_clockwait", "nanosleep", "clock_nanosleep", "usleep", "sleep",
+    "recvmsg", "sem_wait", "sem_timedwait", "sem_clockwait", "nanosleep", "clock_nanosleep",
+    "usleep", "sleep",
 )  # fmt: skip
 
 CAUSES = ("sync", "data", "host", "dispatch")
@@ -56,6 +59,8 @@ class HostView:
     """The attribution of one steady window (all times in ns)."""
 
     tid: int
+    issuing: np.ndarray
+    """The threads that issue the loop's GPU work (the main thread among them)."""
     span_ns: int
     gpu_busy_ns: int
     blocked_ns: int
@@ -214,50 +219,44 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     tid, issuing = found
     every = C.window_calls(trace, st)
     calls = C.rows_where(every, np.isin(every["tid"], issuing) & (every["end"] > st.lo))
-    block = C.blocking_calls(trace, act, calls) & (calls["tid"] == tid)
+    # every issuing thread's blocking calls: a sync in a backward hook runs on PyTorch's
+    # autograd thread while the main thread waits for the backward, and blocks the loop alike
+    block = C.blocking_calls(trace, act, calls)
     bs, be = C.union(
         np.clip(calls["start"][block], st.lo, None), np.clip(calls["end"][block], None, st.hi)
     )
 
     ss, se, nxt = _stretches(calls, st, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
-    file_ids = _names(trace, list(hc.get("file_calls", ())))
-    wait_ids = _names(trace, list(hc.get("wait_calls", WAIT_CALLS)))
-    every = sorted(set(file_ids) | set(wait_ids))
-    rs, re_ = _osrt(trace, st, tid, file_ids, every)
-    ws, we = _osrt(trace, st, tid, wait_ids, every)
-    ns, ne = _hint_ranges(trace, st, tid, [h.lower() for h in hc.get("data_hints", ())])
-    length = np.maximum(1, se - ss)
-    ev_read = C.overlap_each(ss, se, rs, re_) > 0
-    ev_wait = C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length
-    ev_h2d = _h2d_follows(trace, act, calls, nxt, int(hc.get("h2d_lookahead_calls", 8)))
-    ev_nvtx = C.overlap_each(ss, se, ns, ne) >= 0.5 * length
-    is_data = ev_read | ev_wait | ev_h2d | ev_nvtx
+    ev = input_evidence(trace, cfg, st, act, tid, calls, (ss, se, nxt))
+    is_data = ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
     if st.mode == "nvtx":  # the suite's own capture marks every batch fetch: it decides
-        name = str(cfg.get("data_stall", {}).get("range_name", "data_load"))
-        ls, le = suite_ranges(trace, st, name)
-        is_data &= C.overlap_each(ss, se, ls, le) > 0
+        is_data &= ev["suite_range"]
 
     gbs, gbe = C.busy(trace, st, act)
     gs, ge = C.gaps(gbs, gbe, st.lo, st.hi)
     idle_sync = C.overlap_total(gs, ge, bs, be)
-    ds, de = C.union(ss[is_data], se[is_data])
-    hs, he = C.union(ss[~is_data], se[~is_data])
+    # the main thread's waits for the GIL are a cause of their own, out of every stretch
+    ws, we = C.difference(*_gil_waits(trace, cfg, st, tid), bs, be)
+    ds, de = C.difference(*C.union(ss[is_data], se[is_data]), ws, we)
+    hs, he = C.difference(*C.union(ss[~is_data], se[~is_data]), ws, we)
     idle_data = C.overlap_total(gs, ge, ds, de)
     idle_host = C.overlap_total(gs, ge, hs, he)
+    idle_gil = C.overlap_total(gs, ge, ws, we)
     idle_total = C.length(gs, ge)
     queued = _queued_gaps(trace, st, act, gs, ge)  # the next kernel was launched long before
     idle_queued = C.length(gs[queued], ge[queued])
-    idle_dispatch = max(0, idle_total - idle_queued - idle_sync - idle_data - idle_host)
+    idle_dispatch = max(0, idle_total - idle_queued - idle_sync - idle_data - idle_host - idle_gil)
 
     span, busy = st.span_ns, C.length(gbs, gbe)
     blocked = C.length(bs, be)
     host_time = span - blocked
     sync_saving = float(max(0, span - max(host_time, busy)))
     own_pace = float(max(0, min(idle_total - idle_queued, host_time - busy)))
-    idle_own = {"data": idle_data, "host": idle_host, "dispatch": idle_dispatch}
+    idle_own = {"data": idle_data, "host": idle_host, "gil": idle_gil, "dispatch": idle_dispatch}
     saving = {"sync": sync_saving} | _host_savings(idle_own, own_pace)
     return HostView(
         tid=int(tid),
+        issuing=issuing,
         span_ns=span,
         gpu_busy_ns=busy,
         blocked_ns=blocked,
@@ -266,19 +265,65 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
             "data": idle_data,
             "host": idle_host,
             "queued": idle_queued,
+            "gil": idle_gil,
             "dispatch": idle_dispatch,
         },
         saving_by=saving,
         stretch_ns={"data": C.length(ds, de), "host": C.length(hs, he)},
-        evidence={
-            "read": int(ev_read.sum()),
-            "wait": int(ev_wait.sum()),
-            "h2d_after": int(ev_h2d.sum()),
-            "nvtx_hint": int(ev_nvtx.sum()),
-            "stretches": int(ss.size),
-        },
+        evidence={k: int(ev[k].sum()) for k in ("read", "wait", "h2d_after", "nvtx_hint")}
+        | {"stretches": int(ss.size)},
         examples=_examples(gs, ge, ds, de, hs, he, bs, be),
     )
+
+
+def _gil_waits(
+    trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, tid: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The main thread's GIL waits in the window (``gil_contention.read_waits``), as a union."""
+    from analysis.detect import gil_contention  # here: that module reads this one's host view
+
+    found = gil_contention.read_waits(trace, st, tid, cfg.get("gil_contention", {}))
+    if found is None:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    s = np.clip(np.asarray(found.starts, np.int64), st.lo, st.hi)
+    return C.union(s, np.clip(np.asarray(found.ends, np.int64), st.lo, st.hi))
+
+
+def input_evidence(
+    trace: T.Trace,
+    cfg: Mapping[str, Any],
+    st: C.Steady,
+    act: C.Activity,
+    tid: int,
+    calls: dict[str, np.ndarray],
+    stretches: tuple[np.ndarray, np.ndarray, np.ndarray],
+) -> dict[str, np.ndarray]:
+    """Per host stretch (``_stretches``' start, end, next call), which evidence of input work
+    it shows: ``read`` (an OS-runtime file read in it), ``wait`` (waits on other threads or
+    processes over ``min_wait_share`` of it), ``h2d_after`` (the batch's copy among the next
+    calls), ``nvtx_hint`` (a user range named like loading), ``suite_range`` (the suite's own
+    ``data_load`` range overlaps it). Shared by the host view and the time model (``_model``)."""
+    hc = cfg.get("host", {})
+    ss, se, nxt = stretches
+    file_ids = _names(trace, list(hc.get("file_calls", ())))
+    wait_ids = _names(trace, list(hc.get("wait_calls", WAIT_CALLS)))
+    every = sorted(set(file_ids) | set(wait_ids))
+    rs, re_ = _osrt(trace, st, tid, file_ids, every)
+    ws, we = _osrt(trace, st, tid, wait_ids, every)
+    ns, ne = _hint_ranges(trace, st, tid, [h.lower() for h in hc.get("data_hints", ())])
+    length = np.maximum(1, se - ss)
+    out = {
+        "read": C.overlap_each(ss, se, rs, re_) > 0,
+        "wait": C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length,
+        "h2d_after": _h2d_follows(trace, act, calls, nxt, int(hc.get("h2d_lookahead_calls", 8))),
+        "nvtx_hint": C.overlap_each(ss, se, ns, ne) >= 0.5 * length,
+        "suite_range": np.ones(ss.size, bool),
+    }
+    if st.mode == "nvtx":
+        name = str(cfg.get("data_stall", {}).get("range_name", "data_load"))
+        ls, le = suite_ranges(trace, st, name)
+        out["suite_range"] = C.overlap_each(ss, se, ls, le) > 0
+    return out
 
 
 def _host_savings(idle: dict[str, int], own_pace: float) -> dict[str, float]:
@@ -293,7 +338,7 @@ def _host_savings(idle: dict[str, int], own_pace: float) -> dict[str, float]:
     is the sync's cost (the drained queue refilling), so it stays at its own-pace part."""
     pool = sum(idle.values())
     out = {c: (own_pace * v / pool if pool else 0.0) for c, v in idle.items()}
-    return out | {c: float(max(out[c], idle[c])) for c in ("data", "host")}
+    return out | {c: float(max(out[c], idle[c])) for c in ("data", "host", "gil") if c in idle}
 
 
 def _queued_gaps(

@@ -38,6 +38,8 @@ class Iterations:
     """What repeats: e.g. 'GPU work (anchor kernel foo, 212 items per iteration)'."""
     skipped_ns: int
     """Time from the first GPU item (or range) to the steady state: start-up left out."""
+    on_host: bool = False
+    """The edges are host times (NVTX ranges), not starts of GPU items."""
 
     @property
     def n(self) -> int:
@@ -84,11 +86,18 @@ class _Anchor:
 
 
 def _best_anchor(
-    codes: np.ndarray, min_repeats: int, candidates: int, min_cover: float = 0.3
+    codes: np.ndarray,
+    min_repeats: int,
+    candidates: int,
+    min_cover: float = 0.3,
+    min_local_cover: float = 0.9,
 ) -> _Anchor | None:
-    """The anchor whose repeating segments cover the most items (at least ``min_cover`` of
-    them); among those within 10% of the best cover, the longest period (one anchor per step,
-    not one per layer)."""
+    """The anchor whose repeating segments cover the most items, among those that cover at
+    least ``min_cover`` of the stream's items or at least ``min_local_cover`` of the items from
+    their first segment to their last (a short loop after a long autotuning or compile phase
+    holds few of the stream's items but nearly all of its own stretch; a layer that repeats
+    inside a step holds a small part of both); among those within 10% of the best cover, the
+    longest period (one anchor per step, not one per layer)."""
     uniq, inv, counts = np.unique(codes, return_inverse=True, return_counts=True)
     order = np.argsort(-counts, kind="stable")
     order = order[counts[order] >= min_repeats + 1][:candidates]
@@ -108,12 +117,14 @@ def _best_anchor(
             continue
         modal = key == keys[best]
         period = int(length[np.argmax(modal)])
-        found.append(_Anchor(int(uniq[u]), period, int(kcount[best]) * period, pos, modal))
-    if not found:
+        cover = int(kcount[best]) * period
+        seg = np.flatnonzero(modal)
+        stretch = int(pos[seg[-1] + 1] - pos[seg[0]])
+        if cover >= min_cover * codes.size or cover >= min_local_cover * stretch:
+            found.append(_Anchor(int(uniq[u]), period, cover, pos, modal))
+    if not found:  # what repeats is a detail, not the loop
         return None
     top = max(a.cover for a in found)
-    if top < min_cover * codes.size:  # what repeats is a detail, not the loop
-        return None
     return max((a for a in found if a.cover >= 0.9 * top), key=lambda a: (a.period, a.cover))
 
 
@@ -151,6 +162,7 @@ def gpu_iterations(trace: T.Trace, cfg: Mapping[str, Any]) -> Iterations | None:
             min_rep,
             int(cfg.get("anchor_candidates", 24)),
             float(cfg.get("min_cover_share", 0.3)),
+            float(cfg.get("min_local_cover_share", 0.9)),
         )
         if anchor is not None and (best is None or anchor.cover > best[0].cover):
             best = (anchor, seq["start"][mine])
@@ -196,4 +208,5 @@ def nvtx_iterations(trace: T.Trace, cfg: Mapping[str, Any]) -> Iterations | None
     if s.size < min_rep:
         return None
     edges = np.concatenate([s, e[-1:]])
-    return Iterations(edges, f"repeating NVTX range `{text}`", int(s[0] - r["start_ns"].min()))
+    skipped = int(s[0] - r["start_ns"].min())
+    return Iterations(edges, f"repeating NVTX range `{text}`", skipped, on_host=True)

@@ -110,6 +110,10 @@ class WindowThresholds(_Section):
     min_cover_share: float = 0.3
     """The repeating iterations must hold at least this share of a stream's GPU items (less:
     what repeats is a detail, such as one layer's kernels, not the loop)."""
+    min_local_cover_share: float = 0.9
+    """... or at least this share of the items from their first repeat to their last: a short
+    loop after a long autotuning or compile phase holds few of the stream's items but nearly all
+    of its own stretch."""
     anchor_candidates: int = 24
     """The most frequent GPU items tried as an iteration's anchor."""
     streams: int = 3
@@ -227,6 +231,33 @@ class GilContentionThresholds(_Section):
     SECTION: ClassVar[str] = "gil_contention"
     min_saving_share: float = 0.15
     """Without the GIL waits the window would shrink by at least this share (~1.18x)."""
+    min_cpu_wait_share: float = 0.15
+    """CPU captures (no GPU activity, the suite's steps): the step thread's GIL waits cover at
+    least this share of step time."""
+    trace_domain: str = "GIL Trace"
+    """NVTX domain in which nsys's ``--trace=python-gil`` (2024+) records the GIL."""
+    wait_ranges: list[str] = field(default_factory=lambda: ["Waiting for GIL"])
+    """Range names of that domain during which a thread waits to take the GIL."""
+    hold_ranges: list[str] = field(default_factory=lambda: ["Holding GIL"])
+    """Range names of that domain during which a thread holds the GIL."""
+    wait_calls: list[str] = field(
+        default_factory=lambda: ["pthread_cond_timedwait", "pthread_cond_clockwait"]
+    )
+    """Without a GIL trace: the OS-runtime calls in which CPython waits for the GIL (a timed
+    condition wait of one switch interval per call; Python's queues and locks use semaphores)."""
+    max_call_ms: float = 200.0
+    """A wait call longer than this is not a GIL wait: CPython waits one switch interval (5 ms)
+    per call before it asks the holder to let go, then waits again (on a CPU box shared with
+    busy processes a call was seen to last 64 ms before the thread ran again)."""
+    switch_interval_ms: float = 5.0
+    """CPython's switch interval (``sys.getswitchinterval()``): a GIL wait that the holder does
+    not end times out after it."""
+    min_timeout_share: float = 0.2
+    """Without a GIL trace, the thread's wait calls of at least 1 ms are GIL waits only if at
+    least this share of them last one switch interval (+-20%): CPython's GIL waits time out
+    there while another thread holds it; a peer's or a queue's waits (gloo's receive, a
+    loader's queue) end when their data comes (3 of 39 did on a CPU pipeline capture, 16 of 27
+    on the gil_contention baseline's)."""
 
 
 @dataclass(kw_only=True)
@@ -236,6 +267,56 @@ class StageImbalanceThresholds(_Section):
     SECTION: ClassVar[str] = "stage_imbalance"
     min_saving_share: float = 0.15
     """Balancing the stages would save at least this share of the window (~1.18x)."""
+    max_lockstep_share: float = 0.5
+    """At most this share of the least busy rank's waits may end while the busiest rank waits
+    too. A collective (DDP's all-reduce) ends for every rank at once, so ranks in lockstep wait
+    together at its end (0.63-0.75 on CPU DDP captures); a pipeline receive ends when the peer
+    sends, and the peer goes on computing (0.08-0.20 on the imbalanced corpus pipelines)."""
+    lockstep_window_us: float = 300.0
+    """How close to the end of a wait the busiest rank's own wait must be to count as one."""
+    min_idle_us: float = 1000.0
+    """Waits of the least busy rank shorter than this are not read for lockstep (hand-offs)."""
+    wait_calls: list[str] = field(
+        default_factory=lambda: [
+            *("pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait"),
+        ]
+    )
+    """CPU reports: OS-runtime calls of a rank's main thread that are waits for a peer
+    (torch.distributed's gloo backend blocks in a condition variable in ``recv`` and ``wait()``)."""
+    min_wait_us: float = 10.0
+    """CPU reports: shorter waits are not read (a condition variable that was already set)."""
+    min_waits: int = 4
+    """CPU reports: a process is a rank only with at least this many waits in the window."""
+    min_rank_busy_share: float = 0.05
+    """CPU reports: a process computing less than this share of the window (a launcher such as
+    torchrun's agent) is no rank."""
+
+
+@dataclass(kw_only=True)
+class PredictConfig(_Section):
+    """The time model behind each finding's predicted speedup (analysis/detect/_model.py)."""
+
+    SECTION: ClassVar[str] = "predict"
+    enabled: bool = True
+    """False: findings carry no prediction (saves the replays on a huge export)."""
+    untraced: bool = True
+    """Predict for the program as it runs without nsys: take ``trace_overhead_us`` off the host
+    time of every traced CUDA call in both replays (False: predict for the traced run)."""
+    trace_overhead_us: float = 7.0
+    """Host time nsys adds to each traced CUDA call (CUPTI's callback and record)."""
+    max_calls: int = 60_000
+    """The replay takes the last steady iterations (furthest from the start-up) holding at most
+    this many CUDA calls."""
+    max_iterations: int = 30
+    """... and at most this many iterations."""
+    min_iterations: int = 3
+    """... but at least this many, whatever they hold."""
+    bootstrap: int = 1000
+    """Resamples of the iterations for the predicted speedup's 95% interval."""
+    seed: int = 0
+    """Seed of those resamples: the same report gives the same interval."""
+    tolerance_share: float = 0.2
+    """A prediction is within tolerance when |predicted / measured - 1| is at most this."""
 
 
 @dataclass(kw_only=True)
@@ -274,6 +355,8 @@ class DiagnosisConfig:
     """Thresholds of the gil_contention detector."""
     stage_imbalance: StageImbalanceThresholds = field(default_factory=StageImbalanceThresholds)
     """Thresholds of the stage_imbalance detector."""
+    predict: PredictConfig = field(default_factory=PredictConfig)
+    """The time model behind each finding's predicted speedup."""
     expert_rules: ExpertRulesConfig = field(default_factory=ExpertRulesConfig)
     """The nsys expert-rules cross-check."""
     verdict_min_ci_low: float = 1.1

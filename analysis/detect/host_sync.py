@@ -2,7 +2,8 @@
 
 Sync calls: CUDA API calls of category ``sync`` plus blocking device-to-host copies (synchronous
 ``cudaMemcpy``-style calls, or any DtoH into pageable memory: ``.item()``, ``.cpu()``,
-``torch.nonzero``'s size read-back), made by the main thread. A sync costs only what it
+``torch.nonzero``'s size read-back), made by the threads that issue the loop's work (the
+main thread, and PyTorch's autograd thread for a sync in a backward hook). A sync costs only what it
 *exposes*: the host's work that would otherwise run while the GPU is busy. With ``H`` the main
 thread's time outside sync calls and ``G`` the GPU's busy time, the window would take
 ``max(H, G)`` without the syncs (``_host``); ``sync_exposed_share`` = 1 - max(H, G) / window.
@@ -50,7 +51,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     if view is None:
         return C.missing(KLASS, C.RUNTIME, "CUDA API calls of a launching thread")
     blocking = _sync_calls(trace, st, act)
-    mine = (blocking["start"] >= st.lo) & (blocking["tid"] == view.tid)
+    mine = (blocking["start"] >= st.lo) & np.isin(blocking["tid"], view.issuing)
     syncs = {k: v[mine] for k, v in blocking.items()}
     metrics: dict[str, float] = {}
     name, value = st.rate("syncs", syncs["start"].size)
@@ -71,7 +72,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         often |= syncs["start"].size / (st.span_ns / 1e9) >= th["min_syncs_per_s"]
     fired = often and metrics["sync_exposed_share"] >= th["min_saving_share"]
     reason = (
-        f"{value:.2f} {name.replace('_', ' ')} on the main thread ({', '.join(kinds) or 'none'}; "
+        f"{value:.2f} {name.replace('_', ' ')} on the threads issuing the loop's work ({', '.join(kinds) or 'none'}; "
         f"threshold {min_rate}); blocked {metrics['sync_blocked_share']:.1%} of the window, "
         f"host busy {metrics['host_busy_share']:.1%}, GPU busy {metrics['gpu_busy_share']:.1%}: "
         f"without the syncs the host's work would overlap the GPU's and the window would "

@@ -22,7 +22,7 @@ _CLEAR_OK = "#e6f5ea"
 
 
 def confusion_figure(mat: pd.DataFrame) -> Figure:
-    """Heatmap of counts, injected class (rows) by primary finding (columns); diagonal outlined."""
+    """Heatmap of counts, expected class (rows) by primary finding (columns); diagonal outlined."""
     import seaborn as sns
 
     fig = Figure(figsize=(6.6, 4.6), dpi=100, layout="constrained")
@@ -39,7 +39,7 @@ def confusion_figure(mat: pd.DataFrame) -> Figure:
                 Rectangle((cols.index(r), i), 1, 1, fill=False, edgecolor="#2b8a3e", lw=2.2)
             )
     ax.set_xlabel("primary finding (detectors)")
-    ax.set_ylabel("injected (ground truth)")
+    ax.set_ylabel("expected (ground truth)")
     ax.tick_params(length=0)
     ax.set_xticklabels(ax.get_xticklabels(), rotation=30, ha="right")
     ax.set_yticklabels(ax.get_yticklabels(), rotation=0)

@@ -1,0 +1,627 @@
+"""A time model of the steady window: its host and GPU timelines replayed, with one cause removed.
+
+Every finding predicts its speedup: "this cause removed entirely, everything else unchanged".
+That number comes from replaying the window, not from a share of it. The replay takes what the
+export recorded and re-runs it on two clocks:
+
+- the **host**: the threads that issue the loop's GPU work (the main thread and PyTorch's
+  autograd thread), merged into one sequence of CUDA calls, each preceded by the host time
+  since the previous call (a *gap*: dispatch when short, a stretch of input or other host work
+  when it is at least ``host.stretch_ms`` long, as ``_host`` classifies it) and taking its own
+  time. A blocking call (a sync, a device-to-host read) ends when the GPU work it waits for
+  ends, plus the call's own wake-up time;
+- the **GPU**: every kernel, copy, memset and graph replay launched by those calls, in launch
+  order per stream, starting at ``max(launch + latency, the stream's previous item's end)`` and
+  lasting what it lasted. Items the replayed calls did not launch (another thread's, another
+  process's) keep their recorded times.
+
+Replayed unchanged, the model reproduces the recorded window (``model_fit``, replayed / recorded,
+is reported; on the committed H100 exports it is within a few per cent). A cause is removed by
+editing the inputs, never the outputs: syncs stop blocking (and their calls go); input stretches
+and the batch's host-to-device copies go; other host work goes; dispatch goes (gaps, call times
+and launch latency: every kernel queued at once, as one graph replay would); pageable copies go;
+GIL waits are cut out of the gaps. The GPU and the host then find their own new overlap, which is
+what a share of the window cannot say: a sync that exposes host work costs more than its own
+blocked time, and the host's or the GPU's floor stops a share near 1 from becoming a runaway
+speedup.
+
+nsys itself slows every traced CUDA call (CUPTI's callbacks and records): the recorded host is
+slower than the program's own. ``predict.trace_overhead_us`` (per traced call) is taken off every
+call's host time in both replays, so the prediction is for the program as it runs untraced.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+from analysis import trace as T
+from analysis.detect import _common as C
+from analysis.detect import _host as H
+
+#: Gap kinds: how the host spent the time before a call (``_host``'s stretch classification).
+DISPATCH, DATA, HOST = 0, 1, 2
+
+#: Host-to-device copies at least this large carry a batch (scalars and small tables do not).
+BATCH_BYTES = 64 * 1024
+
+
+@dataclass(frozen=True)
+class Timeline:
+    """The window's host calls and GPU items, as the replay needs them (times in ns)."""
+
+    t0: int
+    """Replay start: the earliest launch of an item in the window (a GPU-bound loop's host runs
+    ahead of its GPU; starting there puts the right work in the queue)."""
+    op_start: np.ndarray
+    op_end: np.ndarray
+    gap: np.ndarray
+    """Host time before each call not covered by an earlier call (the union of the threads)."""
+    own: np.ndarray
+    """The part of each call not overlapped by earlier calls."""
+    block: np.ndarray
+    cat: np.ndarray
+    gap_kind: np.ndarray
+    wait_item: np.ndarray
+    """Per call: the item a blocking call waited for as recorded (-1: none identified)."""
+    wait_stream: np.ndarray
+    """Per call: the stream of the latest item launched before it (a stream sync's target)."""
+    post: np.ndarray
+    """Per blocking call: its recorded time after the awaited item ended (wake-up)."""
+    item_op: np.ndarray
+    """Per GPU item (in launch order): the call that launched it, -1 for items launched
+    elsewhere (they keep their recorded times)."""
+    item_start: np.ndarray
+    item_end: np.ndarray
+    item_stream: np.ndarray
+    item_kind: np.ndarray
+    """Activity kind of each item (``_common.KIND_*``)."""
+    item_lat: np.ndarray
+    """Recorded launch latency where the stream was free (else -1: the median is used)."""
+    item_ptr: np.ndarray
+    """CSR pointer: items of call i are ``item_ptr[i]:item_ptr[i + 1]`` (launched items first,
+    in call order)."""
+    pageable_h2d: np.ndarray
+    batch_h2d: np.ndarray
+    nccl: np.ndarray
+    med_lat: int
+    edges: np.ndarray
+    """Iteration edges (ns, recorded): steps of the suite's NVTX, else the found iterations."""
+    edge_side: str
+    """``host`` (NVTX steps: host times, the window ends in a sync) or ``gpu`` (anchor items)."""
+    launch_cap: int
+    """Largest own time of a launch call: longer ones waited on a full launch queue."""
+    delivery: np.ndarray
+    """Per call: part of a batch's delivery (the calls after a stretch of input work up to the
+    first kernel launch: its copies, pinning, events and the syncs that wait for them)."""
+    gil_cut: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Per call: GIL-wait time inside its gap (filled when the report holds GIL waits)."""
+
+    @property
+    def n_ops(self) -> int:
+        return int(self.op_start.size)
+
+    @property
+    def n_iterations(self) -> int:
+        return int(self.edges.size - 1)
+
+
+@dataclass(frozen=True)
+class Removal:
+    """What removing one cause edits in the replay's inputs."""
+
+    gap_zero: np.ndarray | None = None
+    gap_cut: np.ndarray | None = None
+    own_zero: np.ndarray | None = None
+    unblock: np.ndarray | None = None
+    item_gone: np.ndarray | None = None
+    no_latency: bool = False
+
+
+def _edges(trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady) -> tuple[np.ndarray, str]:
+    """The window's iteration edges and on which clock they are (see Timeline.edge_side)."""
+    if st.mode == "nvtx":
+        r = T.step_ranges(trace)
+        r = r[(r["global_tid"] == st.step_tid) & r["end_ns"].notna()]
+        r = r[(r["start_ns"] >= st.lo) & (r["end_ns"] <= st.hi)].sort_values("start_ns")
+        s = r["start_ns"].to_numpy(np.int64)
+        return np.concatenate([s, r["end_ns"].to_numpy(np.int64)[-1:]]), "host"
+    if st.edges is not None:
+        return st.edges.astype(np.int64), "host" if st.edges_on_host else "gpu"
+    return np.array([st.lo, st.hi], np.int64), "gpu"
+
+
+def _sample_size(edges: np.ndarray, calls_per_it: float, max_ops: int, min_it: int) -> int:
+    """How many iterations the replay takes: all, or as many as stay under ``max_ops`` calls
+    (a 2,000-step export replays a sample, not the whole)."""
+    n = edges.size - 1
+    fit = int(max_ops // max(calls_per_it, 1.0))
+    return int(min(n, max(min_it, fit)))
+
+
+def timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
+    """The replay's inputs for the steady window (cached per trace and settings), or None when
+    the report has no GPU activity, no CUDA calls or no launching thread."""
+    pc = cfg.get("predict", {})
+    key = ("timeline", repr(sorted(cfg.get("host", {}).items())), repr(sorted(pc.items())))
+    key += (repr(sorted(cfg.get("window", {}).items())),)
+    cache = C._cache(trace)
+    if key not in cache:
+        cache[key] = _timeline(trace, cfg)
+    return cache[key]
+
+
+def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
+    if not trace.has(C.RUNTIME) or not C.has_gpu(trace):
+        return None
+    hc, pc = cfg.get("host", {}), cfg.get("predict", {})
+    st, act = C.steady_activity(trace, cfg)
+    found = H._issuing_threads(trace, st, act, float(hc.get("min_launch_share", 0.02)))
+    if found is None or len(act) == 0:
+        return None
+    tid, issuing = found
+    edges, side = _edges(trace, cfg, st)
+    if edges.size < 2:
+        return None
+    every = C.window_calls(trace, st)
+    mine = np.isin(every["tid"], issuing)
+    n_it = _sample_size(
+        edges,
+        np.count_nonzero(mine & (every["start"] >= st.lo)) / max(1, edges.size - 1),
+        int(pc.get("max_calls", 60_000)),
+        int(pc.get("min_iterations", 3)),
+    )
+    n_it = min(n_it, max(int(pc.get("max_iterations", 30)), int(pc.get("min_iterations", 3))))
+    edges = edges[edges.size - 1 - n_it :]  # the last ones: furthest from the start-up
+    lo, hi = int(edges[0]), int(edges[-1])
+    inside = (act.end > lo) & (act.start <= hi)  # the item at hi starts the next iteration
+    act = act.take(inside)
+    # the replay starts at the earliest launch of an item in the (sampled) window
+    first, call_of = C._first_values(every["corr"][mine], np.flatnonzero(mine))
+    has_call, idx = C._lookup(first, call_of, act.corr)
+    t0 = int(min(lo, every["start"][idx[has_call]].min())) if has_call.any() else lo
+    calls = C.rows_where(every, mine & (every["end"] > t0) & (every["start"] < hi))
+    if calls["start"].size == 0:
+        return None
+    block = C.blocking_calls(trace, act, calls)
+    st0 = C.Steady(t0, hi, st.mode, st.n_steps, st.step_ns, st.step_tid, st.note, st.min_call_ns)
+    stretches = H._stretches(calls, st0, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
+    ev = H.input_evidence(trace, cfg, st0, act, tid, calls, stretches)
+    is_data = ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
+    if st.mode == "nvtx":  # the suite's ranges decide, but the batch's own copy prep is input
+        is_data &= ev["suite_range"] | ev["h2d_after"]
+    tl = _assemble(calls, block, stretches[2], is_data, act, t0, edges, side)
+    if not (tl.item_op >= 0).any():  # no GPU item of the window was launched by these calls
+        return None
+    return _with_gil(trace, cfg, tl)
+
+
+def _with_gil(trace: T.Trace, cfg: Mapping[str, Any], tl: Timeline) -> Timeline:
+    """The timeline with each gap's GIL-wait time (``gil_contention.gil_waits``: the launching
+    thread waiting for the GIL), when the report holds GIL waits."""
+    from analysis.detect import gil_contention
+
+    waits = getattr(gil_contention, "gil_waits", None)
+    found = waits(trace, cfg) if waits is not None else None
+    if found is None or len(found[0]) == 0:
+        return tl
+    ws, we = C.union(*found)
+    cut = C.overlap_each(tl.op_start - tl.gap, tl.op_start, ws, we)
+    return replace(tl, gil_cut=np.minimum(cut, tl.gap))
+
+
+def _assemble(calls, block, nxt, is_data, act: C.Activity, t0: int, edges, side) -> Timeline:
+    """Ops (calls) and items (GPU work) in the arrays the replay walks."""
+    s, e = calls["start"], calls["end"]
+    n = s.size
+    run = np.maximum.accumulate(e)
+    prev = np.concatenate([[t0], run[:-1]])
+    gap = np.maximum(0, s - prev)
+    own = np.maximum(0, e - np.maximum(s, prev))
+    gap_kind = np.full(n, DISPATCH, np.int8)
+    at = nxt >= 0
+    gap_kind[nxt[at]] = np.where(is_data[at], DATA, HOST)
+    # items -> the call that launched them (first call with the correlation id)
+    keys, vals = C._first_values(calls["corr"], np.arange(n))
+    found, op = C._lookup(keys, vals, act.corr)
+    item_op = np.where(found & (act.corr >= 0), op, -1)
+    stream = act.stream.astype(np.int64).copy()
+    dom = (
+        np.bincount(stream[act.kind != C.KIND_MEMSET]).argmax()
+        if (act.kind != C.KIND_MEMSET).any()
+        else 0
+    )
+    stream[act.kind == C.KIND_MEMSET] = dom  # memsets carry no stream: the loop's own
+    order = np.lexsort((act.start, np.where(item_op >= 0, item_op, n)))
+    item_op, stream = item_op[order], stream[order]
+    i_start, i_end = act.start[order].astype(np.int64), act.end[order].astype(np.int64)
+    kind, direction = act.kind[order], act.direction[order]
+    h2d = (kind == C.KIND_MEMCPY) & (direction == C.HTOD)
+    lat, queued = _latencies(i_start, i_end, stream, item_op, s)
+    plausible = (lat >= 0) & ~queued & (lat < 50_000)
+    med_lat = int(np.median(lat[plausible])) if plausible.any() else 5_000
+    ptr = np.searchsorted(item_op[item_op >= 0], np.arange(n + 1), side="left")
+    pageable_h2d = h2d & act.pageable[order]
+    # a pageable host-to-device copy holds the host until the driver has staged it: the call
+    # returns with its copy, so it blocks like a read
+    holds = np.zeros(n, bool)
+    holds[item_op[pageable_h2d & (item_op >= 0)]] = True
+    block = block | (holds & (calls["cat"] == C.MEMCPY_CALL))
+    wait_item, post = _waits(block, s, e, i_start, i_end, item_op, ptr)
+    wait_stream = _last_stream(n, item_op, stream)
+    launches = (calls["cat"] == C.LAUNCH) & (own > 0)
+    cap = int(max(20_000, 5 * np.median(own[launches]))) if launches.any() else 20_000
+    delivery = _delivery(gap_kind, calls["cat"])
+    return Timeline(
+        t0=t0, op_start=s, op_end=e, gap=gap, own=own, block=block, cat=calls["cat"],
+        gap_kind=gap_kind, wait_item=wait_item, wait_stream=wait_stream, post=post,
+        item_op=item_op, item_start=i_start, item_end=i_end, item_stream=stream, item_kind=kind,
+        item_lat=np.where(plausible, lat, -1), item_ptr=ptr,
+        pageable_h2d=pageable_h2d, batch_h2d=h2d & (act.nbytes[order] >= BATCH_BYTES),
+        nccl=act.nccl[order], med_lat=med_lat, edges=edges, edge_side=side, launch_cap=cap,
+        delivery=delivery,
+    )  # fmt: skip
+
+
+def _delivery(gap_kind: np.ndarray, cat: np.ndarray) -> np.ndarray:
+    """Calls from each input stretch's end up to the next kernel launch (not included)."""
+    n = cat.size
+    is_launch = cat == C.LAUNCH
+    starts = np.flatnonzero(gap_kind == DATA)
+    launches = np.append(np.flatnonzero(is_launch), n)  # n: no launch after it
+    stop = launches[np.searchsorted(launches, starts)]
+    marks = np.zeros(n + 1, np.int64)
+    np.add.at(marks, starts, 1)
+    np.add.at(marks, np.maximum(stop, starts), -1)
+    return (np.cumsum(marks[:-1]) > 0) & ~is_launch
+
+
+def _latencies(start, end, stream, item_op, op_start):
+    """Per item: recorded start - its launch call's start (-1 without a call), and whether it
+    waited behind the stream's previous item (queued: its latency says nothing)."""
+    lat = np.where(item_op >= 0, start - op_start[np.maximum(item_op, 0)], -1)
+    queued = np.zeros(start.size, bool)
+    by = np.lexsort((start, stream))
+    same = stream[by][1:] == stream[by][:-1]
+    prev_end = np.empty(by.size, np.int64)  # running max of the ends, restarted per stream
+    bounds = np.flatnonzero(np.concatenate([[True], ~same]))
+    for a, b in zip(bounds, np.append(bounds[1:], by.size), strict=True):
+        prev_end[a:b] = np.maximum.accumulate(end[by][a:b])
+    q = np.zeros(by.size, bool)
+    q[1:] = same & (prev_end[:-1] >= start[by][1:] - 10_000)
+    queued[by] = q
+    return lat, queued
+
+
+def _waits(block, s, e, i_start, i_end, item_op, ptr):
+    """Per blocking call: the item it waited for as recorded (its own copy's, else the latest
+    item launched before it that ended during the call; -1 if none) and its wake-up time."""
+    n = s.size
+    wait_item = np.full(n, -1, np.int64)
+    post = np.zeros(n, np.int64)
+    launched = np.flatnonzero(item_op >= 0)
+    by_end = launched[np.argsort(i_end[launched], kind="stable")]
+    ends = i_end[by_end]
+    for i in np.flatnonzero(block):
+        own_items = np.arange(ptr[i], ptr[i + 1])
+        if own_items.size:
+            k = int(own_items[np.argmax(i_end[own_items])])
+        else:
+            j = int(np.searchsorted(ends, e[i], side="right")) - 1
+            while j >= 0 and item_op[by_end[j]] >= i:  # launched later: not what it waited for
+                j -= 1
+            k = int(by_end[j]) if j >= 0 and ends[j] >= s[i] else -1
+        wait_item[i] = k
+        post[i] = e[i] - max(s[i], i_end[k]) if k >= 0 else 0
+    return wait_item, np.maximum(post, 0)
+
+
+def _last_stream(n: int, item_op: np.ndarray, stream: np.ndarray) -> np.ndarray:
+    """Per call: the stream of the latest item launched by an earlier call (-1 before any)."""
+    out = np.full(n, -1, np.int64)
+    has = item_op >= 0
+    out[item_op[has]] = stream[has]  # the last item of each call wins (items in call order)
+    filled = np.maximum.accumulate(np.where(out >= 0, np.arange(n), -1))
+    shifted = np.concatenate([[-1], filled[:-1]])
+    return np.where(shifted >= 0, out[np.maximum(shifted, 0)], -1)
+
+
+# --- the replay --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """One replay, read on the GPU's clock: when each iteration's first remaining GPU item
+    starts (both replays of a window share these items, so their phase)."""
+
+    gpu_edges: np.ndarray
+    measured: slice
+    """The edges measured: the first iteration is the replay's warm-up (it starts with an
+    empty queue, which the steady state never has) and, on host (NVTX) edges, the last one
+    ends at the window's close rather than at a next iteration's first item."""
+
+    @property
+    def total_ns(self) -> int:
+        e = self.gpu_edges[self.measured]
+        return int(e[-1] - e[0])
+
+    @property
+    def iterations(self) -> int:
+        return int(self.gpu_edges[self.measured].size - 1)
+
+    @property
+    def per_iteration_ns(self) -> np.ndarray:
+        return np.diff(self.gpu_edges[self.measured])
+
+
+def _inputs(tl: Timeline, rm: Removal, overhead_ns: int):
+    """Gaps, call times, blocking flags and latencies after the removal and the nsys overhead."""
+    gap = tl.gap.copy()
+    if (
+        rm.gap_zero is not None
+    ):  # the host work goes; its waits for the GIL, a cause of their own, stay
+        gap[rm.gap_zero] = tl.gil_cut[rm.gap_zero] if tl.gil_cut.size == gap.size else 0
+    if rm.gap_cut is not None:
+        gap = np.maximum(0, gap - rm.gap_cut)
+    own = tl.own.copy()
+    launch = tl.cat == C.LAUNCH
+    own[launch] = np.minimum(own[launch], tl.launch_cap)  # a full launch queue, not host work
+    if rm.own_zero is not None:
+        own[rm.own_zero] = 0
+    if overhead_ns > 0:  # nsys's cost per traced call: off the host time around each call
+        rest = np.maximum(0, overhead_ns - gap)
+        gap = np.maximum(0, gap - overhead_ns)
+        own = np.where(tl.block, own, np.maximum(0, own - rest))
+    block = tl.block & ~rm.unblock if rm.unblock is not None else tl.block
+    lat = np.where(tl.item_lat >= 0, tl.item_lat, tl.med_lat)
+    if rm.no_latency:
+        lat = np.zeros_like(lat)
+    gone = rm.item_gone if rm.item_gone is not None else np.zeros(tl.item_op.size, bool)
+    return gap, own, block, lat, gone
+
+
+def replay(tl: Timeline, rm: Removal | None = None, overhead_ns: int = 0) -> Replayed:
+    """Run the window again with ``rm`` applied, in segments between blocking calls: within a
+    segment the host's times are a running sum and each stream's items a max-plus scan."""
+    gap, own, block, lat, gone = _inputs(tl, rm or Removal(), overhead_ns)
+    n = tl.n_ops
+    op_start = np.zeros(n, np.int64)
+    i_start, i_end = tl.item_start.copy(), tl.item_end.copy()  # unlaunched items keep theirs
+    dur = tl.item_end - tl.item_start
+    free: dict[int, int] = {}
+    t = tl.t0
+    stops = np.append(np.flatnonzero(block), n - 1)
+    a = 0
+    for b in stops:
+        if b < a:
+            continue
+        inc = gap[a : b + 1].copy()
+        inc[1:] += own[a:b]
+        op_start[a : b + 1] = t + np.cumsum(inc)
+        _run_items(tl, a, b, op_start, lat, gone, dur, i_start, i_end, free)
+        if block[b]:
+            target = _target(tl, b, i_end, free)
+            t = max(int(op_start[b]) + min(int(own[b]), 2_000), target)
+            t += min(int(tl.post[b]), int(own[b]))
+        else:
+            t = int(op_start[b] + own[b])
+        a = b + 1
+    return _sim_edges(tl, gap, op_start, i_start, i_end, t, gone)
+
+
+def _run_items(tl, a, b, op_start, lat, gone, dur, i_start, i_end, free) -> None:
+    """Place the items launched by calls a..b: start = max(launch + latency, the stream's
+    previous end), as a running max per stream (end_j = c_j + max(free, max_i<=j ready_i -
+    c_(i-1)), c the cumulative durations)."""
+    lo, hi = tl.item_ptr[a], tl.item_ptr[b + 1]
+    if hi <= lo:
+        return
+    ks = np.arange(lo, hi)
+    ready = op_start[tl.item_op[ks]] + lat[ks]
+    g = gone[ks]
+    i_start[ks[g]] = i_end[ks[g]] = ready[g]
+    ks, ready = ks[~g], ready[~g]
+    streams = tl.item_stream[ks]
+    for sid in np.unique(streams):
+        on = streams == sid
+        k, r = ks[on], ready[on]
+        c = np.cumsum(dur[k])
+        base = np.maximum.accumulate(r - (c - dur[k]))
+        end = c + np.maximum(base, free.get(int(sid), tl.t0))
+        i_end[k] = end
+        i_start[k] = end - dur[k]
+        free[int(sid)] = int(end[-1])
+
+
+def _target(tl: Timeline, b: int, i_end: np.ndarray, free: dict[int, int]) -> int:
+    """When blocking call ``b`` returns in the replay: the replayed end of what it waited for,
+    else of all work so far on the stream it last launched onto."""
+    k = int(tl.wait_item[b])
+    if k >= 0:
+        return int(i_end[k])
+    sid = int(tl.wait_stream[b])
+    if sid >= 0 and sid in free:
+        return free[sid]
+    return max(free.values(), default=tl.t0)
+
+
+def _next_live(live: np.ndarray) -> np.ndarray:
+    """Per item: the index of the first item at or after it (in launch order) that is not
+    removed, -1 where none is."""
+    idx = np.where(live, np.arange(live.size), live.size)
+    nxt = np.minimum.accumulate(idx[::-1])[::-1]
+    return np.where(nxt < live.size, nxt, -1)
+
+
+def _edge_items(tl: Timeline) -> np.ndarray:
+    """Per iteration edge: the first item (launch order) of the iteration, -1 past the end.
+    GPU edges are the starts of anchor items; host edges (NVTX steps) take the first item
+    launched by a call at or after the edge."""
+    n_launched = int(np.count_nonzero(tl.item_op >= 0))
+    if tl.edge_side == "gpu":
+        launched = np.flatnonzero(tl.item_op >= 0)
+        order = launched[np.argsort(tl.item_start[launched], kind="stable")]
+        pos = np.searchsorted(tl.item_start[order], tl.edges, side="left")
+        return np.where(pos < order.size, order[np.minimum(pos, order.size - 1)], -1)
+    op = np.searchsorted(tl.op_start, tl.edges, side="left")
+    first = tl.item_ptr[np.minimum(op, tl.n_ops)]
+    return np.where(first < n_launched, first, -1)
+
+
+def _sim_edges(tl, gap, op_start, i_start, i_end, host_end, gone) -> Replayed:
+    """The iteration edges on the replay's GPU clock (see :class:`Replayed`)."""
+    del gap, op_start
+    live = ~gone
+    nxt = _next_live(live)
+    k = _edge_items(tl)
+    k = np.where(k >= 0, nxt[np.maximum(k, 0)] if nxt.size else -1, -1)
+    done = max(host_end, int(i_end.max()) if i_end.size else host_end)
+    gpu = np.maximum.accumulate(np.where(k >= 0, i_start[np.maximum(k, 0)], done))
+    n = gpu.size - 1
+    first = 1 if n >= 3 else 0
+    last = n if tl.edge_side == "gpu" or n - 1 - first < 1 else n - 1
+    return Replayed(gpu, slice(first, last + 1))
+
+
+# --- causes and predictions --------------------------------------------------------------------
+
+#: Class -> the cause the replay removes for it.
+CAUSE_OF: dict[str, str] = {
+    "data_stall": "data",
+    "pageable_copy": "pageable",
+    "launch_bound": "launch",
+    "host_sync": "sync",
+    "gil_contention": "gil",
+}
+
+
+def removal(tl: Timeline, cause: str) -> Removal:
+    """What removing ``cause`` entirely edits (see the module docstring)."""
+    if cause == "sync":  # the blocking reads are gone, calls and all
+        return Removal(unblock=tl.block, own_zero=tl.block)
+    if cause == "data":  # input work and the batch's delivery: data resident on the device
+        on = tl.item_op >= 0
+        delivered = np.zeros(tl.item_op.size, bool)
+        delivered[on] = tl.delivery[tl.item_op[on]]
+        gone = tl.batch_h2d | (delivered & _copies(tl))
+        own_zero = _only(tl, gone, blocking=True) | tl.delivery
+        return Removal(
+            gap_zero=tl.gap_kind == DATA, item_gone=gone, own_zero=own_zero,
+            unblock=own_zero & tl.block,
+        )  # fmt: skip
+    if cause == "host":
+        return Removal(gap_zero=tl.gap_kind == HOST)
+    if cause == "launch":  # a host that issues instantly: one graph replay per step
+        return Removal(gap_zero=tl.gap_kind != DATA, own_zero=~tl.block, no_latency=True)
+    if cause == "pageable":  # the pageable copies gone (resident, or pinned and hidden)
+        gone = tl.pageable_h2d
+        calls = _only(tl, gone, blocking=True)
+        return Removal(item_gone=gone, own_zero=calls, unblock=calls)
+    if cause == "gil":
+        return Removal(gap_cut=tl.gil_cut if tl.gil_cut.size == tl.n_ops else None)
+    raise ValueError(f"unknown cause {cause!r}; known: {sorted(set(CAUSE_OF.values()))}")
+
+
+def _copies(tl: Timeline) -> np.ndarray:
+    """Items that are copies or memsets (not kernels or graph replays)."""
+    return tl.item_kind != C.KIND_KERNEL
+
+
+def _only(tl: Timeline, gone: np.ndarray, *, blocking: bool = False) -> np.ndarray:
+    """Calls all of whose items are ``gone`` (and which launched at least one); blocking ones
+    only with ``blocking`` (a pageable copy's call goes with its copy)."""
+    has = tl.item_op >= 0
+    n_items = np.bincount(tl.item_op[has], minlength=tl.n_ops)
+    n_gone = np.bincount(tl.item_op[has & gone], minlength=tl.n_ops)
+    out = (n_items > 0) & (n_gone == n_items)
+    return out if blocking else out & ~tl.block
+
+
+@dataclass(frozen=True)
+class Prediction:
+    """What removing one cause entirely would do to the step, everything else unchanged."""
+
+    speedup: float | None
+    """Untraced step before / after; None when the model cannot say (``note`` says why)."""
+    ci_low: float | None = None
+    ci_high: float | None = None
+    step_ms: float | None = None
+    """Predicted mean step (iteration) after the removal, untraced."""
+    observed_step_ms: float | None = None
+    """The recorded mean step of the replayed iterations (traced)."""
+    model_fit: float | None = None
+    """Replayed / recorded window, nothing removed and nsys's overhead kept: 1.0 is a replay
+    that reproduces the trace."""
+    iterations: int = 0
+    note: str = ""
+
+
+def predict(trace: T.Trace, cfg: Mapping[str, Any], klass: str) -> Prediction:
+    """The prediction for ``klass`` (see :data:`CAUSE_OF`), from the replay."""
+    cause = CAUSE_OF.get(klass)
+    if cause is None:
+        return Prediction(None, note=f"{klass}: no replay model")
+    tl = timeline(trace, cfg)
+    if tl is None:
+        return Prediction(None, note="no GPU activity or CUDA calls of a launching thread")
+    if tl.n_iterations < 2:
+        return Prediction(None, note="fewer than 2 steady iterations: nothing to replay")
+    if cause == "gil" and tl.gil_cut.size != tl.n_ops:
+        return Prediction(None, note="no GIL waits read for this report")
+    pc = cfg.get("predict", {})
+    untraced = bool(pc.get("untraced", True))
+    overhead = int(float(pc.get("trace_overhead_us", 7.0)) * 1e3) if untraced else 0
+    cache = C._cache(trace)
+    key = ("replayed", id(tl), overhead)
+    if key not in cache:  # the same two replays serve every class
+        recorded = replay(tl)
+        cache[key] = (recorded, replay(tl, None, overhead) if overhead else recorded)
+    recorded, base = cache[key]
+    after = replay(tl, removal(tl, cause), overhead)
+    return _prediction(tl, recorded, base, after, pc)
+
+
+def _prediction(tl, recorded, base, after, pc) -> Prediction:
+    n = after.iterations
+    rec = _recorded_edges(tl)[recorded.measured]
+    obs = float(rec[-1] - rec[0])
+    if min(obs, recorded.total_ns, base.total_ns, after.total_ns) <= 0:
+        return Prediction(None, note="the iterations hold no GPU item their calls launched")
+    speed = base.total_ns / max(1, after.total_ns)
+    lo, hi = _interval(base.per_iteration_ns, after.per_iteration_ns, speed, pc)
+    return Prediction(
+        speedup=float(speed),
+        ci_low=lo,
+        ci_high=hi,
+        step_ms=after.total_ns / max(1, n) / 1e6,
+        observed_step_ms=obs / max(1, n) / 1e6,
+        model_fit=recorded.total_ns / max(1.0, obs),
+        iterations=n,
+        note=f"replay of {tl.n_iterations} steady iterations, {n} measured, the cause removed",
+    )
+
+
+def _recorded_edges(tl: Timeline) -> np.ndarray:
+    """The recorded GPU-clock edges: the recorded start of each iteration's first item."""
+    k = _edge_items(tl)
+    done = int(tl.item_end.max()) if tl.item_end.size else int(tl.edges[-1])
+    return np.maximum.accumulate(np.where(k >= 0, tl.item_start[np.maximum(k, 0)], done))
+
+
+def _interval(base: np.ndarray, after: np.ndarray, speed: float, pc: Mapping[str, Any]):
+    """95% interval of the speedup from the per-iteration spread: the ratio sum(base) /
+    sum(after) over iterations resampled with replacement, relative to its value on all of
+    them, applied to ``speed`` (fixed seed: the same report gives the same interval)."""
+    n = base.size
+    if n < 3 or n != after.size or (base <= 0).any() or (after <= 0).any():
+        return None, None
+    rng = np.random.default_rng(int(pc.get("seed", 0)))
+    idx = rng.integers(0, n, size=(int(pc.get("bootstrap", 1000)), n))
+    num = base[idx].sum(axis=1).astype(float)
+    den = np.maximum(1.0, after[idx].sum(axis=1).astype(float))
+    point = float(base.sum()) / float(after.sum())
+    lo, hi = np.percentile(num / den / point, [2.5, 97.5])
+    return float(speed * lo), float(speed * hi)
