@@ -49,16 +49,19 @@ MEASURE = "measure"
 PHASES: tuple[str, ...] = ("data_load", "h2d", "forward", "backward", "optimizer", "comm", "sync")
 DATA_LOAD, H2D, FORWARD, BACKWARD, OPTIMIZER, COMM, SYNC = PHASES
 
+# ARGB integers, not names: nvtx resolves a name outside its own short list by importing
+# matplotlib on the first range (half a second per worker, and a SIGTERM landing inside that
+# import surfaced as nvtx's TypeError instead of a clean exit).
 _COLORS = {
-    STEP: "grey",
-    MEASURE: "black",
-    DATA_LOAD: "orange",
-    H2D: "red",
-    FORWARD: "green",
-    BACKWARD: "blue",
-    OPTIMIZER: "purple",
-    COMM: "yellow",
-    SYNC: "cyan",
+    STEP: 0xFF808080,  # grey
+    MEASURE: 0xFF000000,  # black
+    DATA_LOAD: 0xFFFFA500,  # orange
+    H2D: 0xFFFF0000,  # red
+    FORWARD: 0xFF008000,  # green
+    BACKWARD: 0xFF0000FF,  # blue
+    OPTIMIZER: 0xFF800080,  # purple
+    COMM: 0xFFFFFF00,  # yellow
+    SYNC: 0xFF00FFFF,  # cyan
 }
 
 
@@ -67,7 +70,7 @@ def phase(name: str) -> Iterator[None]:
     """Open an NVTX push/pop range called ``name`` on the calling thread."""
     import nvtx  # lazy: analysis imports this package without needing nvtx
 
-    nvtx.push_range(name, color=_COLORS.get(name, "white"))
+    nvtx.push_range(name, color=_COLORS.get(name, 0xFFFFFFFF))
     try:
         yield
     finally:

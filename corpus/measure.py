@@ -5,10 +5,18 @@ Usage (stdlib only, so it runs on the bare GPU machine):
   python3 corpus/measure.py summarize TIMING_CSV LABELS_CSV OUT_CSV
       -> writes corpus-measured.csv (one row per script x fix) and prints a table.
 
-Label rule: a labelled script's label stands when its label_fix has the largest speedup of all
-its fixes and that speedup is >= 1.2; a clean script's (label none) when no fix is > 1.1.
-Speedup = mean step_ms of `none` / mean step_ms of the fix (over repeats); min/max are over
-the per-repeat pairs (repeat r's none with repeat r's fix).
+Each switch belongs to a class: label_fix to the label's class (a clean script's label_fix, its
+suspect, to no class), each `removes` pair (`class=switch`: the switch that removes that cause
+entirely, everything else unchanged) to its class, any other switch to no class.
+
+Label rule: a labelled script's label stands when the best speedup among its class's switches
+(the realistic fix or the full removal) is >= 1.2 and no switch of another class, or of none,
+is larger; a clean script's (label none) when no switch is > 1.1. `also_stands`: every `also`
+class's best switch is >= 1.2 (a real second cause; below the label's when the label stands),
+empty while a class has no measured switch.
+Speedup = mean step_ms of `none` / mean step_ms of the switch (over repeats); min/max are over
+the per-repeat pairs (repeat r's none with repeat r's switch). A switch never timed (a 2-GPU
+script on a 1-GPU machine) has an empty speedup and takes no part in either rule.
 """
 
 from __future__ import annotations
@@ -20,10 +28,15 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: harness.labels
+from harness.labels import parse_removes  # stdlib only; the format's one owner
+
 TIMING_FIELDS = ["script", "fix", "repeat", "step_ms", "steps", "rc", "skipped"]
 MEASURED_FIELDS = [
     "script",
     "fix",
+    "class",
+    "removal",
     "label",
     "label_fix",
     "none_step_ms",
@@ -33,6 +46,7 @@ MEASURED_FIELDS = [
     "speedup_max",
     "pairs",
     "label_stands",
+    "also_stands",
 ]
 LABELLED_MIN_SPEEDUP = 1.2
 CLEAN_MAX_SPEEDUP = 1.1
@@ -65,15 +79,45 @@ def timing_row(script: str, fix: str, repeat: str, rc: str, log_path: str) -> li
     ]
 
 
-def label_stands(label: str, label_fix: str, speedups: dict[str, float | None]) -> bool:
-    """The corpus rule (module docstring); a missing label_fix measurement never stands."""
+def switch_classes(lab: dict) -> dict[str, str]:
+    """{switch: the class it fixes or removes, '' for none} of one labels.csv row."""
+    fixes = [lab["label_fix"]] + [x for x in lab["other_fixes"].split(";") if x]
+    out = dict.fromkeys(fixes, "")
+    if lab["label"] != "none":
+        out[lab["label_fix"]] = lab["label"]
+    for cls, switch in parse_removes(lab.get("removes") or "").items():
+        if switch not in out:
+            raise ValueError(f"{lab['script']}: removes {cls}={switch}, not one of its fixes")
+        out[switch] = cls
+    return out
+
+
+def _best(cls: str, classes: dict[str, str], measured: dict[str, float]) -> float | None:
+    own = [v for k, v in measured.items() if classes.get(k) == cls]
+    return max(own) if own else None
+
+
+def label_stands(label: str, classes: dict[str, str], speedups: dict[str, float | None]) -> bool:
+    """The corpus rule (module docstring); a class with no measured switch never stands."""
     measured = {k: v for k, v in speedups.items() if v is not None}
     if label == "none":
         return bool(measured) and all(v <= CLEAN_MAX_SPEEDUP for v in measured.values())
-    best = measured.get(label_fix)
+    best = _best(label, classes, measured)
     if best is None or best < LABELLED_MIN_SPEEDUP:
         return False
-    return all(v <= best for k, v in measured.items() if k != label_fix)
+    return all(v <= best for k, v in measured.items() if classes.get(k) != label)
+
+
+def also_stands(
+    also: str, classes: dict[str, str], speedups: dict[str, float | None]
+) -> bool | None:
+    """Every ``also`` class (";"-separated) has a measured switch >= 1.2 (true when there is
+    none); None (unknown) when a class has no measured switch yet."""
+    measured = {k: v for k, v in speedups.items() if v is not None}
+    bests = [_best(cls, classes, measured) for cls in filter(None, also.split(";"))]
+    if any(b is None for b in bests):
+        return None
+    return all(b >= LABELLED_MIN_SPEEDUP for b in bests)
 
 
 def _mean(xs: list[float]) -> float | None:
@@ -94,10 +138,11 @@ def summarize(timing_csv: str, labels_csv: str) -> list[dict]:
         s = lab["script"]
         if not any(k[0] == s for k in times):
             continue
-        fixes = [lab["label_fix"]] + [x for x in lab["other_fixes"].split(";") if x]
+        classes = switch_classes(lab)
+        removals = set(parse_removes(lab.get("removes") or "").values())
         base = times.get((s, "none"), {})
         per_fix = {}
-        for fx in fixes:
+        for fx in classes:
             t = times.get((s, fx), {})
             pairs = [base[r] / t[r] for r in sorted(set(base) & set(t)) if t[r] > 0]
             mb, mf = _mean(list(base.values())), _mean(list(t.values()))
@@ -107,6 +152,8 @@ def summarize(timing_csv: str, labels_csv: str) -> list[dict]:
                 {
                     "script": s,
                     "fix": fx,
+                    "class": classes[fx],
+                    "removal": fx in removals,
                     "label": lab["label"],
                     "label_fix": lab["label_fix"],
                     "none_step_ms": _fmt(mb),
@@ -117,10 +164,11 @@ def summarize(timing_csv: str, labels_csv: str) -> list[dict]:
                     "pairs": len(pairs),
                 }
             )
-        stands = label_stands(lab["label"], lab["label_fix"], per_fix)
+        stands = label_stands(lab["label"], classes, per_fix)
+        also = also_stands(lab.get("also") or "", classes, per_fix)
         for r in rows:
             if r["script"] == s:
-                r["label_stands"] = stands
+                r["label_stands"], r["also_stands"] = stands, "" if also is None else also
     return rows
 
 
@@ -141,14 +189,16 @@ def write_csv(rows: list[dict], path: str) -> None:
 
 
 def print_table(rows: list[dict]) -> None:
-    """One line per script: label, each fix's speedup (min-max over pairs), whether it stands."""
-    print(f"{'script':26s} {'label':14s} {'stands':6s} fixes (speedup [min-max])")
+    """One line per script: label, each switch's speedup (min-max over pairs; `*`: a full
+    removal), whether the label stands."""
+    print(f"{'script':26s} {'label':14s} {'stands':6s} switches (speedup [min-max], *removal)")
     seen: dict[str, list[dict]] = {}
     for r in rows:
         seen.setdefault(r["script"], []).append(r)
     for s, rs in seen.items():
         fx = "  ".join(
-            f"{r['fix']}={r['speedup'] or 'n/a'}[{r['speedup_min'] or '?'}-{r['speedup_max'] or '?'}]"
+            f"{r['fix']}{'*' if r['removal'] else ''}={r['speedup'] or 'n/a'}"
+            f"[{r['speedup_min'] or '?'}-{r['speedup_max'] or '?'}]"
             for r in rs
         )
         print(f"{s:26s} {rs[0]['label']:14s} {rs[0]['label_stands']!s:6s} {fx}")

@@ -2,8 +2,9 @@
 
     python3 corpus/timer.py --repeats 2 --csv corpus-timing.csv --logs DIR < specs
 
-``specs``: one line per script, ``NAME GPUS LIMIT_S FIX...`` (capture-corpus.sh writes them
-from labels.csv). Rounds are interleaved (round 1 of every script and fix, then round 2), so a
+``specs``: one line per script, ``NAME PROCS LIMIT_S FIX...`` (capture-corpus.sh writes them
+from labels.csv through corpus/plan.py). ``--script-args`` are appended to every run's command
+line (the tests pass ``--seconds 0`` to run each script's shortest loop). Rounds are interleaved (round 1 of every script and fix, then round 2), so a
 slow spell of the machine lands on all variants alike.
 
 Why a timer of its own: a script's timed loop is 1.5 s, but a fresh ``python3 script.py`` on the
@@ -11,8 +12,8 @@ GPU machine spent about 8 s before it (importing torch, then torch._dynamo and s
 optimizer's first step), so timing the corpus took four 10-minute device calls. Here a parent
 imports those modules once, never touches CUDA, and forks one child per timed run: each run
 is still a process of its own (its own CUDA context, allocator and DataLoader workers), started
-in its own session so a timeout or Ctrl-C stops it with everything it started. 2-GPU scripts run
-through ``python3 -m torch.distributed.run`` as before. Stdlib only, plus the modules preloaded.
+in its own session so a timeout or Ctrl-C stops it with everything it started. Scripts of 2
+processes run through ``python3 -m torch.distributed.run --standalone --nproc_per_node=2``. Stdlib only, plus the modules preloaded.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import argparse
 import importlib
 import os
 import runpy
+import shlex
 import signal
 import subprocess
 import sys
@@ -54,8 +56,8 @@ def preload(modules: tuple[str, ...]) -> float:
     return time.perf_counter() - t0
 
 
-def _child(script: Path, fix: str, log: Path) -> None:
-    """In the forked child: run ``script --fix fix`` as ``__main__`` with output to ``log``."""
+def _child(script: Path, argv: list[str], log: Path) -> None:
+    """In the forked child: run ``script *argv`` as ``__main__`` with output to ``log``."""
     code = 1
     try:
         os.setsid()
@@ -65,7 +67,7 @@ def _child(script: Path, fix: str, log: Path) -> None:
         os.dup2(fd, 1)
         os.dup2(fd, 2)
         os.close(fd)
-        sys.argv = [str(script), "--fix", fix]
+        sys.argv = [str(script), *argv]
         sys.path[0] = str(script.parent)
         runpy.run_path(str(script), run_name="__main__")
         code = 0
@@ -81,11 +83,11 @@ def _child(script: Path, fix: str, log: Path) -> None:
         os._exit(code)
 
 
-def _start(script: Path, gpus: int, fix: str, log: Path) -> int:
+def _start(script: Path, procs: int, argv: list[str], log: Path) -> int:
     """Start one timed run; its pid, which is also its process group."""
-    if gpus > 1:
+    if procs > 1:
         cmd = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        cmd += [f"--nproc_per_node={gpus}", str(script), "--fix", fix]
+        cmd += [f"--nproc_per_node={procs}", str(script), *argv]
         with log.open("wb") as fh:
             return subprocess.Popen(
                 cmd, stdout=fh, stderr=subprocess.STDOUT, start_new_session=True
@@ -94,7 +96,7 @@ def _start(script: Path, gpus: int, fix: str, log: Path) -> int:
     sys.stderr.flush()
     pid = os.fork()
     if pid == 0:
-        _child(script, fix, log)
+        _child(script, argv, log)
     return pid
 
 
@@ -132,7 +134,7 @@ def _stop(signum: int, _frame: object) -> None:
 
 
 def read_specs(lines: list[str]) -> list[tuple[str, int, float, list[str]]]:
-    """(name, gpus, limit_s, fixes) per non-empty line ``NAME GPUS LIMIT_S FIX...``."""
+    """(name, procs, limit_s, fixes) per non-empty line ``NAME PROCS LIMIT_S FIX...``."""
     specs = []
     for line in lines:
         parts = line.split()
@@ -149,6 +151,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: start no run after")
     p.add_argument("--no-preload", action="store_true", help="children import everything")
     p.add_argument("--dir", type=Path, default=HERE / "wild", help="where NAME.py are")
+    p.add_argument("--script-args", default="", help="appended to every run, e.g. '--seconds 0'")
     args = p.parse_args(argv)
     signal.signal(signal.SIGTERM, _stop)  # like Ctrl-C: the running child's group goes too
     specs = read_specs(sys.stdin.read().splitlines())
@@ -158,14 +161,15 @@ def main(argv: list[str] | None = None) -> int:
     if not args.csv.exists():
         args.csv.write_text(",".join(measure.TIMING_FIELDS) + "\n")
     for r in range(1, args.repeats + 1):
-        for name, gpus, limit_s, fixes in specs:
+        for name, procs, limit_s, fixes in specs:
             for fix in ["none", *fixes]:
                 if args.deadline and time.time() > args.deadline:
                     print(f"timer: DEADLINE reached, r{r} {name} {fix} and later runs not made")
                     return 3
                 log = args.logs / f"{name}.{fix}.r{r}.log"
                 t0 = time.perf_counter()
-                rc = wait_run(_start(args.dir / f"{name}.py", gpus, fix, log), limit_s)
+                argv = ["--fix", fix, *shlex.split(args.script_args)]
+                rc = wait_run(_start(args.dir / f"{name}.py", procs, argv, log), limit_s)
                 row = measure.timing_row(name, fix, str(r), str(rc), str(log))
                 with args.csv.open("a") as fh:
                     fh.write(",".join(row) + "\n")

@@ -35,7 +35,7 @@ ROLES: tuple[str, ...] = ("clean", "bottleneck", "partial")
 class Rule:
     """A machine-dependent expectation decided from measurements of the same run:
     ``metric op than * than_scale``, e.g. ``loader_only_samples_per_s < 0.7 *
-    ideal.throughput_samples_per_s``. The harness evaluates it (``harness.verdicts``); a name is
+    ideal.throughput_samples_per_s``. The harness evaluates it (``harness.truth``); a name is
     looked up among the variant's result metrics (mean over its timing processes, else the
     profile's), its ``gpu_work.csv`` columns, then its ``runs.csv`` columns."""
 
@@ -95,6 +95,9 @@ class Variant:
     needs_gpu: str = ""
     """Non-empty when the variant cannot run without CUDA: the reason, shown when it is skipped
     on a CPU box (e.g. 'CUDA graphs capture GPU work only')."""
+    compiles: bool = False
+    """Its set-up runs ``torch.compile``: the harness may fill the compiler cache for it in the
+    background before its first timing run (harness.warm_compile)."""
     expect: Expectation | None = None
     """What the detectors should find on it; None: from ``kind`` (baseline: ``bottleneck``,
     fix and ideal: ``clean``). A fix that does not remove the whole bottleneck on some machines
@@ -313,6 +316,10 @@ class Scenario:
     limit_note: str = ""
     """How the limit is obtained when there is no ``ideal`` variant (e.g. the sum of kernel
     durations per step in the baseline's own trace)."""
+    removed_by: str = ""
+    """What removes the cause entirely, the measurement the findings' predicted speedups are
+    checked against: a variant's name, or ``limit`` (the analytic limit of ``limit_note``).
+    Empty: ``ideal`` when the scenario has one, else ``limit``."""
 
     def __post_init__(self) -> None:
         if self.bottleneck not in BOTTLENECK_CLASSES:
@@ -327,6 +334,14 @@ class Scenario:
         names = [v.name for v in self.variants]
         if len(set(names)) != len(names):
             raise ValueError(f"{self.name}: duplicate variant names {names}")
+        removed_by = self.removed_by or ("ideal" if "ideal" in kinds else "limit")
+        object.__setattr__(self, "removed_by", removed_by)
+        if removed_by == "limit" and not self.limit_note:
+            raise ValueError(f"{self.name}: removed_by='limit' needs a limit_note")
+        if removed_by != "limit" and removed_by not in names:
+            raise ValueError(
+                f"{self.name}: removed_by={removed_by!r} is not a variant; available: {names}"
+            )
         if not issubclass(self.config_cls, ScenarioConfig):
             raise TypeError(f"{self.name}: config_cls must subclass ScenarioConfig")
         # Let the schema validate severity and variant names against this scenario.

@@ -443,6 +443,7 @@ SCENARIO = Scenario(
             name="torch_compile",
             kind="fix",
             summary="torch.compile default mode on model+loss and on the optimizer step (fusion only)",
+            compiles=True,
             expect=Expectation(role="partial", rule=HOST_BOUND_RULE),
         ),
         Variant(
@@ -451,6 +452,7 @@ SCENARIO = Scenario(
             summary="torch.compile mode='reduce-overhead' on model+loss and optimizer "
             "(fusion plus CUDA graphs)",
             needs_gpu="reduce-overhead records CUDA graphs (cudagraph trees), which need CUDA",
+            compiles=True,
             # fused graphs are short; the compiled wrapper's guards and graph-tree bookkeeping
             # can leave the host the slower side (H100: 1.9 ms of GPU work in a 7.1 ms step)
             expect=Expectation(role="partial", rule=HOST_BOUND_RULE),

@@ -1,14 +1,22 @@
 """Bring a wild-corpus capture (scripts/device/capture-corpus.sh) into corpus/wild/.
 
-    python scripts/ingest_corpus.py CALL_OUT [CALL_OUT ...] [--iterations 12] [--dest corpus/wild]
+    python scripts/ingest_corpus.py CALL_OUT [CALL_OUT ...] [--iterations 8] [--dest corpus/wild]
+    python scripts/ingest_corpus.py --recut [--iterations 8]    # the committed exports again
 
 Each CALL_OUT is one device call's $OUT (corpus-exports.tar, corpus-timing.csv). For every
-export: the call-chain tables are dropped and every timed row after the ``--iterations``-th
-steady iteration (found by the detectors' own iteration search, no NVTX needed) is removed with
-scripts/trim_export.py, so start-up, compilation and autotuning stay whole; then xz -9e into
-``DEST/exports/NAME.sqlite.xz``. The timing CSVs are joined into ``DEST/timing.csv`` (rows of
-the scripts captured replace that script's old rows; others are kept) and ``DEST/measured.csv``
-is recomputed. Prints one line per export: raw and committed size, iterations kept.
+export: the tables no reader uses (UNREAD) are dropped, and every timed row after the
+``--iterations``-th steady iteration (found by the detectors' own iteration search, no NVTX
+needed) is removed with scripts/trim_export.py, so start-up, compilation and autotuning stay
+whole; then xz -9e into ``DEST/exports/NAME.sqlite.xz``. The cut never comes before
+``--iterations`` of the script's own steps (its timed `none` step, from the timing rows) after
+the first steady iteration: where the search finds a repeat shorter than a step (one layer of
+lb_tiny_layers, one all-reduce of ddp_exposed_comm), a count of repeats would keep less than a
+step. ``--iterations`` 8 = the detectors' ``window.min_repeats`` (5) + ``skip_iterations`` (1)
++ 2 of margin. The timing CSVs are joined into ``DEST/timing.csv`` (rows of the scripts captured
+replace that script's old rows; others are kept) and ``DEST/measured.csv`` is recomputed.
+``--recut`` applies the same to the exports already in ``DEST/exports`` (what was cut stays
+cut). Prints one line per export: raw and committed size, iterations kept; then the exports'
+total against BUDGET_MB.
 """
 
 from __future__ import annotations
@@ -35,30 +43,65 @@ from analysis.detect import _steady as S  # noqa: E402
 from analysis.detect import load_thresholds  # noqa: E402
 from scripts.trim_export import first_activity, trim  # noqa: E402
 
-CALLCHAINS = ("OSRT_CALLCHAINS", "CUDA_CALLCHAINS")
+#: Steady iterations kept after start-up (module docstring).
+ITERATIONS = 8
+#: The corpus exports' share of the repository's 12 MiB (README.md): a larger total is flagged.
+BUDGET_MB = 6.5
+#: Tables no reader uses (analysis/sql/*.sql, analysis/trace.py, analysis/detect/, harness/):
+#: call chains, CUDA event records and graph-building events, nsys's own bookkeeping. Every
+#: table not named here is kept (kernels, copies, memsets, graph replays, CUDA API, syncs,
+#: OS-runtime calls of every thread, NVTX, StringIds, ThreadNames, PROCESSES, ENUM_*,
+#: TARGET_INFO_*, META_DATA_EXPORT, and whatever a newer nsys adds).
+UNREAD = (
+    "OSRT_CALLCHAINS",
+    "CUDA_CALLCHAINS",
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+    "CUDA_GRAPH_EVENTS",
+    "META_DATA_CAPTURE",
+    "PROFILER_OVERHEAD",
+    "DIAGNOSTIC_EVENT",
+    "ANALYSIS_DETAILS",
+    "ANALYSIS_FILE",
+    "ProcessStreams",
+)
 
 
-def cut_ns(path: Path, iterations: int) -> tuple[int | None, int]:
-    """(end of the ``iterations``-th steady iteration, iterations found); None: keep it all."""
+def cut_ns(path: Path, iterations: int, step_ns: float = 0.0) -> tuple[int | None, int]:
+    """(where to cut: the end of the ``iterations``-th steady iteration, and no earlier than
+    ``iterations`` steps of ``step_ns`` after the first; None: keep it all, iterations found)."""
     wcfg = load_thresholds()["window"]
     with T.open_trace(path) as tr:
         it = S.gpu_iterations(tr, wcfg) or S.nvtx_iterations(tr, wcfg)
-    if it is None:
-        return None, 0
-    return (int(it.starts[iterations]) if it.n > iterations else None), it.n
+        kernels = "CUPTI_ACTIVITY_KIND_KERNEL"
+        _, rows = tr.query(
+            f'SELECT MAX("end") FROM {kernels}' if tr.has(kernels) else "SELECT NULL"
+        )
+    last = rows[0][0] if rows else None
+    if it is None or it.n <= iterations:
+        return None, 0 if it is None else it.n
+    cut = max(int(it.starts[iterations]), int(it.starts[0] + iterations * step_ns))
+    return (cut if last is None or cut < last else None), it.n
 
 
-def ingest_export(raw: Path, dest: Path, iterations: int) -> str:
+def drop_unread(path: Path) -> None:
+    """Drop the UNREAD tables of an export in place and VACUUM (freed pages would stay)."""
+    db = sqlite3.connect(path)
+    try:
+        for t in UNREAD:
+            db.execute(f"DROP TABLE IF EXISTS {t}")
+        db.commit()
+        db.execute("VACUUM")
+    finally:
+        db.close()
+
+
+def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) -> str:
     """Trim one decompressed export into ``dest`` (xz); a line for the log."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / raw.name
         shutil.copyfile(raw, work)
-        db = sqlite3.connect(work)
-        for t in CALLCHAINS:
-            db.execute(f"DROP TABLE IF EXISTS {t}")
-        db.commit()
-        db.close()
-        cut, found = cut_ns(work, iterations)
+        drop_unread(work)
+        cut, found = cut_ns(work, iterations, step_ms * 1e6)
         if cut is not None:
             db = sqlite3.connect(work)
             keep_ms = (cut - first_activity(db)) / 1e6
@@ -68,7 +111,8 @@ def ingest_export(raw: Path, dest: Path, iterations: int) -> str:
         data = work.read_bytes()
     dest.write_bytes(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
     kept = f"{iterations} of {found}" if cut is not None else f"all {found}"
-    return f"{raw.stem}: {raw.stat().st_size / 1e6:.1f} MB -> {dest.stat().st_size / 1e3:.0f} KB xz, iterations kept: {kept}"
+    mb, kb = raw.stat().st_size / 1e6, dest.stat().st_size / 1e3
+    return f"{raw.stem}: {mb:.1f} MB -> {kb:.0f} KB xz, iterations kept: {kept}"
 
 
 def merge_timing(calls: list[Path], old: Path) -> list[dict]:
@@ -85,27 +129,59 @@ def merge_timing(calls: list[Path], old: Path) -> list[dict]:
     return kept + new
 
 
-def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("calls", nargs="+", type=Path, help="device calls' $OUT folders")
-    p.add_argument("--iterations", type=int, default=12)
-    p.add_argument("--dest", type=Path, default=ROOT / "corpus" / "wild")
-    args = p.parse_args(argv)
-    (args.dest / "exports").mkdir(parents=True, exist_ok=True)
-    for call in args.calls:
+def none_step_ms(rows: list[dict]) -> dict[str, float]:
+    """Each script's mean timed step of `none` (runs that exited 0)."""
+    got: dict[str, list[float]] = {}
+    for r in rows:
+        if r["fix"] == "none" and r["rc"] == "0" and r["step_ms"]:
+            got.setdefault(r["script"], []).append(float(r["step_ms"]))
+    return {k: sum(v) / len(v) for k, v in got.items()}
+
+
+def _exports(calls: list[Path], dest: Path, recut: bool, tmp: Path):
+    """(name, decompressed export) of every export to ingest: the calls' tars, or with
+    ``recut`` the committed ones."""
+    if recut:
+        for path in sorted((dest / "exports").glob("*.sqlite.xz")):
+            raw = tmp / path.name.removesuffix(".xz")
+            raw.write_bytes(lzma.decompress(path.read_bytes()))
+            yield raw.stem, raw
+            raw.unlink()
+    for call in calls:
         tar_path = call / "corpus-exports.tar"
         if not tar_path.exists():
             continue
-        with tarfile.open(tar_path) as tar, tempfile.TemporaryDirectory() as tmp:
+        with tarfile.open(tar_path) as tar:
             for member in tar.getmembers():
                 name = Path(member.name).name.removesuffix(".sqlite.xz")
-                raw = Path(tmp) / f"{name}.sqlite"
+                raw = tmp / f"{name}.sqlite"
                 with tar.extractfile(member) as fh:  # type: ignore[union-attr]
                     raw.write_bytes(lzma.decompress(fh.read()))
-                dest = args.dest / "exports" / f"{name}.sqlite.xz"
-                print(ingest_export(raw, dest, args.iterations), flush=True)
+                yield name, raw
                 raw.unlink()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("calls", nargs="*", type=Path, help="device calls' $OUT folders")
+    p.add_argument("--iterations", type=int, default=ITERATIONS)
+    p.add_argument("--dest", type=Path, default=ROOT / "corpus" / "wild")
+    p.add_argument("--recut", action="store_true", help="cut the committed exports again")
+    args = p.parse_args(argv)
+    if not args.calls and not args.recut:
+        p.error("name the calls' $OUT folders, or --recut")
+    (args.dest / "exports").mkdir(parents=True, exist_ok=True)
     rows = merge_timing(args.calls, args.dest / "timing.csv")
+    steps = none_step_ms(rows)
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, raw in _exports(args.calls, args.dest, args.recut, Path(tmp)):
+            dest = args.dest / "exports" / f"{name}.sqlite.xz"
+            print(ingest_export(raw, dest, args.iterations, steps.get(name, 0.0)), flush=True)
+    sizes = [p.stat().st_size for p in (args.dest / "exports").glob("*.sqlite.xz")]
+    over = " OVER BUDGET" if sum(sizes) > BUDGET_MB * 1e6 else ""
+    print(f"exports: {len(sizes)}, {sum(sizes) / 1e6:.2f} MB (budget {BUDGET_MB} MB){over}")
+    if not args.calls:
+        return 0
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=measure.TIMING_FIELDS, lineterminator="\n")
     writer.writeheader()

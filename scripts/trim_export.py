@@ -42,6 +42,17 @@ def first_activity(db: sqlite3.Connection) -> int:
     return min(s for s in starts if s is not None)
 
 
+def _domain_create_id(db: sqlite3.Connection, tables: set[str]) -> int:
+    """The NvtxDomainCreate event type's id (75 in the exports of nsys 2022.4 to 2025.3)."""
+    if "ENUM_NSYS_EVENT_TYPE" in tables:
+        row = db.execute(
+            "SELECT id FROM ENUM_NSYS_EVENT_TYPE WHERE name = 'NvtxDomainCreate'"
+        ).fetchone()
+        if row is not None:
+            return int(row[0])
+    return 75
+
+
 def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
     shutil.copyfile(src, out)
     db = sqlite3.connect(out)
@@ -55,10 +66,12 @@ def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
         if "start" not in cols:
             continue
         if t == "NVTX_EVENTS":  # ranges inside the span, and those enclosing it clipped to it
+            # domain creations are kept wherever they lie: they name the domains (nsys's
+            # "GIL Trace") of the events kept
             db.execute(
                 f'DELETE FROM {t} WHERE NOT ((start >= ? AND COALESCE("end", start) < ?) '
-                'OR (start < ? AND "end" >= ?))',
-                (lo, hi, lo, hi),
+                'OR (start < ? AND "end" >= ?)) AND eventType != ?',
+                (lo, hi, lo, hi, _domain_create_id(db, tables)),
             )
             # an enclosing range (`measure`) ends up spanning exactly the whole `step`s kept
             inner = db.execute(

@@ -1,6 +1,7 @@
-"""scripts/ingest_corpus.py on a real corpus export: the export is cut after the asked number
-of steady iterations (start-up kept), the call's timing rows replace that script's old ones,
-and the measured table is recomputed."""
+"""scripts/ingest_corpus.py on a real corpus export: the tables no reader uses are dropped, the
+export is cut after the asked number of steady iterations (start-up kept) but never before as
+many of the script's timed steps, the call's timing rows replace that script's old ones, the
+measured table is recomputed, and --recut cuts the committed exports again."""
 
 from __future__ import annotations
 
@@ -20,6 +21,14 @@ sys.path.insert(0, str(ROOT))
 from scripts import ingest_corpus  # noqa: E402
 
 NAME = "lb_batch1_infer"
+
+
+def _tables(path: Path) -> set[str]:
+    db = sqlite3.connect(path)
+    try:
+        return {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    finally:
+        db.close()
 
 
 def _kernels(path: Path) -> tuple[int, int]:
@@ -55,6 +64,7 @@ def test_ingest_cuts_compresses_and_replaces_the_scripts_timing(tmp_path: Path) 
     cut.write_bytes(lzma.decompress((dest / "exports" / f"{NAME}.sqlite.xz").read_bytes()))
     (n_raw, first_raw), (n_cut, first_cut) = _kernels(raw), _kernels(cut)
     assert 0 < n_cut < n_raw and first_cut == first_raw  # the tail went, start-up stayed
+    assert _tables(cut) == _tables(raw) - set(ingest_corpus.UNREAD)  # every other table kept
     timing = list(csv.DictReader((dest / "timing.csv").open()))
     mine = [r for r in timing if r["script"] == NAME]
     assert [(r["fix"], r["step_ms"]) for r in mine] == [("none", "2.0000"), ("graphs", "0.5000")]
@@ -62,3 +72,58 @@ def test_ingest_cuts_compresses_and_replaces_the_scripts_timing(tmp_path: Path) 
     assert others <= {r["script"] for r in timing}  # other scripts' rows kept
     measured = [r for r in csv.DictReader((dest / "measured.csv").open()) if r["script"] == NAME]
     assert [(r["fix"], r["speedup"]) for r in measured] == [("graphs", "4.0000")]
+
+
+def test_the_cut_keeps_at_least_as_many_timed_steps(tmp_path: Path) -> None:
+    """A step longer than the repeat the search found moves the cut later (by the step count),
+    and one that reaches past the last kernel keeps everything."""
+    raw = tmp_path / "raw.sqlite"
+    raw.write_bytes(lzma.decompress((WILD / "exports" / f"{NAME}.sqlite.xz").read_bytes()))
+    by_count, found = ingest_corpus.cut_ns(raw, 3)
+    assert by_count is not None and found > 6
+    with ingest_corpus.T.open_trace(raw) as tr:
+        starts = ingest_corpus.S.gpu_iterations(
+            tr, ingest_corpus.load_thresholds()["window"]
+        ).starts
+    assert by_count == int(starts[3])
+    later, _ = ingest_corpus.cut_ns(raw, 3, step_ns=(starts[3] - starts[0]) / 3 * 1.5)
+    assert abs(later - (starts[0] + (starts[3] - starts[0]) * 1.5)) <= 1  # 4.5 repeats in
+    assert ingest_corpus.cut_ns(raw, 3, step_ns=1e12) == (None, found)
+
+
+def test_recut_cuts_the_committed_exports_again(tmp_path: Path) -> None:
+    dest = tmp_path / "wild"
+    (dest / "exports").mkdir(parents=True)
+    src = WILD / "exports" / f"{NAME}.sqlite.xz"
+    shutil.copyfile(src, dest / "exports" / src.name)
+    shutil.copyfile(WILD / "timing.csv", dest / "timing.csv")
+    assert ingest_corpus.main(["--recut", "--iterations", "3", "--dest", str(dest)]) == 0
+    cut = tmp_path / "cut.sqlite"
+    cut.write_bytes(lzma.decompress((dest / "exports" / src.name).read_bytes()))
+    raw = tmp_path / "raw.sqlite"
+    raw.write_bytes(lzma.decompress(src.read_bytes()))
+    assert 0 < _kernels(cut)[0] < _kernels(raw)[0]
+    assert (dest / "timing.csv").read_text() == (WILD / "timing.csv").read_text()
+
+
+def test_drop_unread_drops_those_tables_alone(tmp_path: Path) -> None:
+    """On a real H100 export (nsys 2025.3, tests/data): the UNREAD tables it has go, every other
+    table keeps all its rows, and the file shrinks (VACUUM)."""
+    src = ROOT / "tests" / "data" / "gpu_nsys2025_sync_loading.sqlite.xz"
+    path = tmp_path / "x.sqlite"
+    path.write_bytes(lzma.decompress(src.read_bytes()))
+    before, size = _rows(path), path.stat().st_size
+    assert len(set(ingest_corpus.UNREAD) & set(before)) >= 3
+    ingest_corpus.drop_unread(path)
+    after = _rows(path)
+    assert after == {t: n for t, n in before.items() if t not in ingest_corpus.UNREAD}
+    assert path.stat().st_size < size
+
+
+def _rows(path: Path) -> dict[str, int]:
+    db = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in names}
+    finally:
+        db.close()

@@ -25,7 +25,7 @@ def main():
     )
     torch.manual_seed(0)
     cuda = device.type == "cuda"
-    batch, dim = (8192, 1024) if cuda else (256, 128)
+    batch, dim = (8192, 1024) if cuda else (64, 32)
 
     host_x = [torch.randn(batch, dim) for _ in range(4)]
     host_y = [torch.randn(batch, dim) for _ in range(4)]

@@ -6,8 +6,9 @@ GPU idle instead.
 # Measured on the H100 (corpus/wild/measured.csv): none 37.5 ms/step, --fix nosync 19.6 ms
 # (1.91x). Its own trace shows why the margin is large but the label is fragile: the GPU needs
 # 14.2 ms/step, the numpy batch building ~26 ms, more than the GPU work it could hide behind.
-# --fix prebuilt (8 device batches cycled, syncs kept) removes that competing cause; it is not
-# measured yet (the next capture will say which change is the larger).
+# --fix prebuilt (8 device batches cycled, syncs kept) removes that competing cause entirely and
+# was measured the larger change (2.20x against nosync's 1.57x, 2026-11-24), hence data_stall.
+# Both switches are full removals: nosync reads the device-side values only every 100 steps.
 """
 
 import argparse
@@ -43,7 +44,7 @@ def main():
     )
     torch.manual_seed(0)
     cuda = device.type == "cuda"
-    batch, feats, width = (2048, 320, 4096) if cuda else (512, 320, 512)
+    batch, feats, width = (2048, 320, 4096) if cuda else (128, 320, 64)
     rng = np.random.default_rng(0)
 
     model = nn.Sequential(

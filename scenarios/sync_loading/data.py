@@ -63,8 +63,12 @@ def decode_resize(path: Path, size: int) -> np.ndarray:
 
 
 def normalize_cpu(hwc: np.ndarray) -> torch.Tensor:
-    """uint8 HWC -> normalised float32 CHW, on the CPU (ToTensor + Normalize)."""
-    t = torch.from_numpy(hwc).permute(2, 0, 1).float().div_(255.0)
+    """uint8 HWC -> normalised float32 CHW, on the CPU (ToTensor + Normalize).
+
+    The float conversion happens in NumPy: a decoded PIL image is a read-only array, and the
+    converted copy is the tensor's own writable memory (no extra copy, no warning from
+    ``torch.from_numpy`` about a non-writable array)."""
+    t = torch.from_numpy(hwc.astype(np.float32)).permute(2, 0, 1).div_(255.0)
     mean = torch.tensor(MEAN).view(3, 1, 1)
     std = torch.tensor(STD).view(3, 1, 1)
     return t.sub_(mean).div_(std)

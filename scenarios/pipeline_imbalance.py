@@ -1,0 +1,490 @@
+"""pipeline_imbalance: pipeline stages with unequal work (class ``stage_imbalance``).
+
+A stack of ``depth`` pre-LayerNorm residual MLP blocks and a small head is trained as a
+pipeline over ``world_size`` ranks (2 in practice; one GPU per rank with NCCL, or CPU ranks
+with gloo), plain ``torch.distributed`` point-to-point: each step splits the batch into
+micro-batches and runs a GPipe schedule (every forward, then every backward, then each rank's
+own optimizer). A stage receives its input activations from the previous rank and sends its
+output to the next; in backward the gradients travel the other way. Receives are posted at
+the start of their phase (``irecv``) where the stage sends nothing in that phase, so a message
+never waits for the receiver to ask for it.
+
+The baseline cuts the blocks 3:1 (``severity`` = the first stage's share of the blocks). With
+``m`` micro-batches and per-micro-batch stage times ``c_heavy`` and ``c_light`` the step takes
+about ``m * c_heavy + c_light``: the light rank waits in its receives most of the step.
+``balanced`` times every block's forward and backward on one micro-batch in set-up (the fastest
+of ``cost_rounds`` passes, averaged over ranks so every rank cuts at the same place) and cuts
+where the per-stage sums are most even: ``(m + 1) * (c_heavy + c_light) / 2``. At 8
+micro-batches that is 18 against 25 units of a 3:1 split, 1.39x. ``more_microbatches`` keeps
+the cut and uses ``more_microbatches`` smaller micro-batches: the fill and drain shrink, but
+the heavy stage still sets the pace (3m + 1 units of the smaller micro-batch against 3m: a few
+per cent), so it is expected to stay imbalanced.
+
+The limit (``limit_note``) is the balanced split's bound from the variant's own measured
+compute: each rank times its forwards and backwards (CUDA events on a GPU, the clock on the
+CPU) and its optimizer in the measured window; ``balanced_bound_ms`` = (m + n - 1) / m * the
+forward-backward time summed over the ranks / n + the optimizer time summed / n, the GPipe
+step of an even split. ``compute_ms_per_step_rank<r>`` give each rank's time.
+
+Sizes. Full (2 GPUs): 16 blocks of width 2048, 16384 tokens per step in bf16, 8 micro-batches
+of 2048 tokens (16 MB of fp32 activations per hand-off): ~50 TFLOP per step, compute-bound on
+the heavy stage. Smoke (2 CPU ranks, gloo, one torch thread each): 8 blocks of width 128, 4096
+tokens, 8 micro-batches; a block's forward and backward on one micro-batch take ~5.5 ms.
+
+Why the smoke size holds on a shared 2-core box (measured here, 2 timed processes per variant,
+baseline against balanced, speedup [95% interval]). Balancing gains by running both cores at
+once, so whatever else runs on the box takes it back: a rank that waits gives its core away,
+and the balanced split, which keeps both cores busy, loses more to other work than the
+baseline, whose light rank mostly sleeps. Two things keep the gain measurable:
+
+- ``hold_cores``: the ranks raise their own scheduling priority. Back to back, beside a
+  process spinning in a Python loop and other users' jobs, the baseline (2048 tokens) took
+  170 ms per step with it and 415 ms without.
+- micro-batches large enough that a hand-off (~1 ms through gloo on a busy box) is small
+  beside a stage's compute. At 2048 tokens per step balancing gained 1.16x [1.07-1.24] alone
+  and 1.06-1.13x [0.97-1.22] beside a process spinning in a Python loop; at 4096 tokens
+  1.23x [1.17-1.30] alone and 1.18x [1.14-1.24] beside it, the balanced step within 4-10% of
+  its bound (``balanced_bound_ms``). The bound of a 3:1 cut at 8 micro-batches is 1.39x.
+
+Each variant reports ``compute_cpu_share_min``, the CPU time / wall time of its ranks' compute
+(0.85-0.95 in those runs): below ~0.8 the box was too busy for a parallel speedup to mean much.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch import nn
+
+from bottlenecks import phase
+from scenarios._base import (
+    Expectation,
+    RunContext,
+    Scenario,
+    ScenarioConfig,
+    Severity,
+    Size,
+    Teaching,
+    Variant,
+    Workload,
+)
+
+
+@dataclass(kw_only=True)
+class PipeSize(Size):
+    """Work per variant for pipeline_imbalance (the whole pipeline, all ranks)."""
+
+    depth: int = 16
+    """Residual MLP blocks, cut into one contiguous stage per rank."""
+    width: int = 2048
+    """Model width (LayerNorm size, the blocks' input and output features)."""
+    mlp_ratio: int = 4
+    """Hidden features of each block = mlp_ratio * width."""
+    rows: int = 16384
+    """Tokens per step (the whole batch, split into micro-batches)."""
+    microbatches: int = 8
+    """Micro-batches per step (baseline and balanced); must divide ``rows``."""
+    more_microbatches: int = 32
+    """Micro-batches per step of ``more_microbatches``; must divide ``rows``."""
+    cost_rounds: int = 5
+    """Set-up passes timing every block and the head (each keeps its fastest pass)."""
+    hold_cores: bool = False
+    """CPU only: each rank raises its own scheduling priority where the OS allows it (its own
+    autogroup and nice value, in a rank that leads its own session as torchrun starts them;
+    never another process's), so that other work on a shared CPU box takes little of a rank's
+    core. A rank stands in for a GPU, which nothing else uses; on a CPU, a core that a waiting
+    rank leaves free is taken by other processes, and the balanced split, which keeps both
+    cores busy, then loses more to them than the baseline (numbers in the module docstring).
+    Where the OS refuses, ``cores_held`` is 0 in ``metrics()`` and the run goes on."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("depth", "width", "mlp_ratio", "rows", "microbatches", "more_microbatches"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"size field '{name}' must be >= 1, got {getattr(self, name)}")
+        for name in ("microbatches", "more_microbatches"):
+            if self.rows % getattr(self, name):
+                raise ValueError(
+                    f"size field '{name}' ({getattr(self, name)}) must divide rows ({self.rows})"
+                )
+        if self.cost_rounds < 1:
+            raise ValueError(f"size field 'cost_rounds' must be >= 1, got {self.cost_rounds}")
+
+
+@dataclass(kw_only=True)
+class PipeConfig(ScenarioConfig):
+    """Config schema for pipeline_imbalance."""
+
+    severity: float = 0.75
+    """Share of the blocks on the first stage in the baseline and ``more_microbatches`` (0.75:
+    a 3:1 cut of 2 stages); the other stages share the rest evenly."""
+    smoke: PipeSize = field(
+        default_factory=lambda: PipeSize(
+            warmup_steps=3,
+            steps=10,
+            depth=8,
+            width=128,
+            rows=4096,
+            microbatches=8,
+            more_microbatches=16,
+            cost_rounds=10,
+            hold_cores=True,
+        )
+    )
+    """CPU size: 2 gloo ranks, one torch thread each, ~300 ms per baseline step."""
+    full: PipeSize = field(default_factory=lambda: PipeSize(warmup_steps=5, steps=20))
+    """GPU size: 2 GPUs, 16 blocks of width 2048, 16384 tokens per step in bf16."""
+
+
+class Block(nn.Module):
+    """Pre-LN residual MLP: x + fc2(gelu(fc1(ln(x))))."""
+
+    def __init__(self, width: int, hidden: int) -> None:
+        super().__init__()
+        self.norm = nn.LayerNorm(width)
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
+
+
+def first_stage_blocks(depth: int, world: int, share: float) -> list[int]:
+    """Blocks per stage: ``round(share * depth)`` on the first (at least 1, leaving at least one
+    per other stage), the rest spread evenly over the others."""
+    if world == 1:
+        return [depth]
+    first = min(depth - (world - 1), max(1, round(share * depth)))
+    rest, others = depth - first, world - 1
+    return [first] + [rest // others + (1 if i < rest % others else 0) for i in range(others)]
+
+
+def even_cut(costs: list[float], world: int, last_extra: float = 0.0) -> list[int]:
+    """Blocks per stage of the contiguous cut whose slowest stage is fastest (exact, by dynamic
+    programming over cut points), the last stage carrying ``last_extra`` more (the head and the
+    loss); every stage gets at least one block."""
+    n = len(costs)
+    pre = [0.0]
+    for c in costs:
+        pre.append(pre[-1] + c)
+    inf = float("inf")
+    best = [[inf] * (n + 1) for _ in range(world + 1)]  # best[k][i]: first i blocks, k stages
+    cut = [[0] * (n + 1) for _ in range(world + 1)]
+    best[0][0] = 0.0
+    for k in range(1, world + 1):
+        for i in range(k, n - (world - k) + 1):
+            for j in range(k - 1, i):
+                extra = last_extra if k == world else 0.0
+                slowest = max(best[k - 1][j], pre[i] - pre[j] + extra)
+                if slowest < best[k][i]:
+                    best[k][i], cut[k][i] = slowest, j
+    sizes, i = [], n
+    for k in range(world, 0, -1):
+        sizes.append(i - cut[k][i])
+        i = cut[k][i]
+    return sizes[::-1]
+
+
+def _hold_core() -> bool:
+    """Raise this process's scheduling priority where allowed (see ``PipeSize.hold_cores``);
+    only in a process that leads its own session (torchrun starts each rank so), whose
+    autogroup is its own."""
+    held = False
+    if os.getsid(0) != os.getpid():
+        return held
+    with contextlib.suppress(OSError):
+        with open("/proc/self/autogroup", "w") as f:  # the process's own session group
+            f.write("-10")
+        held = True
+    with contextlib.suppress(OSError):
+        os.setpriority(os.PRIO_PROCESS, 0, -10)
+        held = True
+    return held
+
+
+class Pipeline(Workload):
+    """One rank's stage of a GPipe pipeline; variants differ in the cut and the micro-batches."""
+
+    def __init__(self, cfg: PipeConfig, size: PipeSize, ctx: RunContext, variant: str) -> None:
+        self.cfg, self.size, self.ctx, self.variant = cfg, size, ctx, variant
+        self.device, self.on_gpu = ctx.device, ctx.on_gpu
+        self.rank, self.world = ctx.rank, ctx.world_size
+        self.m = size.more_microbatches if variant == "more_microbatches" else size.microbatches
+        self.samples_per_step = size.rows // max(1, self.world)  # the worker multiplies back
+        self.extra: dict[str, float] = {}
+        self.measuring = False
+        self.steps = 0
+        self.fb_s = self.opt_s = self.cpu_s = 0.0
+        self.events: list[tuple[torch.cuda.Event, torch.cuda.Event, str]] = []
+
+    # -- set-up ---------------------------------------------------------------------------
+    def setup(self) -> None:
+        if not (dist.is_available() and dist.is_initialized()):
+            raise RuntimeError(
+                "pipeline_imbalance needs an initialised process group (the harness starts its "
+                "ranks under torchrun); torch.distributed is not initialised"
+            )
+        size = self.size
+        if not self.on_gpu:
+            torch.set_num_threads(1)  # one core per rank
+            if size.hold_cores:
+                self.extra["cores_held"] = float(_hold_core())
+        torch.manual_seed(self.ctx.seed)  # the same model on every rank and in every variant
+        with self.ctx.stage("build_model"), torch.device(self.device):
+            hidden = size.mlp_ratio * size.width
+            self.blocks = [Block(size.width, hidden) for _ in range(size.depth)]
+            self.head = nn.Sequential(nn.LayerNorm(size.width), nn.Linear(size.width, size.width))
+        gen = torch.Generator().manual_seed(self.ctx.seed + 1)
+        with self.ctx.stage("data"):  # the same batches on every rank: the first uses x, the last y
+            shape = (2, size.rows, size.width)
+            self.x = torch.randn(shape, generator=gen).to(self.device)
+            self.y = torch.randn(shape, generator=gen).to(self.device)
+        with self.ctx.stage("block_costs"):
+            costs = self._block_costs()
+        if self.variant == "balanced":
+            sizes = even_cut(costs[:-1], self.world, last_extra=costs[-1])
+        else:
+            sizes = first_stage_blocks(size.depth, self.world, self.cfg.severity)
+        lo = sum(sizes[: self.rank])
+        self.stage = nn.Sequential(*self.blocks[lo : lo + sizes[self.rank]])
+        if self.rank == self.world - 1:
+            self.stage.append(self.head)
+        del self.blocks, self.head
+        params = list(self.stage.parameters())
+        self.opt = torch.optim.AdamW(params, lr=1e-4, **({"fused": True} if self.on_gpu else {}))
+        for r, n in enumerate(sizes):
+            self.extra[f"blocks_rank{r}"] = float(n)
+        self.extra["microbatches"] = float(self.m)
+        self.extra["block_ms_mean"] = 1e3 * sum(costs[:-1]) / len(costs[:-1])
+        self.extra["block_ms_max"] = 1e3 * max(costs[:-1])
+        self.extra["block_ms_min"] = 1e3 * min(costs[:-1])
+        self.extra["head_ms"] = 1e3 * costs[-1]
+
+    def _amp(self) -> contextlib.AbstractContextManager:
+        if self.on_gpu:
+            return torch.autocast("cuda", dtype=torch.bfloat16)
+        return contextlib.nullcontext()
+
+    def _sync(self) -> None:
+        if self.on_gpu:
+            torch.cuda.synchronize(self.device)
+
+    def _block_costs(self) -> list[float]:
+        """Forward+backward seconds of every block on one micro-batch, then of the head with
+        the loss (the last entry): each the fastest of ``cost_rounds`` passes over them all (in
+        turn forwards and backwards, so a slow spell of the machine does not always hit the
+        same blocks), averaged over the ranks (all of them cut at the same place)."""
+        rows = self.size.rows // self.size.microbatches
+        x, y = self.x[0, :rows], self.y[0, :rows]
+        layers = [*self.blocks, self.head]
+        best = [float("inf")] * len(layers)
+        order = list(range(len(layers)))
+        for _ in range(self.size.cost_rounds):
+            order.reverse()
+            for i in order:
+                inp = x.detach().requires_grad_()
+                self._sync()
+                t0 = time.perf_counter()
+                with self._amp():
+                    out = layers[i](inp).float()
+                loss = F.mse_loss(out, y) if i == len(layers) - 1 else out.square().mean()
+                loss.backward()
+                self._sync()
+                best[i] = min(best[i], time.perf_counter() - t0)
+                layers[i].zero_grad(set_to_none=True)
+        t = torch.tensor(best, dtype=torch.float64, device=self.device)
+        dist.all_reduce(t)
+        return (t / self.world).tolist()
+
+    # -- the loop -------------------------------------------------------------------------
+    def start_window(self) -> None:
+        self.measuring = True
+
+    @contextlib.contextmanager
+    def _timed(self, kind: str) -> Iterator[None]:
+        """Time compute (not the waits before it) into the window's totals; ``kind``: ``fb``
+        (a forward or backward) or ``opt`` (the optimizer)."""
+        if not self.measuring:
+            yield
+            return
+        if self.on_gpu:
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            yield
+            end.record()
+            self.events.append((start, end, kind))
+            return
+        t0, c0 = time.perf_counter(), time.thread_time()
+        yield
+        self.cpu_s += time.thread_time() - c0
+        if kind == "opt":
+            self.opt_s += time.perf_counter() - t0
+        else:
+            self.fb_s += time.perf_counter() - t0
+
+    def _recvs(
+        self, peer: int, shape: tuple[int, ...], early: bool
+    ) -> Callable[[int], torch.Tensor]:
+        """Receive ``m`` tensors from ``peer`` in order: all posted now when ``early``, else
+        each one when it is asked for."""
+        bufs = [torch.empty(shape, device=self.device) for _ in range(self.m)]
+        works = [dist.irecv(b, peer) for b in bufs] if early else []
+
+        def get(i: int) -> torch.Tensor:
+            with phase("comm"):
+                if early:
+                    works[i].wait()
+                else:
+                    dist.recv(bufs[i], peer)
+            return bufs[i]
+
+        return get
+
+    def step(self, index: int) -> None:
+        k = index % 2
+        first, last = self.rank == 0, self.rank == self.world - 1
+        rows = self.size.rows // self.m
+        shape = (rows, self.size.width)
+        xs, ys = self.x[k].split(rows), self.y[k].split(rows)
+        sends: list = []
+        inputs, outputs = [], []
+        get = None if first else self._recvs(self.rank - 1, shape, early=last)
+        with phase("forward"):
+            for i in range(self.m):
+                h = xs[i] if first else get(i).requires_grad_()  # type: ignore[misc]
+                with self._timed("fb"), self._amp():
+                    out = self.stage(h).float()  # fp32 hand-offs, and fp32 gradients back
+                    if last:
+                        out = F.mse_loss(out, ys[i]) / self.m
+                if not last:
+                    with phase("comm"):
+                        sends.append(dist.isend(out.detach(), self.rank + 1))
+                inputs.append(h)
+                outputs.append(out)
+        get = None if last else self._recvs(self.rank + 1, shape, early=first)
+        with phase("backward"):
+            for i in range(self.m):
+                grad = None if last else get(i)  # type: ignore[misc]
+                with self._timed("fb"):
+                    outputs[i].backward(grad)
+                if not first:
+                    with phase("comm"):
+                        sends.append(dist.isend(inputs[i].grad, self.rank - 1))
+            with phase("comm"):
+                for s in sends:
+                    s.wait()
+        with phase("optimizer"), self._timed("opt"):
+            self.opt.step()
+            self.opt.zero_grad(set_to_none=True)
+        if self.measuring:
+            self.steps += 1
+
+    # -- report ---------------------------------------------------------------------------
+    def _window_seconds(self) -> tuple[float, float]:
+        """(forward+backward, optimizer) seconds this rank computed in the window."""
+        if not self.on_gpu:
+            return self.fb_s, self.opt_s
+        self._sync()
+        fb = sum(s.elapsed_time(e) for s, e, k in self.events if k == "fb") / 1e3
+        opt = sum(s.elapsed_time(e) for s, e, k in self.events if k == "opt") / 1e3
+        return fb, opt
+
+    def metrics(self) -> dict[str, float]:
+        fb, opt = self._window_seconds()
+        n = max(1, self.steps)
+        held = self.cpu_s / (fb + opt) if not self.on_gpu and fb + opt > 0 else 1.0
+        mine = torch.tensor([fb / n, opt / n, held], dtype=torch.float64, device=self.device)
+        every = [torch.zeros_like(mine) for _ in range(self.world)]
+        dist.all_gather(every, mine)  # rank 0 writes result.json: it reports every rank
+        fbs = [float(t[0]) for t in every]
+        opts = [float(t[1]) for t in every]
+        out = dict(self.extra)
+        for r in range(self.world):
+            out[f"compute_ms_per_step_rank{r}"] = 1e3 * (fbs[r] + opts[r])
+        out["compute_ms_per_step_max"] = 1e3 * max(f + o for f, o in zip(fbs, opts, strict=True))
+        out["compute_ms_per_step_min"] = 1e3 * min(f + o for f, o in zip(fbs, opts, strict=True))
+        bubble = (self.m + self.world - 1) / self.m
+        out["balanced_bound_ms"] = 1e3 * (bubble * sum(fbs) + sum(opts)) / self.world
+        if not self.on_gpu:  # CPU time / wall time of the ranks' compute: 1 on a core of its own
+            out["compute_cpu_share_min"] = min(float(t[2]) for t in every)
+        return out
+
+
+def build(cfg: PipeConfig, size: PipeSize, variant: str, ctx: RunContext) -> Workload:
+    return Pipeline(cfg, size, ctx, variant)
+
+
+_PARTIAL = Expectation(
+    role="partial",
+    because="the cut is unchanged: more micro-batches shrink the fill and drain, but the heavy "
+    "stage still sets the pace and the light rank still waits most of each step",
+)
+
+SCENARIO = Scenario(
+    name="pipeline_imbalance",
+    bottleneck="stage_imbalance",
+    title="Pipeline stages cut 3:1: one rank waits in recv while the other computes",
+    variants=(
+        Variant(
+            name="baseline",
+            kind="baseline",
+            summary="GPipe over 2 ranks with 8 micro-batches, blocks cut 3:1 (severity 0.75)",
+        ),
+        Variant(
+            name="balanced",
+            kind="fix",
+            summary="the cut where the blocks' (and the head's) forward+backward times, measured "
+            "in set-up, sum most evenly per stage",
+        ),
+        Variant(
+            name="more_microbatches",
+            kind="fix",
+            summary="the same 3:1 cut with more, smaller micro-batches (32 on GPUs, 16 on the "
+            "CPU): the fill and drain shrink",
+            expect=_PARTIAL,
+        ),
+    ),
+    severity=Severity(
+        meaning="share of the blocks on the first pipeline stage (the others share the rest)",
+        unit="share",
+        low=0.1,
+        high=0.9,
+        why_default="a 3:1 cut is what splitting by parameter count gives when one stage carries "
+        "a large embedding or output layer (DeepSpeed's default partition_method='parameters'), "
+        "and what hand-written model parallelism does when it keeps one GPU light for the "
+        "logits and the loss; both cut by something other than each layer's compute time",
+    ),
+    teaching=Teaching(
+        symptom="Two rank timelines: one GPU (or CPU rank) computes almost the whole step while "
+        "the other runs a short burst per micro-batch and then sits in NCCL receive kernels "
+        "(on the CPU: its main thread blocked in recv, a condition-variable wait) until the "
+        "busy rank sends the next activation or gradient; the busy rank barely waits at all.",
+        cause="A pipeline step runs at the pace of its slowest stage: with m micro-batches it "
+        "takes about m times the heavy stage's time per micro-batch plus one of the light "
+        "stage's. Work moved onto one rank is added to the step; the time another rank saves "
+        "is spent waiting for it, since each stage needs the previous one's output.",
+        fix="Cut the stages by measured compute time, not by layer or parameter count: time each "
+        "layer's forward and backward on one micro-batch and choose the cut whose slowest "
+        "stage is fastest. Both timelines then show compute with short waits at the step's "
+        "start (fill) and end (drain). More micro-batches shrink that fill and drain, but "
+        "cannot make up for an uneven cut.",
+    ),
+    config_cls=PipeConfig,
+    build=build,
+    world_size=2,
+    expected_diagnosis="baseline: stage_imbalance fires: the light rank's compute covers about a "
+    "third of the heavy rank's, and it waits (NCCL receive kernels on a GPU, its main thread in "
+    "a condition-variable wait on the CPU) while the heavy rank computes; balanced: both ranks "
+    "busy most of the window, waits at the fill and drain only (clean); more_microbatches: "
+    "still imbalanced (partial).",
+    limit_note="the balanced split's bound: (m + ranks - 1) / m times the forward and backward "
+    "time summed over the ranks / ranks, plus the optimizer time summed / ranks, from the "
+    "variant's own compute timed in the measured window (metric balanced_bound_ms)",
+)

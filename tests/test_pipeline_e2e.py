@@ -1,0 +1,116 @@
+"""pipeline_imbalance end to end through the real CLI on the CPU: 2 gloo ranks under torchrun,
+smoke size, timed twice per variant and profiled under real nsys.
+
+Issue 24's done-when. What a test can assert without timing: every variant's expectation from
+its own export, the cut and the bound each rank reports, and a verdict that is confirmed or
+short only of its speedup bar. The gain of balancing on 2 CPU ranks is a gain of running both
+cores at once; beside another test process it shrinks (the smoke size raises the ranks'
+scheduling priority, ``PipeSize.hold_cores``, and each variant reports how much of its compute
+its ranks spent on a core, ``compute_cpu_share_min``), so the speedup is measured with the box
+to itself in results/cpu/pipeline_imbalance/README.md, not asserted here.
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from tests.conftest import only_run_dir, run_cli
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed"),
+]
+
+SCENARIO = "pipeline_imbalance"
+#: A timed run counts when each rank spent at least this share of its compute on a core
+#: (0.82-0.94 measured beside a busy process with the priority raised).
+MIN_CPU_SHARE = 0.8
+VARIANTS = ["baseline", "balanced", "more_microbatches"]
+
+
+@pytest.fixture(scope="module")
+def run_dir(tmp_path_factory, cache_dir) -> Path:
+    results = tmp_path_factory.mktemp("pipeline")
+    proc = run_cli(
+        [
+            "run",
+            f"+scenario={SCENARIO}",
+            "size=smoke",
+            "harness.repeats=2",
+            "harness.max_window_s=null",
+            "harness.profile_max_window_s=null",
+            f"harness.results_dir={results}",
+            f"harness.cache_dir={cache_dir}",
+            "harness.progress=false",
+        ]
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return only_run_dir(results)
+
+
+def _metrics(run_dir: Path, variant: str) -> list[dict[str, float]]:
+    folder = run_dir / SCENARIO / variant
+    return [
+        json.loads(p.read_text())["metrics"] for p in sorted(folder.glob("timing-*/result.json"))
+    ]
+
+
+def _ranks_had_their_cores(run_dir: Path) -> bool:
+    timed = [m for v in ("baseline", "balanced") for m in _metrics(run_dir, v)]
+    return all(m["cores_held"] == 1 and m["compute_cpu_share_min"] >= MIN_CPU_SHARE for m in timed)
+
+
+def test_every_variant_as_expected(run_dir: Path) -> None:
+    diag = pd.read_csv(run_dir / "diagnosis.csv").set_index("variant")
+    assert list(diag.index) == VARIANTS
+    assert diag.loc["baseline", "primary"] == "stage_imbalance"
+    assert diag.loc["baseline", "stage_imbalance_state"] == "fired"
+    assert diag.loc["balanced", "stage_imbalance_state"] == "clear"
+    assert diag.loc["more_microbatches", "expected_role"] == "partial"
+    assert diag.loc["more_microbatches", "stage_imbalance_state"] == "fired"
+    assert diag["match"].astype(bool).all(), diag[["expected_role", "observed", "match"]]
+
+
+def test_confirmed(run_dir: Path) -> None:
+    runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
+    assert (runs.loc[VARIANTS, "status"] == "ok").all()
+    assert runs.loc[VARIANTS, "profiled"].all()
+    verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario").loc[SCENARIO]
+    # Every variant matches (test above), so the verdict is confirmed unless the speedup's
+    # interval misses the bar. That bar is a timing: beside another test process on 2 cores
+    # the balanced variant measured a CI low of 1.04x with both ranks at >= 0.8 of a core, so
+    # it is not asserted here (a test must not fail under load); the measured confirmation is
+    # results/cpu/pipeline_imbalance/README.md, a run with the box to itself.
+    assert verdict["verdict"] == "confirmed" or (
+        verdict["verdict"] == "inconclusive" and "CI lower bound" in verdict["reason"]
+    ), verdict
+
+
+def test_the_baseline_reports_its_cut_and_bound(run_dir: Path) -> None:
+    cores = _ranks_had_their_cores(run_dir)
+    for m in _metrics(run_dir, "baseline"):
+        assert (m["blocks_rank0"], m["blocks_rank1"], m["microbatches"]) == (6, 2, 8)
+        # the heavy stage's compute is about 3x the light one's (2.0x-3x measured on a 2-core
+        # box, the low end beside another test process; a wall-clock ratio, so only asserted
+        # where each rank held its core), and the balanced bound lies between the light and
+        # the heavy rank's compute per step
+        assert m["compute_ms_per_step_rank1"] < m["balanced_bound_ms"]
+        if cores:
+            assert m["compute_ms_per_step_rank0"] > 1.5 * m["compute_ms_per_step_rank1"]
+            assert m["balanced_bound_ms"] < m["compute_ms_per_step_rank0"]
+    for m in _metrics(run_dir, "more_microbatches"):
+        assert (m["blocks_rank0"], m["blocks_rank1"], m["microbatches"]) == (6, 2, 16)
+
+
+def test_the_finding_reads_both_ranks_of_the_profile(run_dir: Path) -> None:
+    findings = pd.read_csv(run_dir / "findings.csv")
+    mine = findings[(findings["class"] == "stage_imbalance") & (findings["variant"] == "baseline")]
+    got = dict(zip(mine["metric"], mine["value"], strict=True))
+    assert got["ranks"] == 2
+    assert got["busy_share_rank0"] > got["busy_share_rank1"]  # rank 0 holds 6 of 8 blocks
+    assert got["observed_step_ms"] > got["balanced_step_ms"] > 0
