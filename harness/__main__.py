@@ -6,10 +6,12 @@ the rest is handed to Hydra (which also gives ``--cfg job``, ``--help`` and ``-m
 
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 USAGE = """usage: python -m harness SUBCOMMAND [overrides]
 
@@ -25,6 +27,8 @@ subcommands:
             (a sweep folder of `run -m`, or several run folders: dose-response across
              severities; --out DIR, --steps N, --no-timelines)
   compare   the speedup matrix by GPU:  python -m harness compare RUN_DIR RUN_DIR... [--out DIR]
+
+python -m harness SUBCOMMAND --help says more (run --help: every config key and its default).
 """
 
 
@@ -41,12 +45,17 @@ def _run(argv: list[str]) -> int:
         register_configs,
         to_suite,
     )
+    from harness.overrides import check_overrides, run_help
     from harness.runner import RunLockedError, Suite
 
     found = discover_scenarios()
+    if any(a in ("-h", "--help") for a in argv):
+        print(run_help(found), end="")
+        return 0
     register_configs(found)
     try:
         check_scenario_overrides([a for a in argv if not a.startswith("-")], found)
+        check_overrides(argv, found)
     except UsageError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -156,15 +165,34 @@ def _mark_sweep_job(cfg: object, before: set[Path], sweeps: list[Path]) -> None:
         print(f"note: could not record this job for the sweep report: {exc}", file=sys.stderr)
 
 
+def list_parser() -> argparse.ArgumentParser:
+    """``harness list``'s command line (it takes no options)."""
+    return argparse.ArgumentParser(
+        prog="python -m harness list",
+        description="Lists every scenario: its bottleneck class and title, what its severity "
+        "knob means with its unit and range, and each variant (baseline, fixes, ideal) with "
+        "what it does.",
+    )
+
+
+def list_text(found: dict[str, Any]) -> str:
+    """The scenarios as ``harness list`` prints them, variant columns as wide as the longest."""
+    kind_w = max((len(v.kind) for s in found.values() for v in s.variants), default=0)
+    name_w = max((len(v.name) for s in found.values() for v in s.variants), default=0)
+    lines = []
+    for name, scen in sorted(found.items()):
+        sev = scen.severity
+        lines.append(f"{name}  [{scen.bottleneck}]  {scen.title}")
+        lines.append(f"    severity: {sev.meaning} ({sev.unit}, {sev.low:g}..{sev.high:g})")
+        lines += [f"    {v.kind:{kind_w}}  {v.name:{name_w}}  {v.summary}" for v in scen.variants]
+    return "\n".join(lines) + "\n"
+
+
 def _list(argv: list[str]) -> int:
     from harness.config import discover_scenarios
 
-    for name, scen in sorted(discover_scenarios().items()):
-        sev = scen.severity
-        print(f"{name}  [{scen.bottleneck}]  {scen.title}")
-        print(f"    severity: {sev.meaning} ({sev.unit}, {sev.low:g}..{sev.high:g})")
-        for v in scen.variants:
-            print(f"    {v.kind:8s} {v.name:20s} {v.summary}")
+    list_parser().parse_args(argv)
+    print(list_text(discover_scenarios()), end="")
     return 0
 
 

@@ -19,26 +19,35 @@ from harness.runfolder import Status, Unit
 from harness.stats import probe_effect_ci, speedup_ci, summarize
 from scenarios import Scenario
 
-#: Where a worker's wall time goes (timings.csv columns, seconds).
-TIMING_PARTS = (
+#: The parts of a worker's wall time it measures itself (timings.csv columns, seconds), in
+#: the order it passes them: start-up (interpreter and wrappers: nsys, torchrun), imports, the
+#: CUDA context, set-up, waiting at its gate before the warm-up (``hold_s``: the previous
+#: worker was still tearing down), warm-up, the measured window, and the time
+#: cudaProfilerStop took (``capture_stop_s``: nsys taking the capture, profiled GPU runs).
+WORKER_PARTS = (
     "startup_s",
     "import_s",
     "cuda_init_s",
     "setup_s",
+    "hold_s",
     "warmup_s",
     "window_s",
-    "teardown_s",
-    "finalize_s",
-    "export_s",
+    "capture_stop_s",
 )
+
+#: Where a worker's wall time goes (timings.csv columns, seconds): its own parts, tear-down
+#: (the rest of ``wall_s``), nsys finishing its report in the background (``finalize_s``, not
+#: part of ``wall_s``) and the SQLite export.
+TIMING_PARTS = (*WORKER_PARTS, "teardown_s", "finalize_s", "export_s")
+
+#: When the worker was launched and when it ended (epoch seconds): what ran beside what.
+STAMPS = ("launched_at", "ended_at")
 
 
 def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
-    """One row per worker process: its wall time split into start-up (interpreter and wrappers
-    such as nsys or torchrun), imports, set-up, warm-up, the measured window, tear-down (the
-    rest, including nsys writing its report when it is waited for in line), nsys writing its
-    report in the background (``finalize_s``, not part of ``wall_s``) and the SQLite export;
-    then the scenario's named set-up stages (``setup_<name>_s``, parts of ``setup_s``)."""
+    """One row per worker process: its wall time split into :data:`TIMING_PARTS`, its launch
+    and end (:data:`STAMPS`), the parts of its imports, then the scenario's named set-up
+    stages (``setup_<name>_s``, parts of ``setup_s``)."""
     rows: list[dict[str, Any]] = []
     stages: dict[str, None] = {}
     for unit in units:
@@ -46,13 +55,14 @@ def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
         if row is not None:
             rows.append(row)
             stages.update(dict.fromkeys(k for k in row if _is_stage_column(k)))
-    columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS]
+    columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS, *STAMPS]
     columns += [*IMPORT_PARTS, *stages]
     return pd.DataFrame(rows, columns=columns)
 
 
-#: Parts of ``import_s`` (torch and its kin; then the scenarios and the harness), seconds.
-IMPORT_PARTS = ("import_torch_s", "import_scenarios_s")
+#: Parts of ``import_s`` (torch and its kin; the preload modules, e.g. ``torch._dynamo`` in a
+#: profiled worker; then the scenarios and the harness), seconds.
+IMPORT_PARTS = ("import_torch_s", "import_preload_s", "import_scenarios_s")
 
 #: timings.csv's columns of the scenario's named set-up stages: ``setup_<name>_s``.
 SETUP_STAGE_PREFIX = "setup_"
@@ -83,17 +93,55 @@ def _timing_row(run_dir: Path, unit: Unit) -> dict[str, Any] | None:
     result = _read_optional(out_dir / rf.RESULT) or {}
     timing = result.get("timing") or {}
     known = 0.0
-    for key in TIMING_PARTS[:-3]:  # the worker's own parts, up to its measured window
+    for key in WORKER_PARTS:
         value = timing.get("launch_to_main_s" if key == "startup_s" else key)
         row[key] = value
         known += float(value or 0.0)
     row["teardown_s"] = max(0.0, wall - known) if timing else None
     row["finalize_s"] = status.get("finalize_s")
     row["export_s"] = status.get("export_s")
+    row.update({key: status.get(key) for key in STAMPS})
     row.update({key: timing.get(key) for key in IMPORT_PARTS})
     for name, seconds in (timing.get("setup_stages_s") or {}).items():
         row[setup_stage_column(str(name))] = seconds
     return row
+
+
+def wall_time_record(
+    table: pd.DataFrame, walls: dict[str, float], total_s: float
+) -> dict[str, Any]:
+    """wall_time.json's numbers from timings.csv: the run's phases (``walls``), every part
+    summed over the worker processes (all, and timing runs and profiles apart), and what ran
+    beside what: ``workers_busy_s`` is the time at least one worker ran (the union of their
+    launch-to-end intervals), ``workers_overlap_s`` the worker time that ran beside another
+    worker (the sum of their walls minus that union)."""
+    parts = [c for c in TIMING_PARTS if c in table]
+    record: dict[str, Any] = {"total_s": total_s, **walls}
+    record["worker_parts_s"] = {c: float(table[c].sum()) for c in parts}
+    kinds = table["phase"].map(lambda ph: "profile" if rf.is_profile(str(ph)) else "timing")
+    record["worker_parts_by_phase_s"] = {
+        kind: {"processes": len(group), "wall_s": float(group["wall_s"].sum()),
+               **{c: float(group[c].sum()) for c in parts}}
+        for kind, group in table.groupby(kinds)
+    }  # fmt: skip
+    stamped = table.dropna(subset=list(STAMPS)) if set(STAMPS) <= set(table) else table.iloc[:0]
+    busy = _union_length(stamped["launched_at"], stamped["ended_at"]) if len(stamped) else 0.0
+    record["workers_busy_s"] = busy
+    overlap = float(stamped["wall_s"].sum()) - busy if len(stamped) else 0.0
+    record["workers_overlap_s"] = max(0.0, overlap)  # walls and stamps differ by rounding
+    return record
+
+
+def _union_length(starts: Any, ends: Any) -> float:
+    """Length of the union of the intervals [start, end]."""
+    total, reach = 0.0, float("-inf")
+    pairs = zip((float(x) for x in starts), (float(x) for x in ends), strict=True)
+    for start, end in sorted(pairs):
+        if end <= reach:
+            continue
+        total += end - max(start, reach)
+        reach = end
+    return total
 
 
 def _read_optional(path: Path) -> dict[str, Any] | None:
@@ -149,8 +197,10 @@ COLUMNS = [
 
 def _load_results(
     run_dir: Path, scenario: str, variant: str
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str], bool]:
-    """Timing results, the profile result, error messages, and whether a phase ran out of memory."""
+) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str], str, bool]:
+    """Timing results, the profile result, error messages, why the variant was skipped ('' when
+    it was not), and whether a phase ran out of memory. Phases are read in run order, so the
+    skip reason is the first round's."""
     timings, profile, errors = [], None, []
     skipped, oom = "", False
     for phase_dir in rf.phase_dirs(run_dir, scenario, variant):
@@ -159,7 +209,7 @@ def _load_results(
             continue
         record = _read_optional(phase_dir / rf.STATUS) or {}
         if status == Status.SKIPPED:
-            skipped = record["error"]
+            skipped = skipped or str(record.get("error") or "skipped")
             continue
         if status == Status.OOM:
             oom = True
@@ -172,9 +222,7 @@ def _load_results(
             timings.append(res)
         elif rf.is_profile(phase_dir.name):
             profile = {**res, "_status": status, "_dir": phase_dir}
-    if skipped and not (timings or errors):
-        errors = [f"skipped: {skipped}"]
-    return timings, profile, errors, oom
+    return timings, profile, errors, skipped, oom
 
 
 def build_runs_table(
@@ -183,19 +231,25 @@ def build_runs_table(
     cfg: SuiteConfig,
     selected: list[str],
     bootstrap: int = 2000,
+    cache: dict[str, tuple[Any, list[dict[str, Any]]]] | None = None,
 ) -> pd.DataFrame:
-    """One row per scenario x variant, from the result files on disk (tidy, units in names)."""
+    """One row per scenario x variant, from the result files on disk (tidy, units in names).
+
+    ``cache`` (a dict the caller keeps between calls) holds each scenario's rows under the
+    state of its files (names, sizes, modification times): a scenario whose files did not
+    change since the last call is not read nor bootstrapped again. The runner rebuilds the
+    table after every worker, and only the running scenario changes."""
     rows: list[dict[str, Any]] = []
     for name in selected:
-        scen = found[name]
-        steps: dict[str, list[list[float]]] = {}
-        mine = []
-        for vname in cfg.scenario[name].variants or scen.variant_names:
-            row, pooled = _variant_row(run_dir, scen, vname, cfg.scenario[name].severity)
-            if pooled:
-                steps[vname] = pooled
-            mine.append(row)
-        _add_ratios(mine, scen, steps, bootstrap, cfg.harness.seed)
+        key = (
+            _files_state(run_dir, name, bootstrap, cfg.harness.seed) if cache is not None else None
+        )
+        if cache is not None and name in cache and cache[name][0] == key:
+            rows += [dict(r) for r in cache[name][1]]
+            continue
+        mine = _scenario_rows(run_dir, found[name], cfg, bootstrap)
+        if cache is not None:
+            cache[name] = (key, [dict(r) for r in mine])
         rows += mine
     frame = pd.DataFrame(rows, columns=COLUMNS)
     for col in ("n_steps", "repeats", "samples_per_step"):
@@ -204,13 +258,43 @@ def build_runs_table(
     return frame
 
 
+def _scenario_rows(
+    run_dir: Path, scen: Scenario, cfg: SuiteConfig, bootstrap: int
+) -> list[dict[str, Any]]:
+    """The scenario's runs.csv rows, ratios and their intervals included."""
+    steps: dict[str, list[list[float]]] = {}
+    mine = []
+    for vname in cfg.scenario[scen.name].variants or scen.variant_names:
+        row, pooled = _variant_row(run_dir, scen, vname, cfg.scenario[scen.name].severity)
+        if pooled:
+            steps[vname] = pooled
+        mine.append(row)
+    _add_ratios(mine, scen, steps, bootstrap, cfg.harness.seed)
+    return mine
+
+
+def _files_state(run_dir: Path, scenario: str, *settings: Any) -> tuple[Any, ...]:
+    """What a scenario's rows are made from: every unit file's name, inode, size and
+    modification time (status.json, result.json, the reports; an atomic rewrite is a new
+    inode), and the settings of the computation."""
+    state = []
+    for path in sorted(Path(run_dir, scenario).glob("*/*/*")):
+        try:
+            st = path.stat()
+        except OSError:  # removed meanwhile: the next call sees the new state
+            continue
+        state.append((str(path), st.st_ino, st.st_size, st.st_mtime_ns))
+    return (*settings, tuple(state))
+
+
 def _variant_row(
     run_dir: Path, scen: Scenario, vname: str, severity: float
 ) -> tuple[dict[str, Any], list[list[float]]]:
     """A variant's runs.csv row (without the ratios) and its step times, one list per timing
     process (the intervals resample processes, then steps)."""
     name = scen.name
-    timings, profile, errors, oom = _load_results(run_dir, name, vname)
+    timings, profile, errors, skipped, oom = _load_results(run_dir, name, vname)
+    skipped_only = bool(skipped) and not (timings or errors)
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(
         scenario=name,
@@ -220,7 +304,7 @@ def _variant_row(
         severity=severity,
         repeats=len(timings),
         profiled=False,
-        error=" | ".join(errors) or None,
+        error=skipped if skipped_only else (" | ".join(errors) or None),
     )
     pooled = [ms for t in timings for ms in t["step_ms"]]
     if timings:
@@ -242,7 +326,7 @@ def _variant_row(
             pe, lo, hi = probe_effect_ci(profile["step_ms"], [t["step_ms"] for t in timings])
             row.update(probe_effect=pe, probe_effect_ci_low=lo, probe_effect_ci_high=hi)
         row["report"] = str(rep.relative_to(run_dir)) if rep else None
-    if errors and errors[0].startswith("skipped: "):
+    if skipped_only:  # status 'skipped'; the error column holds the reason alone
         row["status"] = Status.SKIPPED.value
     elif oom:
         row["status"] = Status.OOM.value
@@ -306,6 +390,8 @@ def print_summary(table: pd.DataFrame, run_dir: Path) -> None:
             "probe_effect": "probe",
         }
     )
+    text = ["scenario", "variant", "status"]  # the rest are numbers: None (never set) is NaN
+    view = view.astype({c: float for c in view.columns if c not in text})
     with pd.option_context("display.width", 160, "display.max_columns", 20):
         print(view.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
     print(f"\nrun folder: {run_dir}")

@@ -65,6 +65,12 @@ class NsysConfig:
     CPU core). The wait happens before the scenario's exports, so no timing run ever overlaps
     it; only the next profiled run (whose step times give the probe effect) shares the box
     with it. False: wait for nsys after every profiled variant."""
+    exit_after_capture: bool = True
+    """On a GPU, a profiled worker leaves through ``os._exit`` once its result is written: its
+    capture range has stopped by then, and cudaProfilerStop returns only once nsys holds the
+    capture, so the interpreter's tear-down under nsys (1-3 s) is skipped. The run checks the
+    first such export for GPU activity and, if nsys lost it, turns this off and profiles that
+    variant again. False: profiled workers exit normally."""
 
     def __post_init__(self) -> None:
         if self.cuda_graph_trace not in (None, "graph", "node"):
@@ -130,6 +136,24 @@ class HarnessConfig:
     export_workers: int = 4
     """nsys exports run after each scenario's last worker, this many at once (none overlaps a
     measurement)."""
+    overlap: bool = True
+    """Start the next worker while the current one tears down (a profiled worker spends 8-14 s
+    there on the H100 while nsys takes its capture): the next one imports and sets up beside
+    it, then waits before its warm-up until the current one has exited, so no warm-up or
+    window runs beside another worker. Never two forked or two torchrun workers at once.
+    False: each worker starts once the previous one has exited."""
+    preload_unforked: bool = True
+    """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
+    ranks; all with ``fork_server=false``) import the fork server's preload modules
+    (``fork_preload``) with torch, as forked workers have them: ``torch._dynamo`` is then
+    imported before the set-up (and, with ``overlap``, beside the previous worker's
+    tear-down) rather than by the first optimizer inside it (4-7 s on the H100)."""
+    warm_compile: bool | None = None
+    """Fill the compiler caches (Inductor, Triton) for variants that compile
+    (``Variant.compiles``) in a background process at the lowest CPU priority, paused while
+    any worker warms up or measures; scenarios with such variants run last, so the cold
+    compile (about a minute per variant on the H100) leaves the critical path. None: on a GPU
+    only (the CPU smoke sizes compile in seconds); False: the first timing run compiles."""
 
     def __post_init__(self) -> None:
         if self.max_window_s is not None and self.max_window_s <= 0:

@@ -23,6 +23,7 @@ from typing import Any
 
 from analysis import expert_rules as E
 from analysis.detect import diagnose
+from analysis.findings import PREDICTION_FIELDS
 from analysis.trace import TraceError, open_trace
 from harness import nsys as nsys_mod
 
@@ -115,6 +116,7 @@ def diagnose_report(
                     "metrics": f.metrics,
                     "evidence": f.evidence,
                     "reason": f.reason,
+                    **{name: getattr(f, name) for name in PREDICTION_FIELDS},
                 }
                 for f in findings
             ],
@@ -124,14 +126,22 @@ def diagnose_report(
 
 
 def format_text(result: dict[str, Any]) -> str:
+    """One report's diagnosis for people: the primary, then each detector with its reason (a
+    reason every detector shares, such as a report with no GPU activity, is said once)."""
     lines = [f"{result['report']}", f"  primary: {result['primary']}"]
+    reasons = {f.get("reason", "") for f in result["findings"]}
+    shared = next(iter(reasons)) if len(reasons) == 1 else ""
     if not result.get("judged", True):
         lines.append(
-            "  nothing could be judged: the report has no GPU activity and none of the suite's "
-            "NVTX steps (a CPU-only program, or a capture without --trace=cuda)"
+            f"  nothing could be judged: {shared}"
+            if shared
+            else "  nothing could be judged: the report has no GPU activity and none of the "
+            "suite's NVTX steps (a CPU-only program, or a capture without --trace=cuda)"
         )
     marks = {"fired": "FIRED", "clear": "     ", "not_judged": "  n/a"}
     for f in result["findings"]:
+        if shared and not result.get("judged", True):  # said once above
+            f = {**f, "reason": ""}
         mark = marks.get(f.get("state", ""), "FIRED" if f["fired"] else "     ")
         shown = ", ".join(
             f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
@@ -140,6 +150,8 @@ def format_text(result: dict[str, Any]) -> str:
         lines.append(f"  {mark} {f['class']:14s} impact {f['impact']:.3f}  {shown}")
         if f.get("reason"):
             lines.append(f"        {f['reason']}")
+        if f.get("predicted_speedup") is not None and f["state"] != "not_judged":
+            lines.append(f"        {_predicted(f)}")
     rules = result.get("expert_rules")
     if rules is not None and "skipped" in rules:
         lines.append(f"  nsys analyze: skipped ({rules['skipped']})")
@@ -154,25 +166,59 @@ def format_text(result: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
-        prog="python -m harness diagnose", description=__doc__.splitlines()[0]
+def _predicted(f: dict[str, Any]) -> str:
+    """'removed entirely: 1.40x [1.38-1.43], 29.4 ms a step': the finding's prediction."""
+    text = f"removed entirely: {f['predicted_speedup']:.2f}x"
+    lo, hi = f.get("predicted_speedup_ci_low"), f.get("predicted_speedup_ci_high")
+    if lo is not None and hi is not None:
+        text += f" [{lo:.2f}-{hi:.2f}]"
+    if f.get("predicted_step_ms") is not None:
+        text += f", {f['predicted_step_ms']:.3g} ms a step (untraced)"
+    return text
+
+
+def parser() -> argparse.ArgumentParser:
+    """``harness diagnose``'s command line."""
+    ap = argparse.ArgumentParser(
+        prog="python -m harness diagnose",
+        description="Findings for any nsys report: every detector's state (fired, clear or not "
+        "judged), the share of step time its bottleneck explains (impact), its metrics and why, "
+        "and the speedup that removing its cause entirely would bring (predicted_speedup, with "
+        "a 95% interval, and the predicted_step_ms left; empty with a prediction_note where "
+        "the report cannot say). "
+        "The primary class is the fired finding with the largest impact, or none. Exit 0 with "
+        "or without findings, 2 on a report that cannot be read or an invalid --set.",
     )
-    parser.add_argument("paths", nargs="+", type=Path, help=".sqlite or .nsys-rep files")
-    parser.add_argument("--format", choices=("text", "json"), default="text")
-    parser.add_argument(
+    ap.add_argument(
+        "paths",
+        nargs="+",
+        type=Path,
+        help=".sqlite exports or .nsys-rep reports (exported with the nsys found on the PATH)",
+    )
+    ap.add_argument(
+        "--format",
+        choices=("text", "json"),
+        default="text",
+        help="text (the default): one block per report; json: one object per report (a list "
+        "for several), with every metric and the evidence",
+    )
+    ap.add_argument(
         "--expert-rules",
         action="store_true",
         help="also run nsys's own expert rules (nsys analyze) on each report",
     )
-    parser.add_argument(
+    ap.add_argument(
         "--set",
         action="append",
         default=[],
         metavar="KEY=VALUE",
         help="override a threshold, e.g. --set host_sync.min_saving_share=0.2 (repeatable)",
     )
-    args = parser.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     from harness.config import UsageError, diagnosis_thresholds, parse_overrides
 
     try:

@@ -19,10 +19,18 @@ class GpuInfo:
     names: list[str] = field(default_factory=list)
     driver: str | None = None
     memory_mib: list[int] = field(default_factory=list)
+    compute_modes: list[str] = field(default_factory=list)
+    """Per GPU: 'Default' (any number of processes), 'Exclusive_Process' (one at a time), ..."""
 
     @property
     def present(self) -> bool:
         return bool(self.names)
+
+    @property
+    def shared(self) -> bool:
+        """Several processes may hold a CUDA context on each GPU at once (compute mode
+        'Default'): what starting a worker beside another one's tear-down needs."""
+        return all(mode.lower() == "default" for mode in self.compute_modes)
 
     @property
     def slug(self) -> str:
@@ -41,7 +49,11 @@ def detect_gpus() -> GpuInfo:
         return GpuInfo()
     try:
         proc = subprocess.run(
-            [smi, "--query-gpu=name,driver_version,memory.total", "--format=csv,noheader,nounits"],
+            [
+                smi,
+                "--query-gpu=name,driver_version,memory.total,compute_mode",
+                "--format=csv,noheader,nounits",
+            ],
             capture_output=True,
             text=True,
             timeout=30,
@@ -51,8 +63,14 @@ def detect_gpus() -> GpuInfo:
         return GpuInfo()
     if proc.returncode != 0:
         return GpuInfo()
-    names, mem, driver = [], [], None
-    for line in proc.stdout.strip().splitlines():
+    return parse_gpus(proc.stdout)
+
+
+def parse_gpus(text: str) -> GpuInfo:
+    """GpuInfo from ``nvidia-smi --query-gpu=name,driver_version,memory.total,compute_mode
+    --format=csv,noheader,nounits`` output (a missing compute mode reads as 'Default')."""
+    names, mem, modes, driver = [], [], [], None
+    for line in text.strip().splitlines():
         parts = [p.strip() for p in line.split(",")]
         if len(parts) >= 3:
             names.append(parts[0])
@@ -61,7 +79,8 @@ def detect_gpus() -> GpuInfo:
                 mem.append(int(float(parts[2])))
             except ValueError:
                 mem.append(0)
-    return GpuInfo(names=names, driver=driver, memory_mib=mem)
+            modes.append(parts[3] if len(parts) >= 4 and parts[3] else "Default")
+    return GpuInfo(names=names, driver=driver, memory_mib=mem, compute_modes=modes)
 
 
 def git_sha(repo: Path) -> str | None:

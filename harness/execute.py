@@ -59,11 +59,17 @@ def kill_group(proc: Any, grace_s: float = 5.0) -> None:
     """
     family = _descendants(proc.pid)
     _signal_all(proc.pid, family, signal.SIGTERM)
+    _signal_all(proc.pid, family, signal.SIGCONT)  # a paused process acts on SIGTERM only now
     with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace_s)
     family += [pid for pid in _descendants(proc.pid) if pid not in family]
     _signal_all(proc.pid, family, signal.SIGKILL)
     proc.wait()
+
+
+def pause_group(proc: Any, pause: bool) -> None:
+    """SIGSTOP (``pause``) or SIGCONT a process group and every descendant that left it."""
+    _signal_all(proc.pid, _descendants(proc.pid), signal.SIGSTOP if pause else signal.SIGCONT)
 
 
 def _remove_partial(out_dir: Path) -> None:
@@ -91,6 +97,10 @@ class Outcome:
     finalize_s: float | None = None
     """Seconds nsys went on writing its report after the worker had ended, in the background
     (nsys.background_finalize); None: waited for in line (included in ``wall_s``)."""
+    launched_at: float | None = None
+    """When the worker was launched (epoch seconds); None: no process ran (skipped)."""
+    ended_at: float | None = None
+    """When the parent saw it end, or let go of it under nsys (epoch seconds)."""
     finishing: Any = field(default=None, repr=False, compare=False)
     """The nsys process still writing its report (not recorded)."""
 
@@ -100,6 +110,38 @@ class Outcome:
         del record["finishing"]
         record["status"] = Status(self.status).value
         return record
+
+
+def worker_env(extra_env: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a worker command: the parent's, unbuffered output, its launch time,
+    and ``extra_env`` where the parent's environment does not set the key (the user wins)."""
+    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_AT_ENV: repr(time.time())})
+    for key, value in (extra_env or {}).items():
+        env.setdefault(key, value)
+    return env
+
+
+def launch(
+    cmd: list[str],
+    out_dir: Path,
+    extra_env: dict[str, str] | None = None,
+    forkserver: ForkServer | None = None,
+) -> Any:
+    """Start one worker command (argument list) in a session of its own, logging to
+    ``out_dir``; through the fork server when one is given (``python -m harness.worker``
+    commands only), else as a new process. Returns the process (``poll``, ``wait``, ``pid``)."""
+    env = worker_env(extra_env)
+    if forkserver is None:
+        return _popen(cmd, out_dir, env)
+    forked: list[Any] = []
+    try:  # held against stop signals: no worker starts unseen
+        with contextlib.suppress(ForkServerError), signals.deferred():
+            forked.append(forkserver.spawn(cmd, out_dir / rf.STDOUT, out_dir / rf.STDERR, env))
+    except BaseException:  # a stop signal held back during the fork arrives now
+        for proc in forked:
+            stop_group(proc, out_dir)
+        raise
+    return forked[0] if forked else _popen(cmd, out_dir, env)
 
 
 def run_process(
@@ -112,8 +154,29 @@ def run_process(
     forkserver: ForkServer | None = None,
     detach_when: Callable[[Any], bool] | None = None,
 ) -> Outcome:
-    """Run one worker command (argument list) in its own session with a timeout; through the
-    fork server when one is given (``python -m harness.worker`` commands only).
+    """Run one worker command (argument list) in its own session with a timeout, and wait for
+    it (:func:`launch`, then :func:`wait_outcome`)."""
+    t0 = time.perf_counter()
+    proc: Any = None
+    try:
+        proc = launch(cmd, out_dir, extra_env, forkserver)
+    except BaseException:
+        _remove_partial(out_dir)
+        raise
+    return wait_outcome(proc, out_dir, t0, timeout_s, label, memory_cap_gb, detach_when)
+
+
+def wait_outcome(
+    proc: Any,
+    out_dir: Path,
+    t0: float,
+    timeout_s: float,
+    label: str,
+    memory_cap_gb: float | None = None,
+    detach_when: Callable[[Any], bool] | None = None,
+) -> Outcome:
+    """Wait for a launched worker (started at ``t0``, ``time.perf_counter``) and say how it
+    ended.
 
     ``detach_when(proc)``: polled while the command runs; once it is true the command is left
     to finish on its own and returned as the outcome's ``finishing`` (an nsys writing its
@@ -121,36 +184,38 @@ def run_process(
     Any exception while it runs (a stop signal: :class:`harness.signals.Interrupted`) kills its
     process group before it propagates.
     """
-    env = dict(os.environ, PYTHONUNBUFFERED="1", **{LAUNCHED_AT_ENV: repr(time.time())})
-    for key, value in (extra_env or {}).items():
-        env.setdefault(key, value)  # the user's own setting wins
-    t0 = time.perf_counter()
-    proc: Any = None
+    remaining = max(0.0, timeout_s - (time.perf_counter() - t0))
     try:
-        if forkserver is not None:  # held against stop signals: no worker starts unseen
-            with contextlib.suppress(ForkServerError), signals.deferred():
-                proc = forkserver.spawn(cmd, out_dir / rf.STDOUT, out_dir / rf.STDERR, env)
-        if proc is None:  # no fork server, or it is gone: start this one the usual way
-            proc = _popen(cmd, out_dir, env)
-        if detach_when is not None and _wait_or_detach(proc, timeout_s, detach_when):
+        if detach_when is not None and _wait_or_detach(proc, remaining, detach_when):
             return Outcome(Status.FINALIZING, "", None, time.perf_counter() - t0, finishing=proc)
-        rc = proc.wait(timeout=timeout_s)
+        rc = proc.wait(timeout=remaining)
     except subprocess.TimeoutExpired:
+        return timed_out(proc, out_dir, t0, timeout_s, label)
+    except BaseException:
         kill_group(proc)
         _remove_partial(out_dir)
-        return Outcome(
-            Status.TIMEOUT,
-            f"{label} did not finish within harness.timeout_s={timeout_s:g} s; its process "
-            f"group was killed. Last lines of stderr:\n{tail(out_dir / rf.STDERR)}",
-            None,
-            time.perf_counter() - t0,
-        )
-    except BaseException:
-        if proc is not None:
-            kill_group(proc)
-        _remove_partial(out_dir)
         raise
-    return _ended(rc, time.perf_counter() - t0, out_dir, label, memory_cap_gb)
+    return ended(rc, time.perf_counter() - t0, out_dir, label, memory_cap_gb)
+
+
+def timed_out(proc: Any, out_dir: Path, t0: float, timeout_s: float, label: str) -> Outcome:
+    """Kill a worker that ran past its time limit and say so."""
+    kill_group(proc)
+    _remove_partial(out_dir)
+    return Outcome(
+        Status.TIMEOUT,
+        f"{label} did not finish within harness.timeout_s={timeout_s:g} s; its process "
+        f"group was killed. Last lines of stderr:\n{tail(out_dir / rf.STDERR)}",
+        None,
+        time.perf_counter() - t0,
+    )
+
+
+def stop_group(proc: Any, out_dir: Path) -> None:
+    """Stop a worker that is still running (a stop signal, or the run failing around it) and
+    drop the temp files it could not remove."""
+    kill_group(proc)
+    _remove_partial(out_dir)
 
 
 def _popen(cmd: list[str], out_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -159,7 +224,7 @@ def _popen(cmd: list[str], out_dir: Path, env: dict[str, str]) -> subprocess.Pop
         return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
 
 
-def _ended(rc: int, wall: float, out_dir: Path, label: str, memory_cap_gb: float | None) -> Outcome:
+def ended(rc: int, wall: float, out_dir: Path, label: str, memory_cap_gb: float | None) -> Outcome:
     """The outcome of a worker that exited with ``rc`` on its own."""
     err_tail = tail(out_dir / rf.STDERR)
     if rc == OOM_EXIT_CODE or OOM_MARKER in err_tail:
@@ -307,7 +372,7 @@ def _export_checked(
     log = tail(out_dir / rf.STDOUT, 30) + "\n" + tail(out_dir / rf.STDERR, 30)
 
     def failed(msg: str) -> Outcome:
-        return Outcome(Status.EVIDENCE_FAILED, msg, outcome.returncode, outcome.wall_s)
+        return replace(outcome, status=Status.EVIDENCE_FAILED, error=msg, finishing=None)
 
     if not rep.is_file():
         if qdstrm.is_file():

@@ -47,6 +47,13 @@ class ForkedProcess:
         self.args = args
         self.returncode: int | None = None
 
+    def poll(self) -> int | None:
+        """The exit code if the worker has ended, else None (never blocks)."""
+        try:
+            return self.wait(timeout=0)
+        except subprocess.TimeoutExpired:
+            return None
+
     def wait(self, timeout: float | None = None) -> int:
         """The exit code; :class:`subprocess.TimeoutExpired` after ``timeout`` seconds."""
         if self.returncode is None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 from harness import runfolder as rf
@@ -141,20 +142,18 @@ def torchrun_program(cfg: SuiteConfig, unit: Unit, world_size: int, spec: Path) 
 
 
 def distributed_skip(cfg: SuiteConfig, unit: Unit, world_size: int, gpus: int | None) -> str:
-    """Why this node cannot run a unit ('' when it can); ``gpus`` is None on a CPU box."""
+    """Why this node cannot run a unit ('' when it can), the reason alone (the status says
+    'skipped'; the variant and round are columns); ``gpus`` is None on a CPU box."""
     if world_size <= 1:
         if cfg.dist.multinode:
             return (
-                f"{unit.label} skipped: a single-process scenario is not run in a multi-node run "
+                "a single-process scenario is not run in a multi-node run "
                 f"(dist.nnodes={cfg.dist.nnodes})"
             )
         return ""
     nproc = nproc_per_node(cfg, world_size)
     if gpus is not None and gpus < nproc:
-        return (
-            f"{unit.label} skipped: needs {nproc} GPUs on this node (one per process), this "
-            f"machine has {gpus}"
-        )
+        return f"needs {nproc} GPUs on this node (one per process), this machine has {gpus}"
     return ""
 
 
@@ -164,24 +163,29 @@ def node_outcome(cfg: SuiteConfig, outcome: Outcome, label: str) -> Outcome:
     if not d.multinode or outcome.status != Status.NO_RESULT:
         return outcome
     if d.node_rank > 0:
-        return Outcome(Status.OK, "", outcome.returncode, outcome.wall_s)
-    return Outcome(
-        Status.NO_RESULT,
-        f"{label} exited 0 but global rank 0 (which writes result.json) ran on another node: "
-        f"dist.rdzv_backend={d.rdzv_backend} orders nodes by host name, not node_rank; "
+        return replace(outcome, status=Status.OK, error="")
+    return replace(
+        outcome,
+        status=Status.NO_RESULT,
+        error=f"{label} exited 0 but global rank 0 (which writes result.json) ran on another "
+        f"node: dist.rdzv_backend={d.rdzv_backend} orders nodes by host name, not node_rank; "
         "dist.rdzv_backend=static keeps rank 0 on node 0",
-        outcome.returncode,
-        outcome.wall_s,
     )
 
 
 def plan_units(
-    cfg: SuiteConfig, selected: list[str], variants: dict[str, list[str]], profiled: bool
+    cfg: SuiteConfig,
+    selected: list[str],
+    variants: dict[str, list[str]],
+    profiled: bool,
+    last: frozenset[str] = frozenset(),
 ) -> list[Unit]:
     """Every unit of the run, in run order: per scenario, the timing rounds interleaved across
-    variants (``timing-1`` of each variant, then ``timing-2``...), then each variant's profile."""
+    variants (``timing-1`` of each variant, then ``timing-2``...), then each variant's profile.
+    Scenarios in ``last`` run after the others (in their selected order): those whose
+    compiler caches a background process fills meanwhile (harness.warm_compile)."""
     out: list[Unit] = []
-    for name in selected:
+    for name in sorted(selected, key=lambda n: n in last):
         names = variants[name]
         for phase in rf.phases(cfg.harness.repeats, profiled):
             out += [Unit(name, v, phase) for v in names]

@@ -86,9 +86,52 @@ RESULT = "result.json"
 STATUS = "status.json"
 STDOUT = "stdout.log"
 STDERR = "stderr.log"
+#: Where a running worker says how far it got (one JSON object, rewritten atomically), and the
+#: file the parent creates to let a worker held before its warm-up go on (see WorkerState).
+PROGRESS = ".progress.json"
+GO = ".go"
+#: Created by the parent in a running profiled worker's folder: leave normally, not through
+#: os._exit (the run found that nsys lost the GPU activity of a worker that did).
+EXIT_NORMALLY = ".exit-normally"
+#: Compiler-cache warm-up runs (harness.warm_compile): ``<run>/warm/<scenario>__<variant>/``
+#: (two levels, so no unit glob ``*/*/<phase>/`` ever finds them).
+WARM = "warm"
 
 PROFILE = "profile"
 TIMING_PREFIX = "timing-"
+
+
+class WorkerState(str, Enum):
+    """How far a running worker got (``.progress.json``'s ``state``), in the order it passes
+    them: the parent reads it to show progress, to hold the worker before its warm-up, and to
+    start the next worker once this one's measured window is over."""
+
+    IMPORT = "import"
+    """Importing torch, the scenarios and the preload modules."""
+    SETUP = "setup"
+    """Building and setting up the workload (``stage`` names the set-up stage)."""
+    HELD = "held"
+    """Set up, waiting before its warm-up until the parent creates ``.go``."""
+    WARMUP = "warmup"
+    """Running warm-up steps (measured phases start here: nothing else may run beside it)."""
+    WINDOW = "window"
+    """Inside the measured window."""
+    STOPPING = "stopping"
+    """The window's steps are over; a profiled worker now stops the capture range (nsys
+    writes the capture while cudaProfilerStop returns)."""
+    TEARDOWN = "teardown"
+    """Writing its result and leaving."""
+
+    @property
+    def measuring(self) -> bool:
+        """Warm-up or window: the phases nothing else may run beside."""
+        return self in (WorkerState.WARMUP, WorkerState.WINDOW)
+
+    @property
+    def past_window(self) -> bool:
+        """The measured window is over."""
+        return self in (WorkerState.STOPPING, WorkerState.TEARDOWN)
+
 
 #: The run's tables (``<name>.csv`` in the run folder; ``runs`` also as Parquet).
 TABLE_NAMES = (
@@ -129,6 +172,16 @@ def is_profile(phase: str) -> bool:
 def first_timing(phase: str) -> bool:
     """The first timing round: things said once per variant are said here."""
     return phase == timing_phase(1)
+
+
+def phase_order(phase: str) -> tuple[int, int, str]:
+    """Sort key of phase folder names in run order: ``timing-1, timing-2, ..., profile``, then
+    any other folder by name."""
+    if is_timing(phase) and phase[len(TIMING_PREFIX) :].isdigit():
+        return (0, int(phase[len(TIMING_PREFIX) :]), "")
+    if is_profile(phase):
+        return (1, 0, "")
+    return (2, 0, phase)
 
 
 def phases(repeats: int, profiled: bool) -> list[str]:
@@ -239,9 +292,16 @@ def result_files(run_dir: Path) -> list[Path]:
 
 
 def phase_dirs(run_dir: Path, scenario: str, variant: str) -> list[Path]:
-    """A variant's phase folders on disk, sorted by name."""
+    """A variant's phase folders on disk in run order (:func:`phase_order`)."""
     vdir = variant_dir(run_dir, scenario, variant)
-    return sorted(p for p in vdir.iterdir() if p.is_dir()) if vdir.is_dir() else []
+    if not vdir.is_dir():
+        return []
+    return sorted((p for p in vdir.iterdir() if p.is_dir()), key=lambda p: phase_order(p.name))
+
+
+def warm_dir(run_dir: Path, scenario: str, variant: str) -> Path:
+    """Where the compiler-cache warm-up of a variant keeps its spec, logs and status."""
+    return Path(run_dir) / WARM / f"{scenario}__{variant}"
 
 
 # -- reading ----------------------------------------------------------------------------------
@@ -282,6 +342,26 @@ def unit_status(unit_path: Path) -> Status | None:
         return None
     try:
         return Status(data["status"]) if data else None
+    except (KeyError, ValueError):
+        return None
+
+
+def read_progress(unit_path: Path) -> dict[str, Any] | None:
+    """A running worker's ``.progress.json`` (``state``, ``stage``, ``at``); None when it has
+    written none yet or the file cannot be read (it is rewritten atomically, so a read never
+    sees half of it)."""
+    try:
+        data = read_json(Path(unit_path) / PROGRESS)
+    except CorruptFileError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def worker_state(unit_path: Path) -> WorkerState | None:
+    """The state in a worker's progress file, or None."""
+    data = read_progress(unit_path)
+    try:
+        return WorkerState(data["state"]) if data else None
     except (KeyError, ValueError):
         return None
 

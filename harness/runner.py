@@ -5,13 +5,18 @@ variant sees the same machine state and speedups are side-by-side ratios), then 
 per variant under nsys with its SQLite export. After every unit the run folder's tables are
 rebuilt from the files on disk, so a later crash, timeout or stop signal never loses finished
 work. The work is split: :mod:`harness.plan` (units, lock, launch commands),
-:mod:`harness.execute` (one worker process and its outcome), :mod:`harness.collect` (tables),
-:mod:`harness.signals` (Ctrl-C, SIGTERM, SIGHUP), :mod:`harness.runfolder` (the layout).
+:mod:`harness.runloop` (the run loop: one worker measures at a time, the next one starts while
+it tears down), :mod:`harness.execute` (one worker process and its outcome),
+:mod:`harness.warmer` (compiler caches filled in the background), :mod:`harness.collect`
+(tables), :mod:`harness.progress` (the bar or the line log), :mod:`harness.signals` (Ctrl-C,
+SIGTERM, SIGHUP), :mod:`harness.runfolder` (the layout).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import os
+import subprocess
 import sys
 import threading
 import time
@@ -22,7 +27,6 @@ from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
-from tqdm import tqdm
 
 from harness import envinfo, signals
 from harness import nsys as nsys_mod
@@ -34,6 +38,7 @@ from harness.collect import (
     build_timings_table,
     first_env,
     print_summary,
+    wall_time_record,
 )
 from harness.config import SuiteConfig, UsageError, diagnosis_dict, discover_scenarios
 from harness.execute import (
@@ -43,6 +48,7 @@ from harness.execute import (
     export_report,
     finish,
     kill_group,
+    launch,
     run_process,
     tail,
     worker_has_ended,
@@ -61,7 +67,18 @@ from harness.plan import (
     plan_units,
     torchrun_program,
 )
-from harness.runfolder import ResultWriteError, RunState, Status, Unit, read_json, write_json
+from harness.progress import Progress
+from harness.runfolder import (
+    ResultWriteError,
+    RunState,
+    Status,
+    Unit,
+    WorkerState,
+    read_json,
+    write_json,
+)
+from harness.runloop import POLL_S, Live, RunLoop
+from harness.warmer import CompileWarmer
 from harness.worker import WorkerSpec
 from scenarios import Scenario
 
@@ -96,6 +113,20 @@ _kill_group = kill_group  # the name tests/test_forkserver.py imports
 _tail = tail
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+
+
+def has_gpu_activity(sqlite: Path) -> bool:
+    """Whether an export holds kernels, copies or graph replays (True when it cannot be read:
+    the export's own check has said what is wrong with it)."""
+    from analysis.detect._common import has_gpu
+    from analysis.trace import TraceError, open_trace
+
+    try:
+        with open_trace(sqlite) as trace:
+            return has_gpu(trace)
+    except TraceError:
+        return True
+
 
 NO_GPU_NOTE = (
     "No NVIDIA GPU found (nvidia-smi is missing or lists none): running the smoke sizes on the "
@@ -133,10 +164,24 @@ class Suite:
         self._forks_failed = False
         self._write_lock = threading.Lock()
         self.stops = signals.StopSignals()
+        self.progress = Progress(suite.harness.progress)
+        self.warmer: CompileWarmer | None = None
+        #: The run folder while units run (the run loop's host methods need it).
+        self.run_dir: Path | None = None
+        #: nsys.exit_after_capture, as this run goes on (off once an export lacked GPU work);
+        #: None until the first profiled worker that left early has been checked.
+        self.exit_after_capture = suite.nsys.exit_after_capture
+        self._capture_checked = False
+        self.exports_s = 0.0
+        self.started_utc = now_utc()
+        self._waited: set[Unit] = set()
+        self._live: list[Live] = []
+        #: Each scenario's runs.csv rows under the state of its files (build_runs_table).
+        self._rows: dict[str, Any] = {}
 
     # -- set-up ---------------------------------------------------------------------------
     def _say(self, msg: str) -> None:
-        tqdm.write(msg, file=sys.stderr)
+        self.progress.say(msg)
 
     def _find_nsys(self) -> None:
         if not self.cfg.nsys.enabled:
@@ -213,16 +258,54 @@ class Suite:
             },
         }
 
+    def variants(self, scenario: str) -> list[str]:
+        """The scenario's selected variants, in its order."""
+        return list(self.cfg.scenario[scenario].variants or self.found[scenario].variant_names)
+
     def units(self) -> list[Unit]:
-        variants = {
-            name: list(self.cfg.scenario[name].variants or self.found[name].variant_names)
-            for name in self.selected
-        }
-        return plan_units(self.cfg, self.selected, variants, profiled=self.nsys is not None)
+        """Every unit in run order; with compiler-cache warm-ups, the scenarios whose variants
+        compile run last (their caches fill meanwhile)."""
+        variants = {name: self.variants(name) for name in self.selected}
+        last = frozenset(n for n in self.selected if self._compiling(n)) if self.warming else None
+        return plan_units(
+            self.cfg, self.selected, variants, self.nsys is not None, last or frozenset()
+        )
+
+    @property
+    def warming(self) -> bool:
+        """harness.warm_compile as it applies here (None: on a GPU only; never on a GPU that
+        takes one process at a time)."""
+        on = self.cfg.harness.warm_compile
+        return (self.device == "cuda" if on is None else on) and self.gpu_shared
+
+    @property
+    def overlapping(self) -> bool:
+        """harness.overlap as it applies here (never on a GPU that takes one process at a
+        time: the next worker's CUDA context would fail beside the current one's)."""
+        return self.cfg.harness.overlap and self.gpu_shared
+
+    @property
+    def gpu_shared(self) -> bool:
+        return self.device != "cuda" or self.gpu.shared
+
+    def _compiling(self, scenario: str) -> list[str]:
+        """The scenario's selected variants whose set-up compiles and that run here."""
+        scen = self.found[scenario]
+        return [
+            v
+            for v in self.variants(scenario)
+            if scen.variant(v).compiles
+            and not self._skip_reason(Unit(scenario, v, rf.timing_phase(1)))
+            and scen.world_size <= 1
+        ]
 
     # -- running --------------------------------------------------------------------------
-    def _spec(self, unit: Unit, out_dir: Path) -> Path:
+    def _spec(self, unit: Unit, out_dir: Path, *, forked: bool, warm_only: bool = False) -> Path:
+        """Write the worker's spec.json; ``forked``: started by the fork server (which has
+        imported the preload modules already)."""
         scen_cfg = OmegaConf.to_container(self.raw.scenario[unit.scenario], resolve=True)
+        single = self.found[unit.scenario].world_size <= 1
+        preload = self.cfg.harness.preload_unforked and not forked
         spec = WorkerSpec(
             scenario=unit.scenario,
             variant=unit.variant,
@@ -238,10 +321,21 @@ class Suite:
             max_window_s=self.cfg.harness.window_budget_s(unit.phase),
             min_steps=self.cfg.harness.min_steps,
             max_warmup_s=self.cfg.harness.max_warmup_s,
+            preload=self.fork_preload() if preload else [],
+            report_progress=True,
+            gate=single and not warm_only,
+            parent_pid=os.getpid(),
+            gate_timeout_s=self.cfg.harness.timeout_s,
+            exit_after_capture=unit.is_profile and self._leaves_after_capture(),
+            warm_only=warm_only,
         )
         path = out_dir / rf.SPEC
         write_json(path, asdict(spec))
         return path
+
+    def _leaves_after_capture(self) -> bool:
+        """Profiled workers leave through os._exit after their capture (GPU: a capture range)."""
+        return self.exit_after_capture and self.device == "cuda"
 
     def _forkserver(self) -> ForkServer | None:
         """The fork server for unprofiled workers (started on first use), or None when
@@ -266,8 +360,11 @@ class Suite:
         return [*PRELOAD_ALWAYS, *(PRELOAD_GPU if self.device == "cuda" else ())]
 
     def close(self) -> None:
-        """Stop the fork server, if one was started; kill any nsys still writing a report
-        (only left when the run is interrupted: an exported report is waited for first)."""
+        """Stop the fork server and a compiler-cache warm-up, if started; kill any nsys still
+        writing a report (only left when the run is interrupted: an exported report is waited
+        for first)."""
+        if self.warmer is not None:
+            self.warmer.close()
         for outcome in self.finishing.values():
             kill_group(outcome.finishing, grace_s=30.0)
         self.finishing.clear()
@@ -290,54 +387,61 @@ class Suite:
         return rf.report_base(run_dir, unit, self.cfg.dist.node_rank)
 
     def _skip_reason(self, unit: Unit) -> str:
-        """Why this machine cannot run ``unit`` ('' when it can)."""
+        """Why this machine cannot run ``unit`` ('' when it can): the reason alone, since the
+        status says 'skipped' and the variant and round are columns of their own."""
         needs = self.found[unit.scenario].variant(unit.variant).needs_gpu
         if needs and self.device != "cuda":
-            return f"{unit.label} skipped on a CPU box: {needs}"
+            return f"this machine has no GPU: {needs}"
         world = self.found[unit.scenario].world_size
         gpus = len(self.gpu.names) if self.device == "cuda" else None
         return distributed_skip(self.cfg, unit, world, gpus)
 
-    def run_unit(self, unit: Unit, run_dir: Path, *, defer_export: bool = False) -> Outcome:
-        """Run one worker process; ``defer_export`` queues a good profile's ``nsys export`` on
-        :attr:`pending_exports` instead of running it now (see :meth:`run_exports`)."""
+    def start(self, unit: Unit, run_dir: Path) -> Live | Outcome:
+        """Start the unit's worker (its own session; forked, under nsys or torchrun), or the
+        outcome of a unit that does not run here (skipped)."""
         out_dir = unit.dir(run_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        for stale in (rf.RESULT, rf.STATUS):
+        for stale in (rf.RESULT, rf.STATUS, rf.PROGRESS, rf.GO, rf.EXIT_NORMALLY):
             (out_dir / stale).unlink(missing_ok=True)
         why = self._skip_reason(unit)
         if why:
             return Outcome(Status.SKIPPED, why)
-        spec = self._spec(unit, out_dir)
         world = self.found[unit.scenario].world_size
+        forks = self._forkserver() if world <= 1 and not unit.is_profile else None
+        spec = self._spec(unit, out_dir, forked=forks is not None)
         program = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
         if world > 1:
             program = torchrun_program(self.cfg, unit, world, spec)
-        if not unit.is_profile:
-            outcome = run_process(
-                program,
-                out_dir,
-                self.cfg.harness.timeout_s,
-                unit.label,
-                self.cfg.harness.memory_cap_gb,
-                self.worker_env(),
-                self._forkserver() if world <= 1 else None,
-            )
-            return node_outcome(self.cfg, outcome, unit.label)
-        return self._run_profile(unit, run_dir, program, defer_export)
+        detach = None
+        if unit.is_profile:
+            program = self._profile_command(unit, run_dir, program)
+            if self.cfg.nsys.background_finalize:
+                detach = worker_has_ended(out_dir)
+        env = self.worker_env()
+        if world > 1:  # torchrun's own default, set here so it does not print its banner
+            env.setdefault("OMP_NUM_THREADS", "1")
+        proc = launch(program, out_dir, env, forks)
+        return Live(
+            unit,
+            proc,
+            out_dir,
+            self.cfg.harness.timeout_s,
+            forked=forks is not None and not isinstance(proc, subprocess.Popen),
+            gated=world <= 1,
+            single=world <= 1,
+            memory_cap_gb=self.cfg.harness.memory_cap_gb,
+            detach_when=detach,
+        )
 
-    def _run_profile(
-        self, unit: Unit, run_dir: Path, program: list[str], defer_export: bool
-    ) -> Outcome:
-        """The worker under nsys; its export now, queued, or after nsys finishes its report."""
+    def _profile_command(self, unit: Unit, run_dir: Path, program: list[str]) -> list[str]:
+        """``nsys profile ... program`` writing the unit's report (stale reports removed)."""
         assert self.nsys is not None
-        out_dir = unit.dir(run_dir)
-        report_base = self.report_base(unit, run_dir)
+        base = self.report_base(unit, run_dir)
         for ext in rf.REPORT_SUFFIXES:
-            report_base.with_suffix(ext).unlink(missing_ok=True)
-        cmd = nsys_mod.profile_command(
+            base.with_suffix(ext).unlink(missing_ok=True)
+        return nsys_mod.profile_command(
             self.nsys,
-            report_base,
+            base,
             program,
             trace=self.trace_for(unit.scenario),
             gpu=self.device == "cuda",
@@ -345,27 +449,42 @@ class Suite:
             cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
             extra_args=self.cfg.nsys.extra_args,
         )
-        background = defer_export and self.cfg.nsys.background_finalize
-        outcome = run_process(
-            cmd,
-            out_dir,
-            self.cfg.harness.timeout_s,
-            unit.label,
-            self.cfg.harness.memory_cap_gb,
-            self.worker_env(),
-            detach_when=worker_has_ended(out_dir) if background else None,
-        )
+
+    def run_unit(self, unit: Unit, run_dir: Path, *, defer_export: bool = False) -> Outcome:
+        """Run one worker process on its own and wait for it (its gate opens at once); a good
+        profile is exported now, or queued on :attr:`pending_exports` with ``defer_export``."""
+        item = self.start(unit, run_dir)
+        if isinstance(item, Outcome):
+            return item
+        try:
+            while (outcome := item.poll()) is None:
+                item.refresh()
+                if not item.opened and item.state == WorkerState.HELD:
+                    item.open_gate()
+                time.sleep(POLL_S)
+        except BaseException:
+            item.stop()
+            raise
+        outcome.launched_at, outcome.ended_at = item.launched_at, time.time()
+        return self._settle(unit, run_dir, outcome, defer_export)
+
+    def _settle(self, unit: Unit, run_dir: Path, outcome: Outcome, defer_export: bool) -> Outcome:
+        """A worker's outcome once it has ended: a profile's report is exported, queued, or
+        left to nsys to finish in the background (:attr:`finishing`)."""
+        if not unit.is_profile:
+            return node_outcome(self.cfg, outcome, unit.label)
         if outcome.finishing is not None:  # nsys writes the report while the next one runs
             self.finishing[unit] = outcome
             self.pending_exports.append(unit)
             return outcome
         outcome = self._profile_outcome(unit, run_dir, outcome)
+        base = self.report_base(unit, run_dir)
         if outcome.status != Status.OK:
             return outcome
-        if defer_export and report_base.with_suffix(rf.REPORT_SUFFIX).is_file():
+        if defer_export and base.with_suffix(rf.REPORT_SUFFIX).is_file():
             self.pending_exports.append(unit)
             return outcome
-        return self._export(unit, report_base, out_dir, outcome)
+        return self._export(unit, base, unit.dir(run_dir), outcome)
 
     def _profile_outcome(self, unit: Unit, run_dir: Path, outcome: Outcome) -> Outcome:
         """How a profiled worker ended, once nsys is done with it: a crash after its result and
@@ -384,8 +503,9 @@ class Suite:
         ended; a failed one leaves the export queue."""
         while self.finishing:
             unit, outcome = next(iter(self.finishing.items()))
-            del self.finishing[unit]
+            # left in self.finishing while waited for, so a stop signal meanwhile kills it
             done = finish(outcome, unit.dir(run_dir), self.cfg.harness.timeout_s, unit.label)
+            del self.finishing[unit]
             done = self._profile_outcome(unit, run_dir, done)
             self.record(run_dir, unit, done)
             if done.status != Status.OK and unit in self.pending_exports:
@@ -405,42 +525,135 @@ class Suite:
             return
         workers = min(self.cfg.harness.export_workers, len(pending))
         self._say(f"exporting {len(pending)} nsys reports to SQLite ({workers} at a time)")
+        self.progress.activity(f"exporting {len(pending)} nsys reports")
 
         def export(unit: Unit) -> Outcome:
             status = rf.read_status(unit.dir(run_dir)) or {}
+            known = {k: status.get(k) for k in ("launched_at", "ended_at", "finalize_s")}
             done = Outcome(
-                Status.OK,
-                "",
-                status.get("returncode"),
-                float(status.get("wall_s") or 0.0),
-                finalize_s=status.get("finalize_s"),
-            )
+                Status.OK, "", status.get("returncode"), float(status.get("wall_s") or 0.0),
+                **known,
+            )  # fmt: skip
             return self._export(unit, self.report_base(unit, run_dir), unit.dir(run_dir), done)
 
+        t0 = time.perf_counter()
         with ThreadPoolExecutor(workers) as pool:
             futures = {pool.submit(export, unit): unit for unit in pending}
-            bar = tqdm(
-                as_completed(futures),
-                total=len(futures),
-                unit="export",
-                disable=not self.cfg.harness.progress,
-            )
-            for fut in bar:
+            for fut in as_completed(futures):
                 self.record(run_dir, futures[fut], fut.result())
         self.write_tables(run_dir)
+        self._say(f"exported {len(pending)} reports in {time.perf_counter() - t0:.1f} s")
 
     def record(self, run_dir: Path, unit: Unit, outcome: Outcome) -> None:
         """Write a unit's status.json and report a failure or a skip (once per variant)."""
-        status_path = unit.dir(run_dir) / rf.STATUS
+        out_dir = unit.dir(run_dir)
         with self._write_lock:
-            write_json(status_path, {**outcome.record(), "unit": asdict(unit), "at": now_utc()})
+            write_json(
+                out_dir / rf.STATUS, {**outcome.record(), "unit": asdict(unit), "at": now_utc()}
+            )
+            for marker in (rf.PROGRESS, rf.GO, rf.EXIT_NORMALLY):
+                (out_dir / marker).unlink(missing_ok=True)
         status = Status(outcome.status)
         if status == Status.SKIPPED:
             if rf.first_timing(unit.phase):  # once per variant, not once per phase
-                self._say(outcome.error)
+                self._say(f"skipped {unit.scenario}/{unit.variant}: {outcome.error}")
         elif status.is_failure:
             self.failures.append(outcome.error)
             self._say(f"FAILED {unit.label}: {outcome.error}")
+
+    # -- the run loop's host (harness.runloop.Host) --------------------------------------
+    def launch(self, unit: Unit) -> Live | Outcome:
+        assert self.run_dir is not None
+        return self.start(unit, self.run_dir)
+
+    def may_overlap(self, current: Live, unit: Unit) -> bool:
+        """``unit`` may start while ``current`` tears down: single-process workers of one
+        node, never two forked at once (the fork server runs one child at a time)."""
+        if self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1:
+            return False
+        forked_next = not unit.is_profile and self.cfg.harness.fork_server
+        return not (current.forked and forked_next)
+
+    def ready(self, unit: Unit) -> bool:
+        """A variant whose compiler cache is being filled starts once that has ended."""
+        if self.warmer is None or not self.warmer.pending(unit.scenario, unit.variant):
+            return True
+        if unit not in self._waited:
+            self._waited.add(unit)
+            self._say(f"{unit.label} waits for its compiler-cache warm-up to end")
+        return False
+
+    def tick(self, live: list[Live], measuring: bool) -> None:
+        self._live = live
+        if self.warmer is not None:
+            self.warmer.tick(measuring)
+        if live:
+            now = time.perf_counter()
+            item = live[-1]
+            state = item.state.value if item.state is not None else None
+            self.progress.running(item.label, state, item.stage, now - item.since)
+
+    def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
+        """Record a unit that ended (tables rebuilt); units to run again (a profile whose
+        early exit lost its GPU activity)."""
+        assert self.run_dir is not None
+        outcome = self._settle(unit, self.run_dir, outcome, defer_export=True)
+        if live is not None and self._to_check(unit, outcome):
+            outcome, again = self._check_capture(unit, outcome)
+            if again:
+                return again
+        self.record(self.run_dir, unit, outcome)
+        self.write_tables(self.run_dir)
+        status = Status(outcome.status)
+        said = "ok (nsys finishes its report)" if status == Status.FINALIZING else status.value
+        self.progress.finished(unit.label, said, outcome.wall_s, live is not None)
+        return []
+
+    def scenario_done(self, scenario: str) -> None:
+        assert self.run_dir is not None
+        t0 = time.perf_counter()
+        self.run_exports(self.run_dir)
+        self.exports_s += time.perf_counter() - t0
+
+    # -- the first early exit under nsys: did nsys keep the GPU activity? ------------------
+    def _to_check(self, unit: Unit, outcome: Outcome) -> bool:
+        """The first profiled worker that left through os._exit after its capture range."""
+        return (
+            not self._capture_checked
+            and unit.is_profile
+            and self._leaves_after_capture()
+            and outcome.status in (Status.OK, Status.FINALIZING)
+        )
+
+    def _check_capture(self, unit: Unit, outcome: Outcome) -> tuple[Outcome, list[Unit]]:
+        """Wait for that worker's report and export it now. Without GPU activity in it nsys
+        lost what the worker did, so profiled workers exit normally from here on and the unit
+        runs again (returned); else its outcome, exported."""
+        assert self.run_dir is not None
+        self._capture_checked = True
+        out_dir, base = unit.dir(self.run_dir), self.report_base(unit, self.run_dir)
+        if outcome.finishing is not None:  # still in self.finishing while waited for
+            outcome = finish(outcome, out_dir, self.cfg.harness.timeout_s, unit.label)
+            self.finishing.pop(unit, None)
+            outcome = self._profile_outcome(unit, self.run_dir, outcome)
+        if unit in self.pending_exports:
+            self.pending_exports.remove(unit)
+        if outcome.status != Status.OK:
+            return outcome, []
+        outcome = self._export(unit, base, out_dir, outcome)
+        if outcome.status != Status.OK or has_gpu_activity(base.with_suffix(rf.SQLITE_SUFFIX)):
+            return outcome, []
+        self.exit_after_capture = False
+        for item in self._live:  # a profiled worker started meanwhile was told to leave early
+            if item.unit.is_profile:
+                (item.out_dir / rf.EXIT_NORMALLY).touch()
+        self._say(
+            f"{unit.label}: its export holds no kernels or copies after the worker left through "
+            "os._exit past its capture range, so nsys did not keep the GPU activity. Profiled "
+            "workers exit normally for the rest of this run (nsys.exit_after_capture=false); "
+            "profiling this variant again."
+        )
+        return outcome, [unit]
 
     # -- main loop ------------------------------------------------------------------------
     def run(self) -> int:
@@ -481,34 +694,40 @@ class Suite:
         return self._after_tables(run_dir, table, walls, t_start)
 
     def _run_units(self, run_dir: Path, walls: dict[str, float], t_start: float) -> RunState:
-        """Every unit in order, each scenario's exports after its last worker; how it ended."""
+        """Every unit in order through the run loop (harness.runloop), each scenario's exports
+        after its last worker; how it ended."""
         state = RunState.COMPLETE
-        bar = None
+        self.run_dir, self.exports_s = run_dir, 0.0
         try:
             units = self.units()
+            todo = [u for u in units if not self._keep(u, run_dir)]
             self._say(f"run folder: {run_dir}  ({len(units)} worker runs, size={self.size})")
-            bar = tqdm(total=len(units), unit="run", disable=not self.cfg.harness.progress)
-            exports_s = 0.0
-            for i, unit in enumerate(units):
-                bar.set_description(unit.label)
-                self._run_or_keep(unit, run_dir)
-                bar.update(1)
-                # A scenario's reports are exported once its last worker is done: never
-                # beside a measurement, and a run cut off later keeps these exports.
-                if i + 1 == len(units) or units[i + 1].scenario != unit.scenario:
-                    t0 = time.perf_counter()
-                    self.run_exports(run_dir)
-                    exports_s += time.perf_counter() - t0
-            walls["exports_s"] = exports_s
-            walls["workers_s"] = time.perf_counter() - t_start - exports_s
+            if len(todo) < len(units):
+                self._say(
+                    f"resuming: {len(units) - len(todo)} of {len(units)} worker runs finished "
+                    f"before and are reused; running the other {len(todo)}"
+                )
+            self.progress.start(len(units), len(units) - len(todo))
+            self.run_exports(run_dir)  # reports a resumed run never exported; nothing runs yet
+            self.warmer = self._make_warmer(todo, run_dir)
+            if not self.gpu_shared and (self.cfg.harness.overlap or self.cfg.harness.warm_compile):
+                self._say(
+                    f"GPU compute mode {', '.join(sorted(set(self.gpu.compute_modes)))}: one "
+                    "CUDA process at a time, so workers do not overlap and no compiler-cache "
+                    "warm-up runs beside them"
+                )
+            RunLoop(self, todo, self.overlapping).run()
+            walls["exports_s"] = self.exports_s
+            walls["workers_s"] = time.perf_counter() - t_start - self.exports_s
         except KeyboardInterrupt:
             state = RunState.INTERRUPTED
         except ResultWriteError as exc:
             state = RunState.FAILED
             self._write_failed(exc)
         finally:
-            if bar is not None:
-                bar.close()
+            self.progress.close()
+            if self.warmer is not None:
+                self.warmer.close()
         if state == RunState.INTERRUPTED:
             self._say(
                 f"interrupted: finished variants are kept in {run_dir}; finish the rest with "
@@ -516,18 +735,40 @@ class Suite:
             )
         return state
 
-    def _run_or_keep(self, unit: Unit, run_dir: Path) -> None:
-        """Run a unit, or on resume keep it when it already finished (queueing an export its
-        profile never got)."""
-        if self.cfg.harness.resume:
-            status = rf.unit_status(unit.dir(run_dir))
-            if status is not None and status.finished:
-                if self._export_missing(unit, run_dir):
-                    self.pending_exports.append(unit)
-                return
-        outcome = self.run_unit(unit, run_dir, defer_export=True)
-        self.record(run_dir, unit, outcome)
-        self.write_tables(run_dir)
+    def _keep(self, unit: Unit, run_dir: Path) -> bool:
+        """On resume, a unit that finished before is kept (an export its profile never got is
+        queued)."""
+        if not self.cfg.harness.resume:
+            return False
+        status = rf.unit_status(unit.dir(run_dir))
+        if status is None or not status.finished:
+            return False
+        if self._export_missing(unit, run_dir):
+            self.pending_exports.append(unit)
+        return True
+
+    def _make_warmer(self, todo: list[Unit], run_dir: Path) -> CompileWarmer | None:
+        """The background compiler-cache warm-ups of the variants that compile and still run
+        (harness.warm_compile); None when there are none."""
+        if not self.warming:
+            return None
+        targets: list[tuple[str, str]] = []
+        for unit in todo:
+            key = (unit.scenario, unit.variant)
+            if key not in targets and unit.variant in self._compiling(unit.scenario):
+                targets.append(key)
+        if not targets:
+            return None
+
+        def start(scenario: str, variant: str) -> tuple[Any, Path]:
+            folder = rf.warm_dir(run_dir, scenario, variant)
+            folder.mkdir(parents=True, exist_ok=True)
+            unit = Unit(scenario, variant, rf.timing_phase(1))
+            spec = self._spec(unit, folder, forked=False, warm_only=True)
+            cmd = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+            return launch(cmd, folder, self.worker_env()), folder
+
+        return CompileWarmer(targets, start, self._say, self.cfg.harness.timeout_s)
 
     def _wind_up(
         self, run_dir: Path, manifest: dict[str, Any], state: RunState
@@ -593,7 +834,7 @@ class Suite:
                 self.failures.append(f"diagnosis failed: {type(exc).__name__}: {exc}")
                 self._say(f"FAILED diagnosing the exports in {run_dir}: {exc}")
         walls["diagnosis_s"] = time.perf_counter() - t0
-        self.write_timings(run_dir, walls, time.perf_counter() - t_start)
+        self.write_timings(run_dir, walls, time.perf_counter() - t_start, say=False)
         from harness.report import report_after_run  # never raises; the results are kept
 
         t0 = time.perf_counter()
@@ -606,22 +847,57 @@ class Suite:
             self.failures.append(problem)
         return 1 if self.failures else 0
 
-    def write_timings(self, run_dir: Path, walls: dict[str, float], total_s: float) -> None:
+    def write_timings(
+        self, run_dir: Path, walls: dict[str, float], total_s: float, *, say: bool = True
+    ) -> None:
         """timings.csv (where each worker's wall time went) and wall_time.json (the suite's
-        phases), so a slow suite shows what to fix; printed as one line."""
+        phases, what ran beside what, the settings that change it), so a slow suite shows what
+        to fix; ``say``: print it as one line (once, at the end)."""
         try:
             table = build_timings_table(run_dir, self.units())
             rf.write_frame(rf.table_path(run_dir, "timings"), table)
-            sums = {f"{c}": float(table[c].sum()) for c in TIMING_PARTS if c in table}
-            write_json(
-                rf.wall_time_path(run_dir),
-                {"total_s": total_s, **walls, "worker_parts_s": sums, "updated_utc": now_utc()},
-            )
+            record = wall_time_record(table, walls, total_s)
+            record.update(self._calls(run_dir, total_s))
+            record["settings"] = self.speed_settings()
+            if self.warmer is not None:
+                record["warm_compile"] = self.warmer.summary()
+            write_json(rf.wall_time_path(run_dir), {**record, "updated_utc": now_utc()})
         except ResultWriteError as exc:
             self._write_failed(exc)
             return
-        parts = ", ".join(f"{k.removesuffix('_s')} {v:.0f} s" for k, v in sums.items())
-        self._say(f"wall time {total_s:.0f} s; worker processes: {parts}")
+        if say:
+            parts = ", ".join(
+                f"{k.removesuffix('_s')} {v:.0f} s" for k, v in record["worker_parts_s"].items()
+            )
+            hidden = record.get("workers_overlap_s") or 0.0
+            self._say(
+                f"wall time {total_s:.0f} s; worker processes: {parts}"
+                + (f"; {hidden:.0f} s of it ran beside another worker" if hidden >= 0.5 else "")
+            )
+
+    def _calls(self, run_dir: Path, total_s: float) -> dict[str, Any]:
+        """Each ``harness run`` call's wall time into this run folder (a resumed run has
+        several; a device's time limit cuts a long run in two): ``calls_s`` by the call's
+        start, and their sum, ``all_calls_s``."""
+        try:
+            earlier = read_json(rf.wall_time_path(run_dir)) or {}
+        except rf.CorruptFileError:
+            earlier = {}
+        calls = dict(earlier.get("calls_s") or {})
+        calls[self.started_utc] = total_s
+        return {"calls_s": calls, "all_calls_s": sum(calls.values())}
+
+    def speed_settings(self) -> dict[str, Any]:
+        """The settings that change the suite's wall time (issue 25), as this run applied
+        them: wall_time.json records them beside the numbers they explain."""
+        return {
+            "overlap": self.overlapping,
+            "preload_unforked": self.cfg.harness.preload_unforked,
+            "warm_compile": self.warming,
+            "exit_after_capture": self._leaves_after_capture(),
+            "background_finalize": self.cfg.nsys.background_finalize,
+            "fork_server": self.cfg.harness.fork_server,
+        }
 
     def _export_missing(self, unit: Unit, run_dir: Path) -> bool:
         """A finished profile whose report was never exported (the run stopped before)."""
@@ -641,6 +917,7 @@ class Suite:
     # -- diagnosis ------------------------------------------------------------------------
     def write_diagnosis(self, run_dir: Path, table: pd.DataFrame) -> None:
         """diagnosis.csv, verdicts.csv, confusion.csv from the exports; print the verdicts."""
+        from harness import scoring
         from harness import verdicts as V
 
         th = diagnosis_dict(self.cfg)
@@ -651,7 +928,7 @@ class Suite:
             diag, table, self.found, min_ci_low=th["verdict_min_ci_low"],
             main_metric=th["main_metric"], findings=findings,
         )  # fmt: skip
-        matrix, scores = V.confusion(diag)
+        matrix, scores = scoring.confusion(diag)
         rf.write_frame(rf.table_path(run_dir, "diagnosis"), diag)
         rf.write_frame(rf.table_path(run_dir, "verdicts"), verdict)
         work = V.gpu_work_table(run_dir, self.found, table)
@@ -669,14 +946,29 @@ class Suite:
                 cols = ["scenario", "variant", "kernels_per_step", "kernel_ms_per_step"]
                 cols += ["step_ms_mean", "limit_ms_per_step", "share_of_limit"]
                 print(limits[cols].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+            _print_side_work(work)
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:
         if self.cfg.dist.node_rank:  # node k of a multi-node run: node 0 holds rank 0's results
             return pd.DataFrame(columns=COLUMNS)
         table = build_runs_table(
-            run_dir, self.found, self.cfg, self.selected, self.cfg.harness.bootstrap
+            run_dir, self.found, self.cfg, self.selected, self.cfg.harness.bootstrap, self._rows
         )
         rf.write_frame(rf.table_path(run_dir, "runs", ".parquet"), table)
         rf.write_frame(rf.table_path(run_dir, "runs"), table)
         return table
+
+
+def _print_side_work(work: pd.DataFrame) -> None:
+    """The variants with GPU work on streams of their own (a GPU input pipeline such as DALI's
+    decoders) and the share of ``ideal`` that leaves them at most (gpu_work.csv)."""
+    cols = ["side_kernel_ms_per_step", "side_bound_share_of_ideal"]
+    if not set(cols) <= set(work.columns):
+        return
+    side = work[(work["side_kernel_ms_per_step"].fillna(0) > 0)]
+    if side.empty:
+        return
+    print("\nside-stream GPU work per step, and the share of ideal it leaves at most:")
+    view = side[["scenario", "variant", "step_ms_mean", "gpu_idle_ms_per_step", *cols]]
+    print(view.to_string(index=False, float_format=lambda x: f"{x:.3g}"))

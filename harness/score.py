@@ -9,7 +9,11 @@ A class counts as flagged by a tool when it fires (ours: any fired finding, not 
 primary), so a secondary finding on a report labelled otherwise is a false positive, unless
 the corpus measured that class as a real second cause of the report (``labels.csv``'s ``also``:
 classes whose own fix gave >= 1.2x, smaller than the label's): such a finding is right but not
-the label, so it counts neither way.
+the label, so it counts neither way. A class the detectors could not judge on a report (a CPU
+capture has no CUDA tables) leaves that report out of the class's counts (``not_judged``), as a
+report nsys's rules could not read leaves it out of theirs: a class no report could judge scores
+n/a, never 0. The primary is counted right or wrong only where the labelled class could be
+judged (a clean label: where any class could).
 """
 
 from __future__ import annotations
@@ -31,10 +35,17 @@ import pandas as pd
 import yaml
 
 from analysis.detect import diagnose, load_thresholds
+from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace
 from bottlenecks import CLASSES
+from harness import predictions as P
+from harness.labels import parse_removes
 
 NONE = "none"
+
+#: A cell where a tool could not judge the report (nsys's rules without CUDA data), and the truth
+#: of a run-folder report whose expectation was undecided.
+NA = "n/a"
 
 #: Words in a third-party tool's output that name a class (the ``--tool`` adapter).
 TOOL_WORDS: dict[str, tuple[str, ...]] = {
@@ -55,6 +66,9 @@ class Labelled:
     path: Path
     also: str = ""
     """Measured second causes (";"-separated classes): flagging them is not a false positive."""
+    removes: str = ""
+    """labels.csv's ``removes``: per labelled cause, the switch that removes it entirely (what the
+    findings' predicted speedups are checked against, ``harness.predictions``)."""
 
 
 def _find_export(root: Path, name: str) -> Path | None:
@@ -72,29 +86,36 @@ def corpus_items(root: Path) -> list[Labelled]:
         table = pd.read_csv(root / "labels.csv", dtype=str).fillna("")
         entries = dict(zip(table["script"], table["label"], strict=True))
         also = dict(zip(table["script"], table.get("also", [""] * len(table)), strict=True))
+        removes = dict(zip(table["script"], table.get("removes", [""] * len(table)), strict=True))
     else:
         data = yaml.safe_load((root / "labels.yaml").read_text(encoding="utf-8")) or {}
         entries = {
             k: (v.get("label", NONE) if isinstance(v, dict) else str(v)) for k, v in data.items()
         }
-        also = {}
+        also, removes = {}, {}
     items = []
     for name, label in entries.items():
         path = _find_export(root, name)
         if path is not None:
-            items.append(Labelled(name, str(label) or NONE, path, also.get(name, "")))
+            items.append(
+                Labelled(name, str(label) or NONE, path, also.get(name, ""), removes.get(name, ""))
+            )
     return items
 
 
 def run_items(root: Path) -> list[Labelled]:
     """The profiled variants of a run folder, labelled with their expected class."""
+    from harness.truth import UNDECIDED
+
     diag = pd.read_csv(root / "diagnosis.csv")
     col = "expected" if "expected" in diag else "injected"
     items = []
     for r in diag.itertuples():
         path = _find_export(root / str(r.scenario) / str(r.variant), f"{r.scenario}__{r.variant}")
+        undecided = getattr(r, "expected_role", "") == UNDECIDED
         if path is not None:
-            items.append(Labelled(f"{r.scenario}/{r.variant}", str(getattr(r, col)), path))
+            truth = NA if undecided else str(getattr(r, col))
+            items.append(Labelled(f"{r.scenario}/{r.variant}", truth, path))
     return items
 
 
@@ -157,7 +178,8 @@ def score_reports(
     expert_rules: bool = True,
     tools: Sequence[str] = (),
 ) -> pd.DataFrame:
-    """One row per report: name, truth, primary, fired, and each other tool's classes."""
+    """One row per report: name, truth, primary, fired, not_judged (classes the detectors
+    could not judge there), and each other tool's classes (``n/a``: it could not judge)."""
     rows = []
     cfg = load_thresholds(thresholds)
     with tempfile.TemporaryDirectory(prefix="bottleneck-score-") as tmp_s:
@@ -169,12 +191,14 @@ def score_reports(
                     with open_trace(db) as trace:
                         found = diagnose(trace, cfg)
                 except TraceError as exc:
-                    row.update(primary="unreadable", fired="", error=str(exc))
-                    rows.append(row)
+                    row.update(primary="unreadable", fired="", not_judged=";".join(CLASSES))
+                    rows.append({**row, "error": str(exc)})
                     continue
                 fired = [f.klass for f in found if f.fired]
+                row |= predicted_columns(found)
                 row["primary"] = fired[0] if fired else NONE
                 row["fired"] = ";".join(fired)
+                row["not_judged"] = ";".join(f.klass for f in found if not f.judged)
                 if expert_rules:
                     ex = expert_classes(db)
                     row["nsys_rules"] = ";".join(sorted(ex)) if ex is not None else "n/a"
@@ -184,21 +208,71 @@ def score_reports(
     return pd.DataFrame(rows)
 
 
+def predicted_columns(found: Sequence[Finding]) -> dict[str, float | None]:
+    """``predicted_speedup:<class>`` and its interval per class, for the prediction checks."""
+    out: dict[str, float | None] = {}
+    for f in found:
+        for k in ("predicted_speedup", "predicted_speedup_ci_low", "predicted_speedup_ci_high"):
+            out[f"{k}:{f.klass}"] = getattr(f, k)
+    return out
+
+
+def prediction_table(items: Sequence[Labelled], reports: pd.DataFrame, tolerance: float):
+    """Per report and labelled cause: predicted against the corpus's measured full removal
+    (``measured.csv`` beside ``labels.csv``), or None without one (a run folder)."""
+    roots = {it.path.parent.parent for it in items if it.removes}
+    measured_csv = [r / "measured.csv" for r in roots if (r / "measured.csv").is_file()]
+    if not measured_csv:
+        return None
+    measured = pd.read_csv(measured_csv[0])
+    removes = {it.name: parse_removes(it.removes) for it in items if it.removes}
+    return P.corpus_checks(removes, reports, measured, tolerance)
+
+
 def _flags(cell: Any) -> set[str]:
-    return {c for c in str(cell).split(";") if c and c not in ("n/a", "nan")}
+    return {c for c in str(cell).split(";") if c and c not in (NA, "nan")}
+
+
+def _column(reports: pd.DataFrame, name: str) -> pd.Series:
+    return reports[name] if name in reports else pd.Series("", index=reports.index)
+
+
+def _usable(reports: pd.DataFrame, tool: str, klass: str) -> pd.Series:
+    """Which reports score ``tool`` on ``klass``: a known truth, and the tool could judge the
+    class there (the detectors: not in ``not_judged``; another tool: its cell is not n/a)."""
+    known = reports["truth"].astype(str) != NA
+    if tool != "fired":
+        return known & (_column(reports, tool).astype(str) != NA)
+    return known & ~_column(reports, "not_judged").map(lambda c: klass in _flags(c))
+
+
+def primary_judged(reports: pd.DataFrame) -> pd.Series:
+    """Reports whose primary can be counted right or wrong: the labelled class could be judged
+    (a clean label: some class could)."""
+    unjudged = _column(reports, "not_judged").map(_flags)
+    return pd.Series(
+        [
+            t != NA and (t not in nj if t != NONE else len(nj) < len(CLASSES))
+            for t, nj in zip(reports["truth"].astype(str), unjudged, strict=True)
+        ],
+        index=reports.index,
+        dtype=bool,
+    )
 
 
 def class_scores(reports: pd.DataFrame) -> pd.DataFrame:
-    """Per tool and class: true/false positives, false negatives, precision, recall, F1."""
+    """Per tool and class: true/false positives, false negatives, precision, recall, F1, and
+    ``not_judged`` (reports left out: the tool could not judge the class there)."""
     tools = ["fired"] + [c for c in reports.columns if c == "nsys_rules" or c.startswith("tool")]
     rows = []
     for tool in tools:
-        usable = reports[reports[tool].astype(str) != "n/a"] if tool in reports else reports
         for k in CLASSES:
+            use = _usable(reports, tool, k)
+            usable = reports[use]
             truth = usable["truth"] == k
-            flag = usable[tool].map(lambda c, k=k: k in _flags(c))
+            flag = usable[tool].map(lambda c, k=k: k in _flags(c)).astype(bool)
             second = usable.get("also", pd.Series("", index=usable.index))
-            second = second.map(lambda c, k=k: k in _flags(c))
+            second = second.map(lambda c, k=k: k in _flags(c)).astype(bool)
             tp, fp, fn = (
                 int((truth & flag).sum()),
                 int((~truth & ~second & flag).sum()),
@@ -209,20 +283,52 @@ def class_scores(reports: pd.DataFrame) -> pd.DataFrame:
             f1 = 2 * p * r / (p + r) if tp else (0.0 if (tp + fp + fn) else float("nan"))
             name = "detectors" if tool == "fired" else tool
             rows.append({"tool": name, "class": k, "tp": tp, "fp": fp, "fn": fn,
-                         "precision": p, "recall": r, "f1": f1})  # fmt: skip
+                         "not_judged": int((~use).sum()), "precision": p, "recall": r,
+                         "f1": f1})  # fmt: skip
     return pd.DataFrame(rows)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m harness score", description=__doc__.split("\n")[0])
+def primary_line(reports: pd.DataFrame) -> str:
+    """'primary right on 11 of 11 reports (5 not judged: a, b, ...)': reports whose labelled
+    class could not be judged (or whose label was undecided) are named, not counted."""
+    ok = primary_judged(reports)
+    right = int((reports.loc[ok, "primary"] == reports.loc[ok, "truth"]).sum())
+    left = reports.loc[~ok, "report"].astype(str).tolist()
+    text = f"primary right on {right} of {int(ok.sum())} reports"
+    if left:
+        text += f" ({len(left)} not judged: {', '.join(left)})"
+    return text
+
+
+def parser() -> argparse.ArgumentParser:
+    """``harness score``'s command line."""
+    ap = argparse.ArgumentParser(
+        prog="python -m harness score",
+        description="The detectors scored on labelled nsys exports: a corpus folder (labels.csv "
+        "or labels.yaml beside its exports, e.g. corpus/wild) or a run folder of harness run "
+        "(each variant labelled with the class it should show). Per report the label, the "
+        "primary finding and every class that fired; per class the precision, recall and F1 of "
+        "the detectors, nsys's expert rules and any --tool. A class a tool could not judge on a "
+        "report leaves that report out of its counts (n/a, never a miss).",
+    )
     ap.add_argument("path", type=Path, help="a corpus folder (labels.csv) or a run folder")
-    ap.add_argument("--no-expert-rules", action="store_true", help="skip nsys's expert rules")
+    ap.add_argument(
+        "--no-expert-rules", action="store_true", help="skip nsys's expert rules (nsys analyze)"
+    )
     ap.add_argument("--tool", action="append", default=[], metavar="TEMPLATE",
-                    help="another diagnosis command, e.g. 'x diagnose {sqlite} -o {out}'")  # fmt: skip
-    ap.add_argument("--out", type=Path, help="write score_reports.csv and score_classes.csv here")
+                    help="another diagnosis command, run on each export: {sqlite} and {out} are "
+                    "filled in, e.g. 'x diagnose {sqlite} -o {out}' (repeatable)")  # fmt: skip
+    ap.add_argument(
+        "--out", type=Path, help="also write score_reports.csv and score_classes.csv here"
+    )
     ap.add_argument("-d", "--diagnosis", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a detector threshold, e.g. host_sync.min_saving_share=0.2")  # fmt: skip
-    args = ap.parse_args(argv)
+                    help="override a detector threshold, e.g. host_sync.min_saving_share=0.2 "
+                    "(repeatable)")  # fmt: skip
+    return ap
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = parser().parse_args(argv)
     try:
         items = labelled(args.path)
     except (FileNotFoundError, OSError, yaml.YAMLError, KeyError) as exc:
@@ -240,15 +346,50 @@ def main(argv: Sequence[str] | None = None) -> int:
         items, thresholds=thresholds, expert_rules=not args.no_expert_rules, tools=args.tool
     )
     classes = class_scores(reports)
-    right = int((reports["primary"] == reports["truth"]).sum())
+    tolerance = float(load_thresholds(thresholds)["predict"]["tolerance_share"])
+    checks = prediction_table(items, reports, tolerance)
+    shown = reports[[c for c in reports.columns if ":" not in c]]
     with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(reports.to_string(index=False))
-        print(f"\nprimary right on {right} of {len(reports)} reports\n")
-        print(classes.to_string(index=False, float_format=lambda v: f"{v:.2f}"))
+        print(shown.to_string(index=False, na_rep=""))
+        print(f"\n{primary_line(reports)}\n")
+        print(classes.to_string(index=False, na_rep=NA, float_format=lambda v: f"{v:.2f}"))
+        if checks is not None:
+            print("\npredicted against measured (the cause removed entirely):")
+            print(checks.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3g}"))
+            print("\n" + prediction_summary(checks, reports).to_string(index=False, na_rep=NA))
     if args.out:
         from harness.atomic import write_text
 
         args.out.mkdir(parents=True, exist_ok=True)
         write_text(args.out / "score_reports.csv", reports.to_csv(index=False))
         write_text(args.out / "score_classes.csv", classes.to_csv(index=False))
+        if checks is not None:
+            write_text(args.out / "score_predictions.csv", checks.to_csv(index=False))
+            _prediction_png(checks, tolerance, args.out / "score_predictions.png")
     return 0
+
+
+def prediction_summary(checks: pd.DataFrame, reports: pd.DataFrame) -> pd.DataFrame:
+    """Per tool: pairs checked, within tolerance, median and largest |error|; tools that give
+    no number (nsys's expert rules, --tool commands) are n/a."""
+    s = P.error_summary(checks["prediction_error"])
+    inside = int((checks["prediction"].astype(str) == str(P.Check.WITHIN)).sum())
+    rows = [{"tool": "detectors", **s, "within": inside}]
+    others = [c for c in reports.columns if c == "nsys_rules" or c.startswith("tool")]
+    rows += [{"tool": c, "checked": 0} for c in others]
+    return pd.DataFrame(rows, columns=["tool", "checked", "within", "median_abs_error",
+                                       "max_abs_error"])  # fmt: skip
+
+
+def _prediction_png(checks: pd.DataFrame, tolerance: float, path: Path) -> None:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    from analysis.plots.prediction import prediction_figure
+
+    rows = checks.rename(columns={"predicted_speedup": "predicted", "measured_speedup": "measured",
+                                  "predicted_speedup_ci_low": "predicted_ci_low",
+                                  "predicted_speedup_ci_high": "predicted_ci_high",
+                                  "measured_speedup_min": "measured_ci_low",
+                                  "measured_speedup_max": "measured_ci_high"})  # fmt: skip
+    rows = rows.assign(label=rows["report"] + " " + rows["class"], group=rows["class"])
+    FigureCanvasAgg(prediction_figure(rows, tolerance)).print_png(path)

@@ -5,6 +5,11 @@ then a measured window of N steps bracketed by ``cudaProfilerStart/Stop`` (so ns
 ``--capture-range=cudaProfilerApi`` records only steady state) and by an NVTX range ``measure``
 (so whole-process CPU profiles can be clipped to the same window). On the GPU, step times come
 from CUDA events and the device is synchronized only at the window's edges.
+
+When the parent asks (``WorkerSpec.report_progress``), the worker says how far it got in
+``.progress.json`` (:class:`harness.runfolder.WorkerState`), and with ``WorkerSpec.gate`` it
+waits after its set-up, before the warm-up, until the parent creates ``.go``: the parent starts
+a worker while the previous one still tears down and lets it measure once that one has gone.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime as dt
+import importlib
 import os
 import platform
 import resource
@@ -76,12 +82,93 @@ class WorkerSpec:
     max_warmup_s: float | None = None
     """harness.max_warmup_s: end the warm-up early once it has run this long and at least
     ``MIN_WARMUP_STEPS`` steps (single-process workers only); None runs every warm-up step."""
+    preload: list[str] = field(default_factory=list)
+    """Modules imported right after torch (``import_preload_s``, part of ``import_s``): what
+    the fork server imports for forked workers, so that a worker started as a new interpreter
+    (a profiled one) does not import ``torch._dynamo`` inside its set-up instead."""
+    report_progress: bool = False
+    """Write ``.progress.json`` in ``out_dir`` as the run goes (rank 0 only)."""
+    gate: bool = False
+    """After the set-up, wait before the warm-up until ``out_dir/.go`` exists (single-process
+    workers only; implies ``report_progress``)."""
+    parent_pid: int | None = None
+    """The harness's pid: a worker held at the gate leaves if that process is gone."""
+    gate_timeout_s: float = 900.0
+    """The longest a worker waits at the gate before it gives up (the parent's own timeout
+    normally ends it first)."""
+    exit_after_capture: bool = False
+    """A profiled worker leaves through ``os._exit`` once its result is written: only on a GPU,
+    where cudaProfilerStop has already handed nsys the capture (nsys.exit_after_capture)."""
+    warm_only: bool = False
+    """A compiler-cache warm-up (harness.warm_compile): build and set up the workload, then
+    exit; no warm-up, window or result.json."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Reserved for scenario-specific launch facts."""
 
     @classmethod
     def load(cls, path: str | Path) -> WorkerSpec:
         return cls(**read_json(path))
+
+
+def _say_progress(spec: WorkerSpec, state: rf.WorkerState, stage: str | None = None) -> None:
+    """Rewrite ``.progress.json`` (rank 0; a failed write is ignored: progress is a hint)."""
+    if not (spec.report_progress or spec.gate) or os.environ.get("RANK", "0") != "0":
+        return
+    record = {"state": state.value, "stage": stage, "at": time.time()}
+    with contextlib.suppress(OSError):
+        write_json(Path(spec.out_dir) / rf.PROGRESS, record)
+
+
+def _publish_stages(spec: WorkerSpec, ctx: Any) -> None:
+    """Make ``ctx.stage(name)`` also say the set-up stage it enters and leaves, so the parent
+    can show that a slow set-up is compiling (and not stuck)."""
+    timed = ctx.stage
+
+    @contextlib.contextmanager
+    def stage(name: str) -> Any:
+        with timed(name):
+            _say_progress(spec, rf.WorkerState.SETUP, name)
+            try:
+                yield
+            finally:
+                _say_progress(spec, rf.WorkerState.SETUP)
+
+    ctx.stage = stage
+
+
+def _parent_alive(pid: int | None) -> bool:
+    if pid is None:
+        return True
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+#: How often a worker held at the gate looks for ``.go`` (seconds).
+GATE_POLL_S = 0.005
+
+
+def wait_at_gate(spec: WorkerSpec) -> float:
+    """Say 'held' and wait until the parent creates ``.go``; the seconds waited. Raises
+    RuntimeError when the parent is gone or ``gate_timeout_s`` has passed."""
+    go = Path(spec.out_dir) / rf.GO
+    _say_progress(spec, rf.WorkerState.HELD)
+    t0 = time.perf_counter()
+    checked = t0
+    while not go.exists():
+        now = time.perf_counter()
+        if now - t0 > spec.gate_timeout_s:
+            raise RuntimeError(f"held before the warm-up for {spec.gate_timeout_s:g} s: no go")
+        if now - checked > 1.0:
+            checked = now
+            if not _parent_alive(spec.parent_pid):
+                raise RuntimeError("the harness that held this worker is gone")
+        time.sleep(GATE_POLL_S)
+    return time.perf_counter() - t0
 
 
 def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
@@ -153,15 +240,18 @@ def _warm_up(
 
 def _measure(
     spec: WorkerSpec, workload: Any, torch: Any, first: int, n: int, on_gpu: bool, sync: Any
-) -> tuple[list[float], list[float], float]:
-    """The measured window of ``n`` steps: (step ms, host ms per step, window seconds). On a
-    GPU, step times come from CUDA events and the window is the cudaProfilerApi range."""
+) -> tuple[list[float], list[float], float, float]:
+    """The measured window of ``n`` steps: (step ms, host ms per step, window seconds, seconds
+    cudaProfilerStop took). On a GPU, step times come from CUDA events and the window is the
+    cudaProfilerApi range; under nsys the stop returns only once nsys has taken the capture
+    (seconds: ``capture_stop_s``)."""
     import bottlenecks as markers
 
     nvtx_ops = torch.autograd.profiler.emit_nvtx() if spec.emit_nvtx else contextlib.nullcontext()
     host_ms: list[float] = []
     events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)] if on_gpu else []
     workload.start_window()
+    _say_progress(spec, rf.WorkerState.WINDOW)
     print(f"{WINDOW_MARKER} {n} steps after {first} warm-up steps", flush=True)
     if on_gpu:
         torch.cuda.profiler.start()
@@ -178,26 +268,35 @@ def _measure(
             host_ms.append((time.perf_counter() - s0) * 1e3)
         sync()
         window_s = time.perf_counter() - w0
+    _say_progress(spec, rf.WorkerState.STOPPING)
     if not on_gpu:
-        return host_ms, host_ms, window_s
+        return host_ms, host_ms, window_s, 0.0
+    t_stop = time.perf_counter()
     torch.cuda.profiler.stop()
-    return [events[j].elapsed_time(events[j + 1]) for j in range(n)], host_ms, window_s
+    stop_s = time.perf_counter() - t_stop
+    return [events[j].elapsed_time(events[j + 1]) for j in range(n)], host_ms, window_s, stop_s
 
 
 def run(spec: WorkerSpec) -> dict[str, Any]:
     """Build, warm up, measure; return the result record (also written to result.json)."""
+    _say_progress(spec, rf.WorkerState.IMPORT)
     t_import = time.perf_counter()
     import numpy as np
     import torch
     from omegaconf import OmegaConf
 
     import_torch_s = time.perf_counter() - t_import
+    t_preload = time.perf_counter()
+    for module in spec.preload:  # already imported in a forked worker: costs nothing there
+        importlib.import_module(module)
+    import_preload_s = time.perf_counter() - t_preload
     from harness.config import discover_scenarios
     from scenarios import RunContext
 
     started = dt.datetime.now(dt.timezone.utc)
     scen = discover_scenarios()[spec.scenario]
     import_s = time.perf_counter() - t_import
+    _say_progress(spec, rf.WorkerState.SETUP)
     variant = scen.variant(spec.variant)
     cfg = OmegaConf.to_object(OmegaConf.merge(OmegaConf.structured(scen.config_cls), spec.config))
     size = cfg.size(spec.size)
@@ -213,6 +312,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         rank=int(os.environ.get("RANK", "0")),
         world_size=int(os.environ.get("WORLD_SIZE", "1")),
     )
+    _publish_stages(spec, ctx)
     distributed = ctx.world_size > 1
     if distributed:
         import torch.distributed as dist
@@ -230,7 +330,14 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     t0 = time.perf_counter()
     workload.setup()
     setup_s = time.perf_counter() - t0
+    hold_s = 0.0
     try:
+        if spec.warm_only:  # the compiler cache is filled: nothing is measured here
+            return {"warm_only": True, "setup_s": setup_s, "import_s": import_s}
+        if spec.gate and not distributed:
+            hold_s = wait_at_gate(spec)
+        _say_progress(spec, rf.WorkerState.WARMUP)
+        warmup_started_at = time.time()
         planned = size.warmup_steps + workload.extra_warmup_steps
         warmup, warmup_s, est_step_s = _warm_up(spec, workload, planned, distributed, sync)
         n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
@@ -238,7 +345,10 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             agreed = torch.tensor([n], device=device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
             n = int(agreed.item())
-        step_ms, host_ms, window_s = _measure(spec, workload, torch, warmup, n, on_gpu, sync)
+        step_ms, host_ms, window_s, stop_s = _measure(
+            spec, workload, torch, warmup, n, on_gpu, sync
+        )
+        window_ended_at = time.time() - stop_s
         metrics = workload.metrics()
         if on_gpu:
             metrics.setdefault(
@@ -248,16 +358,22 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         workload.close()
         if distributed:
             dist.destroy_process_group()
+    _say_progress(spec, rf.WorkerState.TEARDOWN)
 
     timing = {
         "launch_to_main_s": launch_to_main_s(),
         "import_s": import_s,
         "import_torch_s": import_torch_s,
-        "import_scenarios_s": import_s - import_torch_s,
+        "import_preload_s": import_preload_s,
+        "import_scenarios_s": import_s - import_torch_s - import_preload_s,
         "cuda_init_s": cuda_init_s,
         "setup_s": setup_s,
+        "hold_s": hold_s,
         "warmup_s": warmup_s,
         "window_s": window_s,
+        "capture_stop_s": stop_s,
+        "warmup_started_at": warmup_started_at,
+        "window_ended_at": window_ended_at,
         "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),
         "finished_at": time.time(),
     }
@@ -359,6 +475,8 @@ def main(argv: list[str] | None = None) -> int:
     signal.signal(signal.SIGTERM, _exit_on_sigterm)
     if spec.memory_cap_gb is not None and spec.device == "cpu":
         _cap_memory(spec.memory_cap_gb)
+    if spec.warm_only:
+        _idle_priority()
     try:
         result = run(spec)
     except Exception as exc:
@@ -368,6 +486,13 @@ def main(argv: list[str] | None = None) -> int:
         detail = (str(exc).strip().splitlines() or [""])[-1][:300]
         print(f"{OOM_MARKER} {type(exc).__name__}: {detail}", file=sys.stderr, flush=True)
         return OOM_EXIT_CODE
+    if result.get("warm_only"):
+        print(
+            f"{spec.scenario}/{spec.variant} [warm-up of the compiler cache] set up in "
+            f"{result['setup_s']:.1f} s",
+            flush=True,
+        )
+        return _leave(0)
     if result["rank"] == 0:
         write_json(Path(spec.out_dir) / rf.RESULT, result)
     print(
@@ -376,13 +501,31 @@ def main(argv: list[str] | None = None) -> int:
         f"{result['throughput_samples_per_s']:.1f} samples/s",
         flush=True,
     )
-    if not rf.is_profile(spec.phase):
+    told = (Path(spec.out_dir) / rf.EXIT_NORMALLY).exists()
+    if not rf.is_profile(spec.phase) or (spec.exit_after_capture and not told):
         # Skip the interpreter's tear-down (seconds with torch loaded, per worker): the result
-        # is on disk and the loaders are closed. Profiled workers exit normally so nsys gets
-        # every buffer flushed.
-        sys.stderr.flush()
-        os._exit(0)
+        # is on disk and the loaders are closed. A profiled worker does so only after its
+        # capture range has stopped on a GPU (nsys has the capture then); otherwise it exits
+        # normally so nsys gets every buffer flushed at exit.
+        return _leave(0)
     return 0
+
+
+def _leave(code: int) -> int:
+    """Leave at once through ``os._exit`` (no interpreter tear-down), output flushed."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
+def _idle_priority() -> None:
+    """A compiler-cache warm-up only uses CPU no one else wants: SCHED_IDLE where Linux has it
+    (its compile workers inherit it), else the lowest nice level."""
+    try:
+        os.sched_setscheduler(0, os.SCHED_IDLE, os.sched_param(0))  # type: ignore[attr-defined]
+    except (AttributeError, OSError):
+        with contextlib.suppress(OSError):
+            os.nice(19)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 
 from analysis.detect import load_thresholds
 from harness import runfolder as rf
+from harness import scoring
 from harness import verdicts as V
 from harness.config import discover_scenarios
 
@@ -39,7 +40,7 @@ def main() -> int:
         diag, table, found, min_ci_low=th["verdict_min_ci_low"],
         main_metric=th["main_metric"], findings=findings,
     )  # fmt: skip
-    matrix, scores = V.confusion(diag)
+    matrix, scores = scoring.confusion(diag)
     rf.write_frame(rf.table_path(run, "diagnosis"), diag)
     rf.write_frame(rf.table_path(run, "verdicts"), verdict)
     rf.write_frame(rf.table_path(run, "gpu_work"), V.gpu_work_table(run, found, table))

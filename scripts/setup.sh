@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Fresh machine -> .venv with the project and its dev, DALI and slurm extras (slurm: Hydra's
-# submitit launcher, three small pure-Python wheels), plus nsys where it can.
+# submitit launcher, three small pure-Python wheels), plus nsys where it can, and Debian's
+# chromium for the report's browser test (Playwright drives it; it never downloads a browser).
 # - No NVIDIA GPU: torch is pinned to 2.13.0 first (on these machines a small CPU wheel; an
 #   unpinned torch pulls a multi-GB CUDA build) and Debian's nsys 2022.4 is installed.
 # - NVIDIA GPU: the venv sees the system's site-packages, so an existing CUDA torch and nsys
@@ -18,6 +19,14 @@ else
     bash scripts/install-nsys-cpu.sh
   else
     echo "not root or no apt-get: nsys not installed (runs go unprofiled; nsys tests skip)" >&2
+  fi
+fi
+if ! command -v chromium >/dev/null 2>&1; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null
+  else
+    echo "not root or no apt-get: chromium not installed (the report's browser test skips)" >&2
   fi
 fi
 .venv/bin/python -m pip install -q -e '.[dev,dali,slurm]'

@@ -4,4 +4,4 @@
 # a module needs is made once. TEST_WORKERS=0 runs everything in this process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m pytest -q -ra -n "${TEST_WORKERS:-2}" --dist loadgroup "$@"
+exec .venv/bin/python -m pytest -q -ra -n "${TEST_WORKERS:-2}" --dist loadscope "$@"

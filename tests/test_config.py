@@ -91,3 +91,65 @@ def test_invalid_values_name_key_and_range(override, needle):
     with pytest.raises(ValueError) as err:
         compose(["+scenario=sync_loading", override])
     assert needle in str(err.value)
+
+
+# --- one-line config errors (harness run checks overrides before Hydra) --------------------------
+
+
+def _run_error(capsys, *args: str) -> str:
+    """``harness run ARGS`` in this process: exit 2 and one line on stderr, returned."""
+    from harness.__main__ import main
+
+    assert main(["run", *args]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1, err
+    assert err.startswith("error: "), err
+    return err
+
+
+@pytest.mark.parametrize(
+    ("args", "names"),
+    [
+        (["harness.repeat=3"], "did you mean harness.repeats?"),
+        (["+harness.repeat=3"], "did you mean harness.repeats?"),  # Hydra's own suggestion
+        (["siz=smoke"], "did you mean size?"),
+        (["+scenario=sync_loading", "scenario.sync_loading.severty=3"],
+         "did you mean scenario.sync_loading.severity?"),
+        (["+scenario=sync_loading", "diagnosis.host_sync.min_saving=0.2"],
+         "did you mean diagnosis.host_sync.min_saving_share?"),
+        (["-m", "+scenario=sync_loading", "harness.repeats=1,2", "harness.repets=3"],
+         "did you mean harness.repeats?"),
+    ],
+)  # fmt: skip
+def test_a_mistyped_key_names_the_nearest_valid_one(capsys, args, names):
+    err = _run_error(capsys, *args)
+    assert "unknown config key" in err and names in err, err
+
+
+@pytest.mark.parametrize(
+    ("args", "says"),
+    [
+        (["+scenario=sync_loading", "harness.repeats=abc"],
+         "harness.repeats=abc: Value 'abc' of type 'str' could not be converted to Integer"),
+        (["+scenario=sync_loading", "nsys.trace=5"], "nsys.trace=5"),
+        (["scenario.sync_loading.severity=64"], "not selected: add +scenario=sync_loading"),
+        (["+scenario=sync_loading", "diagnosis=nope"], "no such thresholds file; available: default"),
+        (["+scenario=sync_loading", "harness.timeout_s=[1"], "cannot read the override"),
+        (["+scenario=sync_loading", "repeats"], "cannot read the override 'repeats'"),
+    ],
+)  # fmt: skip
+def test_other_config_errors_are_one_line_too(capsys, args, says):
+    assert says in _run_error(capsys, *args)
+
+
+def test_valid_overrides_pass_the_check():
+    from harness.overrides import check_overrides
+
+    found = scenarios.discover()
+    check_overrides(
+        ["+scenario=all", "harness.repeats=3", "scenario.sync_loading.severity=64",
+         "diagnosis.host_sync.min_saving_share=0.2", "diagnosis.main_metric.data_stall=x",
+         "nsys.trace=[cuda,nvtx]", "hydra.run.dir=/tmp/x", "--cfg", "job"],
+        found,
+    )  # fmt: skip
+    check_overrides(["-m", "+scenario=sync_loading", "scenario.sync_loading.severity=32,64"], found)

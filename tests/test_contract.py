@@ -384,6 +384,11 @@ def _worker_metrics(name: str, variant: str, warmup_steps: int, cache: Path) -> 
     return result["metrics"]
 
 
+#: Metrics of the one-time set-up, not of the window: the first run compiles into an empty
+#: Inductor cache (0 hits), the second finds it filled.
+SET_UP_METRICS = {"fxgraph_cache_hits"}
+
+
 @pytest.mark.parametrize(("name", "variant"), WINDOW_CASES)
 def test_metrics_count_the_measured_window_not_the_step_index(name, variant, cache_dir):
     """A scenario counts its per-window metrics (syncs_per_step, host_step_ms, h2d_gbps, ...)
@@ -398,7 +403,8 @@ def test_metrics_count_the_measured_window_not_the_step_index(name, variant, cac
     differ = {
         k: (short[k], planned_long[k])
         for k in short
-        if (short[k] == 0 or short[k] != short[k])
+        if k not in SET_UP_METRICS
+        and (short[k] == 0 or short[k] != short[k])
         != (planned_long[k] == 0 or planned_long[k] != planned_long[k])
     }
     assert not differ, f"metrics that depend on size.warmup_steps, not on the window: {differ}"

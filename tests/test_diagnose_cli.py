@@ -1,4 +1,5 @@
-"""``python -m harness diagnose`` on the committed real exports: JSON shape, ranking, exit codes."""
+"""``python -m harness diagnose`` on the committed real exports: JSON shape, ranking, exit codes,
+and a report whose GPU activity was never written (a killed process)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,14 @@ import json
 
 import pytest
 
-from tests._fixtures import sqlite_fixture
+from analysis.detect import GPU_ACTIVITY_LOST, gpu_activity_lost
+from analysis.findings import CLASSES as ALL_CLASSES
+from analysis.trace import open_trace
+from tests._fixtures import DATA, sqlite_fixture
 
 GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
 GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
-CLASSES = {"data_stall", "pageable_copy", "launch_bound", "host_sync", "exposed_comm"}
+CLASSES = set(ALL_CLASSES)
 
 
 def _json(cli, *paths):
@@ -66,3 +70,46 @@ def test_unreadable_file_exits_2_with_a_clear_message(cli, tmp_path, kind):
     assert proc.returncode == 2
     assert f"cannot diagnose {bad}" in proc.stderr
     assert proc.stdout == ""
+
+
+# --- a report without GPU activity ---------------------------------------------------------------
+
+#: A process stopped by SIGTERM under nsys on the H100 (the lead's capture): CUDA API rows and
+#: NVTX, but its CUPTI activity buffers were never flushed, so no kernel or copy tables.
+KILLED = "gpu_killed_sigterm"
+
+
+def _killed() -> str:
+    if not (DATA / f"{KILLED}.sqlite.xz").is_file():
+        pytest.skip(
+            f"tests/data/{KILLED}.sqlite.xz is not committed yet (a SIGTERM'd H100 capture)"
+        )
+    return str(sqlite_fixture(KILLED))
+
+
+def test_a_killed_capture_is_not_judged_and_says_why(cli):
+    """Every class not judged, each saying the report holds CUDA API calls but no GPU activity
+    and why that happens; exit 0, no traceback."""
+    path = _killed()
+    proc = cli(["diagnose", "--format", "json", path])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert out["primary"] == "none" and out["judged"] is False
+    assert {f["class"] for f in out["findings"]} == CLASSES
+    for f in out["findings"]:
+        assert f["state"] == "not_judged" and f["reason"] == GPU_ACTIVITY_LOST
+    text = cli(["diagnose", path])
+    assert text.returncode == 0, text.stderr
+    assert f"nothing could be judged: {GPU_ACTIVITY_LOST}" in text.stdout
+    assert text.stdout.count("CUPTI never flushed") == 1  # said once, not per class
+
+
+@pytest.mark.parametrize(
+    "name", ["gpu_nsys2025_sync_loading", "gpu_nsys2025_sync_loading_async_dataloader",
+             "cpu_nsys2022_sync_loading"],
+)  # fmt: skip
+def test_reports_with_gpu_activity_or_no_cuda_at_all_are_not_flagged(name):
+    """The check reads CUDA API rows without GPU rows: a GPU capture has both, a CPU capture
+    (nsys 2022.4 on a machine without a GPU) has neither; both are judged as before."""
+    with open_trace(sqlite_fixture(name)) as trace:
+        assert gpu_activity_lost(trace) is None

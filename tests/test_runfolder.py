@@ -81,7 +81,7 @@ def test_discovery_and_status(tmp_path):
     assert rf.discover_units(tmp_path) == [ok, broken, started]
     assert dict(rf.iter_statuses(tmp_path)) == {ok: rf.Status.OK, broken: None, started: None}
     assert rf.result_files(tmp_path) == [ok.dir(tmp_path) / rf.RESULT]
-    assert [p.name for p in rf.phase_dirs(tmp_path, "a", "base")] == ["notes", "timing-1"]
+    assert [p.name for p in rf.phase_dirs(tmp_path, "a", "base")] == ["timing-1", "notes"]
     assert rf.phase_dirs(tmp_path, "zz", "none") == []
     assert not rf.has_exports(tmp_path)
     (broken.dir(tmp_path) / "a__fix.sqlite").write_bytes(b"")

@@ -58,7 +58,9 @@ def reports() -> pd.DataFrame:
 def test_every_labelled_export_is_scored(reports: pd.DataFrame) -> None:
     with (CORPUS / "labels.csv").open() as fh:
         scripts = {r["script"] for r in csv.DictReader(fh)}
-    assert set(reports.index) == scripts == set(EXPECTED)
+    # scripts labelled before their first capture have no export yet
+    exported = {s for s in scripts if list((CORPUS / "exports").glob(f"{s}.sqlite*"))}
+    assert set(reports.index) == exported == set(EXPECTED)
 
 
 def test_the_exact_table(reports: pd.DataFrame) -> None:
@@ -81,6 +83,8 @@ def test_class_scores(reports: pd.DataFrame) -> None:
         "launch_bound": (4, 0, 0),
         "host_sync": (2, 0, 0),
         "exposed_comm": (1, 0, 0),
+        "gil_contention": (0, 0, 0),
+        "stage_imbalance": (0, 0, 0),
     }
     # right on every report; nothing fires on a clean one
     right = (reports["primary"] == reports["truth"]).sum()

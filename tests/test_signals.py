@@ -15,7 +15,7 @@ import pytest
 from harness import signals
 from harness.worker import WINDOW_MARKER
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir
-from tests.test_reliability import _wait_for, wait_for_text
+from tests.test_reliability import HANG_S, _wait_for, wait_for_text
 
 
 def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool = False):
@@ -53,7 +53,7 @@ def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool 
         log = _wait_for("*/faulty/slow/timing-1/stdout.log", results, proc)
         wait_for_text(log, WINDOW_MARKER, proc)
         os.kill(proc.pid, sig)
-        _, err = proc.communicate(timeout=60)
+        _, err = proc.communicate(timeout=HANG_S)
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)

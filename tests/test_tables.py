@@ -69,9 +69,13 @@ def _export_path(name: str) -> Path:
 
 def _committed(prefix: str = "") -> list[object]:
     names = list(EXPECTED_EXPORTS)
-    if DATA_DIR.is_dir():  # any further export dropped into the folder gets the generic checks
+    if DATA_DIR.is_dir():  # any further whole harness export (with its result.json) too
         found = [*DATA_DIR.glob("*.sqlite"), *DATA_DIR.glob("*.sqlite.xz")]
-        names += sorted({p.name.removesuffix(".xz") for p in found} - set(names))
+        whole = {p.name.removesuffix(".xz") for p in found}
+        whole = {
+            n for n in whole if (DATA_DIR / f"{n.removesuffix('.sqlite')}.result.json").exists()
+        }
+        names += sorted(whole - set(names))
     return [_export_param(_export_path(n)) for n in names if n.startswith(prefix)]
 
 
@@ -239,18 +243,18 @@ def test_measure_once_and_window_is_its_span(any_export: Path) -> None:
     with T.open_trace(any_export) as tr:
         ranges = _nvtx_or_skip(tr)
         measure = ranges[ranges["text"] == "measure"]
-        assert len(measure) == measure["pid"].nunique() == 1
-        m = measure.iloc[0]
-        assert T.window(tr) == (m["start_ns"], m["end_ns"])
-        # the measured steps nest directly inside measure on the same thread
-        steps = ranges[
-            (ranges["text"] == "step")
-            & (ranges["global_tid"] == m["global_tid"])
-            & (ranges["start_ns"] >= m["start_ns"])
-            & (ranges["end_ns"] <= m["end_ns"])
-        ]
-        assert not steps.empty
-        assert (steps["depth"] == m["depth"] + 1).all()
+        # one measure per process (a torchrun scenario's report holds each rank's)
+        assert len(measure) == measure["pid"].nunique() >= 1
+        assert T.window(tr) == (measure["start_ns"].min(), measure["end_ns"].max())
+        for m in measure.itertuples():  # the measured steps nest directly inside, same thread
+            steps = ranges[
+                (ranges["text"] == "step")
+                & (ranges["global_tid"] == m.global_tid)
+                & (ranges["start_ns"] >= m.start_ns)
+                & (ranges["end_ns"] <= m.end_ns)
+            ]
+            assert not steps.empty
+            assert (steps["depth"] == m.depth + 1).all()
 
 
 def test_nvtx_threads_are_known(any_export: Path) -> None:
@@ -295,6 +299,8 @@ def test_cpu_export_has_osrt(cpu_export: Path) -> None:
 
 
 def test_cpu_export_loader_thread(cpu_export: Path) -> None:
+    if "sync_loading" not in cpu_export.name and cpu_export.name != "gen.sqlite":
+        pytest.skip("only sync_loading and the generated workload load data")
     with T.open_trace(cpu_export) as tr:
         ranges = _nvtx_or_skip(tr)
     main_tid = ranges.loc[ranges["text"] == "measure", "global_tid"].iloc[0]

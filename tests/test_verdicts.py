@@ -15,6 +15,9 @@ import pytest
 
 import scenarios
 from analysis.findings import CLASSES, Finding, State
+from harness import diagnosis_table as D
+from harness import scoring as S
+from harness import truth as T
 from harness import verdicts as V
 from scenarios import Expectation, Rule, Variant
 from tests._fixtures import sqlite_fixture
@@ -39,15 +42,13 @@ def _diag(rows) -> pd.DataFrame:
     for variant, kind, expected, fired, *nj in rows:
         r = SimpleNamespace(scenario="sync_loading", variant=variant, kind=kind)
         findings = _findings(fired, frozenset(nj[0]) if nj else frozenset())
-        out.append(V._diagnosis_row(r, SCEN, expected, findings, ""))
-    diag = pd.DataFrame(out).reindex(columns=list(V.DIAGNOSIS_COLUMNS))
-    diag["match"] = diag["match"].astype("boolean")
-    return diag
+        out.append(D.diagnosis_row(r, SCEN, expected, findings, ""))
+    return D.diagnosis_frame(out)
 
 
-BOTTLENECK = V.Expected("data_stall", "bottleneck", "")
-CLEAN = V.Expected("none", "clean", "")
-PARTIAL = V.Expected("data_stall", "partial", "slow workers")
+BOTTLENECK = T.Expected("data_stall", "bottleneck", "")
+CLEAN = T.Expected("none", "clean", "")
+PARTIAL = T.Expected("data_stall", "partial", "slow workers")
 
 
 def _runs(ci_low: float = 2.0) -> pd.DataFrame:
@@ -100,12 +101,12 @@ def test_partial_fix_matches_when_its_class_still_fires():
 
 
 def test_clean_needs_nothing_fired_and_its_class_judged():
-    assert V.judge(CLEAN, _findings(set()), "data_stall") is True
-    assert V.judge(CLEAN, _findings({"host_sync"}), "data_stall") is False
-    assert V.judge(CLEAN, _findings(set(), frozenset({"data_stall"})), "data_stall") is None
-    assert V.judge(CLEAN, _findings(set(), frozenset({"host_sync"})), "data_stall") is True
-    undecided = V.Expected("data_stall", V.UNDECIDED, "no metric")
-    assert V.judge(undecided, _findings({"data_stall"}), "data_stall") is None
+    assert T.judge(CLEAN, _findings(set()), "data_stall") is True
+    assert T.judge(CLEAN, _findings({"host_sync"}), "data_stall") is False
+    assert T.judge(CLEAN, _findings(set(), frozenset({"data_stall"})), "data_stall") is None
+    assert T.judge(CLEAN, _findings(set(), frozenset({"host_sync"})), "data_stall") is True
+    undecided = T.Expected("data_stall", T.UNDECIDED, "no metric")
+    assert T.judge(undecided, _findings({"data_stall"}), "data_stall") is None
 
 
 def test_off_target_findings_are_recorded():
@@ -125,7 +126,7 @@ def test_confusion_counts_against_the_expectation():
         ("dali", "fix", CLEAN, {"data_stall"}),
         ("ideal", "ideal", CLEAN, set()),
     ]
-    matrix, scores = V.confusion(_diag(rows))
+    matrix, scores = S.confusion(_diag(rows))
     assert matrix.loc["data_stall", "data_stall"] == 2  # the partial fix is a positive
     assert matrix.loc["none", "data_stall"] == 1
     assert matrix.loc["none", "none"] == 1
@@ -143,16 +144,16 @@ def test_rules_are_evaluated_on_the_runs_measurements():
         ("s", "fix"): {"loader_only_samples_per_s": 3000.0},
         ("s", "ideal"): {"rate": 12000.0},
     }
-    holds, text = V.evaluate_rule(rule, "s", "fix", meas)
+    holds, text = T.evaluate_rule(rule, "s", "fix", meas)
     assert holds is True and "3000 < 0.7 x ideal.rate (8400): workers too slow" in text
     meas[("s", "fix")]["loader_only_samples_per_s"] = 9000.0
-    assert V.evaluate_rule(rule, "s", "fix", meas)[0] is False
+    assert T.evaluate_rule(rule, "s", "fix", meas)[0] is False
     del meas[("s", "ideal")]
-    holds, text = V.evaluate_rule(rule, "s", "fix", meas)
+    holds, text = T.evaluate_rule(rule, "s", "fix", meas)
     assert holds is None and "undecided: no ideal.rate" in text
     self_rule = Rule(metric="n", op=">", than="self.ms", than_scale=100, because="many")
-    assert V.evaluate_rule(self_rule, "s", "v", {("s", "v"): {"n": 911, "ms": 2.13}})[0] is True
-    assert V.evaluate_rule(self_rule, "s", "v", {("s", "v"): {"n": 150, "ms": 2.13}})[0] is False
+    assert T.evaluate_rule(self_rule, "s", "v", {("s", "v"): {"n": 911, "ms": 2.13}})[0] is True
+    assert T.evaluate_rule(self_rule, "s", "v", {("s", "v"): {"n": 150, "ms": 2.13}})[0] is False
 
 
 def test_expectations_are_validated():
@@ -210,7 +211,7 @@ def _run_folder(tmp: Path, fix_export: Path, loader_only: float) -> tuple[Path, 
 def test_partial_fix_on_the_committed_exports(tmp_path, fix_export, loader_only, role, stalls):
     run_dir, runs = _run_folder(tmp_path, fix_export, loader_only)
     table = V.diagnose_run(run_dir, FOUND, runs, crosscheck=False)
-    assert list(table.columns) == list(V.DIAGNOSIS_COLUMNS)
+    assert list(table.columns) == list(D.DIAGNOSIS_COLUMNS)
     diag = table.set_index("variant")
     fix = diag.loc["async_dataloader"]
     assert fix["expected_role"] == role
@@ -223,7 +224,7 @@ def test_partial_fix_on_the_committed_exports(tmp_path, fix_export, loader_only,
     assert diag.loc["baseline", "match"] and diag.loc["baseline", "data_stall_state"] == "fired"
     v = V.verdicts(table, runs, FOUND).iloc[0]
     assert v["verdict"] == ("confirmed" if match else "refuted"), v["reason"]
-    matrix, _ = V.confusion(table)
+    matrix, _ = S.confusion(table)
     fired = fix["primary"] == "data_stall"
     if role == "partial":  # a positive for its class: found when it fires, a miss when not
         assert matrix.loc["data_stall", "data_stall"] == 1 + fired
@@ -232,7 +233,7 @@ def test_partial_fix_on_the_committed_exports(tmp_path, fix_export, loader_only,
         assert matrix.loc["none", "data_stall"] == fired
         assert matrix.loc["data_stall"].sum() == 1
     long = pd.read_csv(run_dir / "findings.csv")
-    assert list(long.columns) == list(V.FINDINGS_COLUMNS)
+    assert list(long.columns) == list(D.FINDINGS_COLUMNS)
     assert (run_dir / "findings.parquet").is_file()
     mine = long[(long["variant"] == "async_dataloader") & (long["class"] == "data_stall")]
     assert set(mine["state"]) == {"fired" if stalls else "clear"}

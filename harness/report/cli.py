@@ -11,11 +11,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.report.fmt import BY_RUN
 from harness.report.load import find_run_folders, is_run_folder, marker_runs
 from harness.report.run import write_run_report
 from harness.report.sweep import write_sweep_report
 
-__all__ = ["main", "report_after_run", "report_after_sweep"]
+__all__ = ["main", "parser", "report_after_run", "report_after_sweep"]
 
 
 def report_after_run(
@@ -30,7 +31,7 @@ def report_after_run(
     try:
         if not (run_dir / "runs.csv").is_file():
             return None
-        html, _ = write_run_report(run_dir, found=found)
+        html, _ = write_run_report(run_dir, found=found, writer=BY_RUN)
         say(f"report: {html} (and report.md)")
         return None
     except KeyboardInterrupt:
@@ -54,7 +55,7 @@ def report_after_sweep(sweep_dir: Path, say: Callable[[str], None]) -> str | Non
         run_dirs = marker_runs(Path(sweep_dir))
         if not run_dirs:
             return None
-        html, _ = write_sweep_report(run_dirs, Path(sweep_dir))
+        html, _ = write_sweep_report(run_dirs, Path(sweep_dir), writer=f"{BY_RUN} -m")
         say(f"sweep report: {html} ({len(run_dirs)} runs)")
         return None
     except KeyboardInterrupt:
@@ -69,25 +70,32 @@ def report_after_sweep(sweep_dir: Path, say: Callable[[str], None]) -> str | Non
         return msg
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """``harness report``'s command line."""
+    ap = argparse.ArgumentParser(
         prog="python -m harness report",
-        description="Write report.html and report.md for a run folder, or a sweep report "
-        "(dose-response) for several run folders or a folder holding them.",
+        description="Writes report.html (one self-contained page) and report.md with its "
+        "pictures in report/ for a run folder; for several run folders, a sweep folder of "
+        "`harness run -m` or a folder holding run folders, a sweep report with the "
+        "dose-response across severities.",
     )
-    parser.add_argument(
+    ap.add_argument(
         "paths", nargs="+", type=Path, help="run folder(s), a sweep folder, or a results folder"
     )
-    parser.add_argument(
-        "--out", type=Path, default=None, help="write the report here (default: the folder given)"
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="write the report here (default: the folder given; for several, a "
+        "sweep-report-<time> folder beside them)",
     )
-    parser.add_argument(
-        "--steps", type=int, default=2, help="steady-state steps per timeline (default 2)"
+    ap.add_argument(
+        "--steps", type=int, default=2, help="steady-state steps per timeline, 1..10 (default 2)"
     )
-    parser.add_argument(
+    ap.add_argument(
         "--no-timelines", action="store_true", help="leave the timeline pictures out (faster)"
     )
-    return parser
+    return ap
 
 
 def _run_dirs(paths: list[Path]) -> list[Path] | str:
@@ -107,7 +115,7 @@ def _run_dirs(paths: list[Path]) -> list[Path] | str:
 
 
 def main(argv: list[str]) -> int:
-    args = _parser().parse_args(argv)
+    args = parser().parse_args(argv)
     if not 1 <= args.steps <= 10:
         print("error: --steps must be 1..10", file=sys.stderr)
         return 2

@@ -27,7 +27,7 @@ from harness.report.doc import Badge, Code, Doc, Link, write_doc
 from harness.report.fmt import figure_context, rel, section
 from harness.report.load import RunFolder, scenario_info
 
-__all__ = ["build_compare", "main", "write_compare"]
+__all__ = ["build_compare", "main", "parser", "write_compare"]
 
 
 def _labels(runs: list[RunFolder]) -> list[str]:
@@ -151,11 +151,13 @@ def _runs(doc: Doc, runs: list[RunFolder], labels: list[str], out_dir: Path) -> 
     rows = []
     for lab, r in zip(labels, runs, strict=True):
         sw = _software(r)
-        report = r.path / "report.html"
+        # the run's report: the page where there is one, else its Markdown (reference folders
+        # keep report.md and its pictures only), else the folder
+        found = [p for p in (r.path / "report.html", r.path / "report.md") if p.is_file()]
         rows.append(
             [
                 lab,
-                Link(r.path.name, rel(report if report.is_file() else r.path, out_dir)),
+                Link(r.path.name, rel(found[0] if found else r.path, out_dir)),
                 r.gpu_name,
                 sw["driver"],
                 sw["torch"],
@@ -241,21 +243,35 @@ def _default_out(runs: list[Path]) -> Path:
     return common / name
 
 
-def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(
+def parser() -> argparse.ArgumentParser:
+    """``harness compare``'s command line."""
+    ap = argparse.ArgumentParser(
         prog="python -m harness compare",
-        description="The speedup matrix of several runs (e.g. one per GPU generation) side by "
-        "side: compare.html, compare.md, compare.csv.",
+        description="The speedup matrix of several runs side by side (e.g. one run per GPU "
+        "generation): compare.html, compare.md, compare.csv and compare/*.png, with what makes "
+        "the numbers not comparable (sizes, severities, driver, torch or nsys versions).",
     )
-    parser.add_argument("runs", nargs="+", type=Path, help="run folders (runs.csv + manifest.json)")
-    parser.add_argument("--out", type=Path, default=None, help="output folder")
-    parser.add_argument(
+    ap.add_argument(
+        "runs", nargs="+", type=Path, help="two or more run folders (runs.csv + manifest.json)"
+    )
+    ap.add_argument(
+        "--out",
+        type=Path,
+        default=None,
+        help="output folder (default: beside the run folders, compare-<gpu>-vs-<gpu>)",
+    )
+    ap.add_argument(
         "--columns",
         choices=("auto", "variant", "slot"),
         default="auto",
-        help="one column per fix name (variant), fix 1..n (slot), or pick (auto)",
+        help="one column per fix name (variant), per fix position 1..n (slot), or whichever "
+        "fits the runs (auto, the default)",
     )
-    args = parser.parse_args(argv)
+    return ap
+
+
+def main(argv: list[str]) -> int:
+    args = parser().parse_args(argv)
     if len(args.runs) < 2:
         print("error: compare needs at least two run folders", file=sys.stderr)
         return 2

@@ -41,6 +41,9 @@ def main_metrics(run: RunFolder, given: Mapping[str, str] | None = None) -> dict
     return {**MAIN_METRIC, **(mine if isinstance(mine, dict) else {})}
 
 
+#: What a score cell shows where the score is undefined.
+NA = "n/a"
+
 #: Cell colour kinds (doc.Cell / the PNG figure).
 MATCH, MISMATCH, NOT_JUDGED = "match", "mismatch", "notjudged"
 
@@ -159,7 +162,7 @@ def detectors_section(doc: Doc, run: RunFolder) -> None:
         "red: it did not (missed or false alarm); grey: it could not judge. Hatched: a partial "
         "fix, expected to leave part of its baseline's bottleneck. Right column: the variant's "
         "overall match.",
-        width_px=900,
+        width_px=0,
     )
     header = ["scenario", "variant", "kind", "expected", "observed", "match", "primary", *CLASSES]
     doc.table(header, rows)
@@ -182,11 +185,27 @@ def detectors_section(doc: Doc, run: RunFolder) -> None:
     scores = run.tables.get("detector_scores.csv")
     if scores is not None and not scores.empty:
         doc.h(3, "Detector scores")
-        doc.table(
-            list(scores.columns),
-            scores.itertuples(index=False),
-            numeric=range(1, len(scores.columns)),
-        )
+        scores_table(doc, scores)
+
+
+#: detector_scores.csv columns that hold a score (n/a where undefined).
+_SCORES = ("precision", "recall", "f1")
+
+
+def scores_table(doc: Doc, scores: pd.DataFrame) -> None:
+    """detector_scores.csv as a table: a score that is undefined (no report of the class could
+    be judged, or nothing was predicted) reads n/a, never a number."""
+    cols = list(scores.columns)
+    rows = []
+    for r in scores.to_dict("records"):
+        rows.append([NA if c in _SCORES and not math.isfinite(num(r[c])) else r[c] for c in cols])
+    doc.table(cols, rows, numeric=range(1, len(cols)))
+    doc.p(
+        "Per class, over the variants the detectors could judge: a variant whose expected class "
+        "could not be judged (a CPU capture has no CUDA tables) is left out and counted in "
+        "not_judged, never as a miss; n/a: no variant gave the score a value.",
+        cls="sub",
+    )
 
 
 # --- how much of the bottleneck each fix removed --------------------------------------------------

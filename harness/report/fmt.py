@@ -16,7 +16,10 @@ from harness.report.doc import Doc
 from harness.report.load import warn
 
 __all__ = [
+    "BY_REPORT",
+    "BY_RUN",
     "VERDICT_KINDS",
+    "clip",
     "figure_context",
     "g3",
     "num",
@@ -26,6 +29,10 @@ __all__ = [
     "speedup_text",
     "x",
 ]
+
+#: Which command wrote a report (its subtitle says so): ``harness report`` or ``harness run``.
+BY_REPORT = "python -m harness report"
+BY_RUN = "python -m harness run"
 
 VERDICT_KINDS = {"confirmed": "confirmed", "refuted": "refuted", "inconclusive": "inconclusive"}
 
@@ -57,6 +64,17 @@ def pct(v: float, metric: str = "_share") -> str:
     if not math.isfinite(v):
         return "–"
     return f"{v:.0%}" if metric.endswith("_share") else f"{v:.3g}"
+
+
+def clip(text: str, width: int = 200) -> str:
+    """``text`` whole when it fits in ``width`` characters, else cut at the last space before
+    the limit (never inside a word) with an ellipsis."""
+    text = " ".join(text.split())
+    if len(text) <= width:
+        return text
+    head = text[: width - 1]
+    cut = head.rfind(" ")
+    return (head[:cut] if cut > width // 2 else head).rstrip(" ,;:") + "…"
 
 
 def speedup_text(r: Any) -> str:

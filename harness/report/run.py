@@ -9,8 +9,9 @@ from typing import Any
 
 from harness.report.diagnosis import detectors_section, fix_effect_section, main_metrics
 from harness.report.doc import Doc, Link, write_doc
-from harness.report.fmt import figure_context, section
+from harness.report.fmt import BY_REPORT, figure_context, section
 from harness.report.load import RunFolder, scenario_info
+from harness.report.prediction import prediction_section
 from harness.report.sections import (
     confusion_section,
     matrix_section,
@@ -23,6 +24,17 @@ from harness.report.variants import environment_section, scenario_section, varia
 __all__ = ["build_run_report", "write_run_report"]
 
 
+def tolerance(run: RunFolder) -> float:
+    """The run's own ``diagnosis.predict.tolerance_share`` (manifest.json), else the default."""
+    cfg = ((run.manifest or {}).get("config") or {}).get("diagnosis") or {}
+    try:
+        return float(cfg["predict"]["tolerance_share"])
+    except (KeyError, TypeError, ValueError):
+        from analysis.detect import load_thresholds
+
+        return float(load_thresholds()["predict"]["tolerance_share"])
+
+
 def build_run_report(
     run: RunFolder,
     out_dir: Path,
@@ -31,11 +43,13 @@ def build_run_report(
     timelines: bool = True,
     found: dict[str, Any] | None = None,
     main_metric: Mapping[str, str] | None = None,
+    writer: str = BY_REPORT,
 ) -> Doc:
     """The report of one run folder as a :class:`Doc` (render with ``write_doc``).
 
     ``main_metric`` maps each bottleneck class to the findings.csv metric its fixes are judged
     by (default: the run's own ``diagnosis.main_metric`` from manifest.json, else the config's).
+    ``writer``: the command the subtitle names as the report's author.
     """
     figure_context()
     if found is None:
@@ -45,7 +59,7 @@ def build_run_report(
     doc.h(1, f"bottleneck-suite report: {name}", "top")
     doc.p(
         f"{run.gpu_name} · size {run.size} · state {run.state_name} · "
-        f"written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by python -m harness report",
+        f"written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by {writer}",
         cls="sub",
     )
     scen = run.scenarios()
@@ -58,12 +72,14 @@ def build_run_report(
         ("What each fix removed", "fix-effect",
          lambda: fix_effect_section(doc, run, classes, main_metrics(run, main_metric))),
         ("Confusion matrix", "confusion", lambda: confusion_section(doc, run)),
+        ("Predicted against measured", "predictions",
+         lambda: prediction_section(doc, run, tolerance(run))),
         ("Variants: timings, probe effect, profiles", "variants",
          lambda: variants_section(doc, run, out_dir)),
     ]  # fmt: skip
     nav: list[Any] = []
     short = {"detectors": "Detectors", "fix-effect": "Fix effect", "confusion": "Confusion",
-             "variants": "Variants"}  # fmt: skip
+             "predictions": "Predictions", "variants": "Variants"}  # fmt: skip
     for title, anchor, _ in sections:
         nav += [Link(short.get(anchor, title), f"#{anchor}"), " · "]
     for s in scen:
@@ -92,11 +108,19 @@ def write_run_report(
     timelines: bool = True,
     found: dict[str, Any] | None = None,
     main_metric: Mapping[str, str] | None = None,
+    writer: str = BY_REPORT,
 ) -> tuple[Path, Path]:
-    """Write ``report.html``, ``report.md`` and ``report/*.png`` for one run folder."""
+    """Write ``report.html``, ``report.md`` and ``report/*.png`` for one run folder
+    (``writer``: the command that asked for it, named in the subtitle)."""
     run = RunFolder.load(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else run.path
     doc = build_run_report(
-        run, out, steps=steps, timelines=timelines, found=found, main_metric=main_metric
+        run,
+        out,
+        steps=steps,
+        timelines=timelines,
+        found=found,
+        main_metric=main_metric,
+        writer=writer,
     )
     return write_doc(doc, out)

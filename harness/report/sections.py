@@ -160,7 +160,7 @@ def verdicts_section(doc: Doc, run: RunFolder, found: dict[str, Any]) -> None:
 
 
 def confusion_section(doc: Doc, run: RunFolder) -> None:
-    """The confusion matrix (injected class by primary finding) as a picture and a table."""
+    """The confusion matrix (expected class by primary finding) as a picture and a table."""
     from analysis.plots.diagnosis import confusion_figure
 
     conf = run.tables.get("confusion.csv")
@@ -175,14 +175,33 @@ def confusion_section(doc: Doc, run: RunFolder) -> None:
     doc.image(
         "confusion",
         confusion_figure(mat),
-        "confusion matrix: injected class by primary finding",
-        "Rows: the class each variant injects (baselines their scenario's class, fixes and ideal "
-        "'none'); columns: the detectors' primary finding on its export. Counts on the diagonal "
-        "(outlined) are right.",
+        "confusion matrix: expected class by primary finding",
+        "Rows: the class the suite expects on each variant (baselines their scenario's class, "
+        "fixes and ideal 'none', a partial fix its class); columns: the detectors' primary "
+        "finding on its export. Counts on the diagonal (outlined) are right. Only variants whose "
+        "expectation could be judged are counted.",
         width_px=620,
     )
     doc.table(
-        ["injected \\ primary", *map(str, mat.columns)],
+        ["expected \\ primary", *map(str, mat.columns)],
         ([str(i), *map(int, row)] for i, row in zip(mat.index, mat.to_numpy(), strict=True)),
         numeric=range(1, len(mat.columns) + 1),
+    )
+    _left_out_note(doc, run)
+
+
+def _left_out_note(doc: Doc, run: RunFolder) -> None:
+    """Which profiled variants the matrix leaves out: their expectation could not be judged."""
+    diag = run.tables.get("diagnosis.csv")
+    if diag is None or diag.empty or "match" not in diag:
+        return
+    left = diag[diag["match"].isna()]
+    if left.empty:
+        return
+    names = ", ".join(f"{r.scenario}/{r.variant}" for r in left.itertuples())
+    doc.note(
+        f"{len(left)} of {len(diag)} profiled variants are left out of the matrix and the scores: "
+        f"the detectors could not judge what they should show there ({names}); see Detector "
+        "findings for each reason",
+        kind="caveat",
     )

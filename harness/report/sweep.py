@@ -20,7 +20,7 @@ import pandas as pd
 from analysis.findings import State
 from harness.report.diagnosis import MAIN_METRIC, main_metrics
 from harness.report.doc import Badge, Doc, Link, Tip, write_doc
-from harness.report.fmt import figure_context, num, rel, section, speedup_text
+from harness.report.fmt import BY_REPORT, figure_context, num, rel, section, speedup_text
 from harness.report.load import RunFolder, class_state, scenario_info, warn
 from harness.runfolder import Status
 
@@ -258,8 +258,10 @@ def build_sweep_report(
     *,
     title: str = "",
     main_metric: Mapping[str, str] | None = None,
+    writer: str = BY_REPORT,
 ) -> Doc:
-    """The report over several run folders: the runs, and dose-response where severities differ."""
+    """The report over several run folders: the runs, and dose-response where severities differ
+    (``writer``: the command named in the subtitle)."""
     figure_context()
     found, _ = scenario_info()
     name = title or out_dir.name
@@ -267,7 +269,7 @@ def build_sweep_report(
     doc.h(1, f"bottleneck-suite sweep report: {name}", "top")
     doc.p(
         f"{len(runs)} run folders · written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
-        "by python -m harness report",
+        f"by {writer}",
         cls="sub",
     )
     doc.h(2, "Runs", "runs")
@@ -293,8 +295,11 @@ def write_sweep_report(
     *,
     title: str = "",
     main_metric: Mapping[str, str] | None = None,
+    writer: str = BY_REPORT,
 ) -> tuple[Path, Path]:
     """Write the sweep's report.html, report.md and report/*.png into ``out_dir``."""
     runs = [RunFolder.load(p) for p in run_dirs]
-    doc = build_sweep_report(runs, Path(out_dir), title=title, main_metric=main_metric)
+    doc = build_sweep_report(
+        runs, Path(out_dir), title=title, main_metric=main_metric, writer=writer
+    )
     return write_doc(doc, Path(out_dir))

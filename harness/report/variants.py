@@ -12,7 +12,7 @@ import pandas as pd
 
 from harness import runfolder as rf
 from harness.report.doc import Badge, Code, Doc, Link, Tip
-from harness.report.fmt import VERDICT_KINDS, g3, num, rel, section, speedup_text
+from harness.report.fmt import VERDICT_KINDS, clip, g3, num, rel, section, speedup_text
 from harness.report.load import TABLES, RunFolder
 
 __all__ = ["environment_section", "scenario_section", "variants_section"]
@@ -36,7 +36,7 @@ def _variant_row(run: RunFolder, r: dict[str, Any], out_dir: Path) -> list[Any]:
     err = r.get("error")
     err_cell: Any = "–"
     if isinstance(err, str) and err:
-        err_cell = Tip(err[:80] + ("…" if len(err) > 80 else ""), err)
+        err_cell = Tip(clip(err), err)
     share = num(r.get("share_of_ideal"))
     return [
         Link(str(r["scenario"]), f"#scenario-{r['scenario']}"), r["variant"], r.get("kind"),
@@ -201,7 +201,7 @@ def scenario_section(
     if not timelines:
         doc.note("timelines left out (--no-timelines)", kind="caveat")
     else:
-        section(doc, f"{scen} timeline", lambda: _timeline(doc, run, scen, steps))
+        section(doc, f"{scen} timeline", lambda: _timeline(doc, run, scen, steps, out_dir))
     rows = _scenario_rows(run, scen)
     if not rows.empty:
         links: list[Any] = ["Profiles for the nsys GUI (nsys-ui FILE): "]
@@ -210,12 +210,30 @@ def scenario_section(
         doc.p(*links, cls="sub")
 
 
-def _timeline(doc: Doc, run: RunFolder, scen: str, steps: int) -> None:
+def _kept_timeline(doc: Doc, run: RunFolder, scen: str, out_dir: Path) -> bool:
+    """In a folder of tables only (a reference result: its exports are not kept), the timeline
+    an earlier report drew while the exports were there; True when it was shown."""
+    name = f"timeline_{scen}"
+    png = out_dir / doc.image_dir / f"{name}.png"
+    if run.has_exports() or out_dir.resolve() != run.path.resolve() or not png.is_file():
+        return False
+    doc.image(
+        name,
+        png.read_bytes(),
+        f"{scen} timeline (drawn while this folder held its exports)",
+        "The timeline an earlier report of this run drew from its SQLite exports; the exports "
+        "are not kept in this folder, so it is shown as it was drawn.",
+    )
+    return True
+
+
+def _timeline(doc: Doc, run: RunFolder, scen: str, steps: int, out_dir: Path) -> None:
     from analysis.plots.timeline import load_timeline, plot_pair, plot_timeline
 
     base, fix, fix_name, why = best_pair(run, scen)
     if base is None:
-        doc.note(f"no timeline: {why}")
+        if not _kept_timeline(doc, run, scen, out_dir):
+            doc.note(f"no timeline: {why}")
         return
     b = load_timeline(base, steps=steps)
     if fix is None:

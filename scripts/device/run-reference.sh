@@ -3,9 +3,10 @@
 #   [LIMIT_S=540] [SQLITE_MAX_MB=40] bash scripts/device/run-reference.sh NAME [harness overrides...]
 # Runs `python -m harness run` with the given overrides into /var/tmp/results/NAME (resuming the
 # newest run there when RESUME=1), stops it with SIGINT after LIMIT_S seconds (so the harness keeps
-# what finished and the packing below still happens inside the device's 600 s call limit), then
-# packs into $OUT: the run's tables, manifest and per-variant JSON/logs (no .nsys-rep), and its
-# SQLite exports (each under SQLITE_MAX_MB) xz-compressed in 15 MB pieces.
+# what finished and the packing below still happens inside the device's 600 s call limit), prints
+# where the wall time went (scripts/device/wall_table.py), then packs into $OUT: the run's tables,
+# manifest and per-variant JSON/logs (no .nsys-rep), and its SQLite exports (each under
+# SQLITE_MAX_MB) xz-compressed in 15 MB pieces.
 set -uo pipefail
 name=$1; shift
 results=/var/tmp/results/$name
@@ -16,11 +17,15 @@ if [ -n "${RESUME:-}" ] && last=$(ls -d "$results"/*/ 2>/dev/null | tail -1) && 
   extra=("harness.resume=$last")
 fi
 start=$(date +%s)
+# Output is not a terminal here: the harness logs one line per finished worker run (no bar).
 timeout --signal=INT --kill-after=30 "${LIMIT_S:-540}" \
-  python3 -m harness run harness.results_dir="$results" harness.progress=false "${extra[@]}" "$@"
+  python3 -m harness run harness.results_dir="$results" "${extra[@]}" "$@"
 rc=$?
 echo "harness exit code: $rc; wall: $(( $(date +%s) - start )) s"
 run=$(ls -d "$results"/*/ 2>/dev/null | tail -1)
+if [ -n "$run" ] && [ -f "$run/timings.csv" ]; then
+  python3 scripts/device/wall_table.py "$run" || true  # where the time went (both calls' workers)
+fi
 if [ -n "${OUT:-}" ] && [ -n "$run" ]; then
   tar -C "$run" -cJf "$OUT/$name-tables.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' .
   # What comes back is capped at 16 MB a file and 8 files:  cat NAME-sqlite.tar.xz.* | tar -xJ

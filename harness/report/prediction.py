@@ -1,0 +1,74 @@
+"""The run report's prediction section: each checked finding's predicted speedup against the
+speedup the run measured for removing that cause entirely (diagnosis.csv's prediction columns,
+``harness.predictions``)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.report.doc import Badge, Doc
+from harness.report.load import RunFolder
+
+__all__ = ["prediction_section"]
+
+_KIND = {"within": "ok", "outside": "refuted", "not_checked": "skipped"}
+
+
+def _fmt(v: object, digits: int = 3) -> str:
+    x = pd.to_numeric(pd.Series([v]), errors="coerce").iloc[0]
+    return "–" if pd.isna(x) else f"{x:.{digits}g}"
+
+
+def prediction_section(doc: Doc, run: RunFolder, tolerance: float = 0.2) -> None:
+    """A predicted-against-measured picture and one row per checked variant."""
+    from analysis.plots.prediction import prediction_figure
+
+    diag = run.tables.get("diagnosis.csv")
+    if diag is None or diag.empty or "prediction" not in diag:
+        doc.note(run.why_missing("diagnosis.csv") if diag is None else
+                 "diagnosis.csv has no prediction columns (written before predictions existed)")  # fmt: skip
+        return
+    checked = diag[diag["prediction"].astype(str) != "not_checked"]
+    rows = diag[diag["expected_role"].astype(str).isin(["bottleneck", "partial"])]
+    if rows.empty:
+        doc.note("no baseline or partial fix was profiled: nothing to check", kind="caveat")
+        return
+    pairs = checked.assign(
+        label=checked["scenario"] + " · " + checked["variant"],
+        predicted=checked["predicted_speedup"],
+        measured=checked["measured_speedup"],
+        predicted_ci_low=checked["predicted_speedup_ci_low"],
+        predicted_ci_high=checked["predicted_speedup_ci_high"],
+        measured_ci_low=checked["measured_speedup_ci_low"],
+        measured_ci_high=checked["measured_speedup_ci_high"],
+        group=checked["predicted_class"],
+    )
+    if not pairs.empty:
+        doc.image(
+            "predictions",
+            prediction_figure(pairs, tolerance),
+            "predicted against measured speedup",
+            "Each point: the finding of the scenario's class on a profiled variant predicts the "
+            "speedup of removing that cause entirely (from the trace alone); the run measured it "
+            "(the baseline against the variant that removes the cause, or its analytic limit; a "
+            f"partial fix against what is left). The band is +-{tolerance:.0%}.",
+            width_px=560,
+        )
+    doc.table(
+        ["scenario", "variant", "class", "predicted [95% CI]", "measured [95% CI]", "by",
+         "error", "check"],
+        (
+            [
+                str(r.scenario), str(r.variant), str(r.predicted_class),
+                f"{_fmt(r.predicted_speedup)} [{_fmt(r.predicted_speedup_ci_low)}-"
+                f"{_fmt(r.predicted_speedup_ci_high)}]",
+                f"{_fmt(r.measured_speedup)} [{_fmt(r.measured_speedup_ci_low)}-"
+                f"{_fmt(r.measured_speedup_ci_high)}]",
+                str(r.measured_by) if isinstance(r.measured_by, str) else "",
+                "–" if pd.isna(r.prediction_error) else f"{r.prediction_error:+.0%}",
+                Badge(str(r.prediction), _KIND.get(str(r.prediction), "skipped")),
+            ]
+            for r in rows.itertuples()
+        ),
+        numeric=(3, 4, 6),
+    )  # fmt: skip

@@ -1,0 +1,220 @@
+"""The run loop: one worker measures at a time, the next one starts while it tears down.
+
+A unit's worker goes through import, set-up, (held), warm-up, window, tear-down and says where
+it is in ``.progress.json`` (:class:`harness.runfolder.WorkerState`). The loop keeps at most two
+workers alive: once the current one's measured window is over (a profiled worker then waits
+8-14 s in cudaProfilerStop while nsys takes its capture, on the H100), the next one is started
+so that its imports and set-up run beside that tear-down; it then waits at its gate, before its
+warm-up, until the current one has exited (and the scenario's exports, if it was the scenario's
+last, are done). So no warm-up or window ever runs beside another worker; only nsys writing an
+earlier report in the background may (``nsys.background_finalize``).
+
+The loop itself knows processes and states, not what a unit means: launching, recording and
+exporting are the runner's (:class:`Host`).
+"""
+
+from __future__ import annotations
+
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from harness import runfolder as rf
+from harness.execute import Outcome, ended, stop_group, timed_out
+from harness.runfolder import Status, Unit, WorkerState
+
+#: How often the loop looks at its workers when nothing happened (seconds); more often
+#: while one sets up and nothing measures, so a worker reaching its gate waits little.
+POLL_S = 0.05
+POLL_SETUP_S = 0.01
+
+
+@dataclass
+class Live:
+    """One running worker process."""
+
+    unit: Unit
+    proc: Any
+    out_dir: Path
+    timeout_s: float
+    t0: float = field(default_factory=time.perf_counter)
+    """When it was launched (``time.perf_counter``)."""
+    launched_at: float = field(default_factory=time.time)
+    """When it was launched (epoch seconds, for status.json)."""
+    forked: bool = False
+    """Started by the fork server (which runs one worker at a time)."""
+    gated: bool = True
+    """It waits at its gate before the warm-up; False: it measures as soon as it can."""
+    single: bool = True
+    """A single-process worker (not torchrun): it may overlap another worker's tear-down."""
+    memory_cap_gb: float | None = None
+    detach_when: Callable[[Any], bool] | None = None
+    """For a profiled worker under nsys: let go once the worker itself has exited."""
+    opened: bool = False
+    """Its gate is open (or it has none): from here until its window ends it is measuring."""
+    state: WorkerState | None = None
+    stage: str | None = None
+    since: float = 0.0
+    """When the current state and stage were first seen (``time.perf_counter``)."""
+
+    def __post_init__(self) -> None:
+        self.opened = not self.gated
+        self.since = self.t0
+
+    @property
+    def label(self) -> str:
+        return self.unit.label
+
+    def refresh(self) -> None:
+        """Read the worker's progress file."""
+        data = rf.read_progress(self.out_dir) or {}
+        try:
+            state = WorkerState(data["state"]) if data.get("state") else None
+        except ValueError:
+            state = None
+        stage = data.get("stage") if isinstance(data.get("stage"), str) else None
+        if (state, stage) != (self.state, self.stage):
+            self.state, self.stage, self.since = state, stage, time.perf_counter()
+
+    @property
+    def measuring(self) -> bool:
+        """Warming up or inside its window, as far as the loop can tell: from the gate's
+        opening (or the launch, without a gate) until it says its window is over."""
+        return self.opened and not (self.state is not None and self.state.past_window)
+
+    @property
+    def past_window(self) -> bool:
+        return self.state is not None and self.state.past_window
+
+    def open_gate(self) -> None:
+        """Let a worker held before its warm-up go on."""
+        (self.out_dir / rf.GO).touch()
+        self.opened = True
+
+    def poll(self) -> Outcome | None:
+        """How it ended (timed out, exited, or, under nsys, its worker gone while nsys still
+        writes the report); None while it runs."""
+        if time.perf_counter() - self.t0 > self.timeout_s:
+            return timed_out(self.proc, self.out_dir, self.t0, self.timeout_s, self.label)
+        rc = self.proc.poll()
+        wall = time.perf_counter() - self.t0
+        if rc is not None:
+            return ended(rc, wall, self.out_dir, self.label, self.memory_cap_gb)
+        if self.detach_when is not None and self.detach_when(self.proc):
+            return Outcome(Status.FINALIZING, "", None, wall, finishing=self.proc)
+        return None
+
+    def stop(self) -> None:
+        """Kill its process group (a stop signal, or the loop failing)."""
+        stop_group(self.proc, self.out_dir)
+
+
+class Host(Protocol):
+    """What the loop asks of the runner."""
+
+    def launch(self, unit: Unit) -> Live | Outcome:
+        """Start the unit's worker, or say why it does not run (an outcome, e.g. skipped)."""
+
+    def may_overlap(self, current: Live, unit: Unit) -> bool:
+        """Whether ``unit`` may start while ``current`` tears down."""
+
+    def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
+        """Record how a unit ended; units to run again next (normally none)."""
+
+    def scenario_done(self, scenario: str) -> None:
+        """The scenario's last worker has ended: its exports."""
+
+    def ready(self, unit: Unit) -> bool:
+        """Whether ``unit`` may be launched now (False while its compiler cache is filled)."""
+
+    def tick(self, live: list[Live], measuring: bool) -> None:
+        """Once per loop turn: progress display, background work paused while ``measuring``."""
+
+
+class RunLoop:
+    """Runs ``units`` in order through ``host``, overlapping tear-downs with start-ups."""
+
+    def __init__(self, host: Host, units: Iterable[Unit], overlap: bool) -> None:
+        self.host = host
+        self.queue: deque[Unit] = deque(units)
+        self.live: list[Live] = []
+        self.overlap = overlap
+
+    def run(self) -> None:
+        """Until every unit has ended; on any exception (a stop signal) the live workers'
+        process groups are killed before it propagates."""
+        try:
+            while self.queue or self.live:
+                moved = self._reap()
+                moved |= self._launch_next()
+                for item in self.live:
+                    item.refresh()
+                moved |= self._open_gate()
+                measuring = any(item.measuring for item in self.live)
+                self.host.tick(self.live, measuring)
+                if not moved:
+                    time.sleep(self._pause_s(measuring))
+        except BaseException:
+            for item in self.live:
+                item.stop()
+            self.live.clear()
+            raise
+
+    def _pause_s(self, measuring: bool) -> float:
+        setting_up = any(x.state in (WorkerState.SETUP, WorkerState.HELD) for x in self.live)
+        return POLL_SETUP_S if setting_up and not measuring else POLL_S
+
+    def _reap(self) -> bool:
+        """Record the workers that ended; a scenario's exports after its last one."""
+        moved = False
+        for item in list(self.live):
+            outcome = item.poll()
+            if outcome is None:
+                continue
+            moved = True
+            outcome.launched_at = item.launched_at
+            outcome.ended_at = time.time()
+            self.live.remove(item)
+            self.queue.extendleft(reversed(self.host.ended(item.unit, outcome, item)))
+            self._after(item.unit.scenario)
+        return moved
+
+    def _after(self, scenario: str) -> None:
+        """Exports once nothing of ``scenario`` is left to run."""
+        left = any(u.scenario == scenario for u in self.queue)
+        if not left and not any(x.unit.scenario == scenario for x in self.live):
+            self.host.scenario_done(scenario)
+
+    def _launch_next(self) -> bool:
+        if not self.queue or len(self.live) >= 2 or not self.host.ready(self.queue[0]):
+            return False
+        unit = self.queue[0]
+        if self.live:
+            current = self.live[0]
+            current.refresh()
+            if not (self.overlap and current.past_window and current.single):
+                return False
+            if not self.host.may_overlap(current, unit):
+                return False
+        self.queue.popleft()
+        item = self.host.launch(unit)
+        if isinstance(item, Outcome):  # not run here (skipped): recorded at once
+            self.queue.extendleft(reversed(self.host.ended(unit, item, None)))
+            self._after(unit.scenario)
+            return True
+        self.live.append(item)
+        return True
+
+    def _open_gate(self) -> bool:
+        """The oldest worker held at its gate goes on once it is the only one left."""
+        if len(self.live) != 1:
+            return False
+        item = self.live[0]
+        if item.opened or item.state != WorkerState.HELD:
+            return False
+        self.host.tick(self.live, True)  # background work pauses before the warm-up starts
+        item.open_gate()
+        return True

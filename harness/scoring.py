@@ -1,0 +1,96 @@
+"""The detectors scored against the ground truth of a run: the confusion matrix and precision,
+recall and F1 per class (``confusion.csv``, ``detector_scores.csv``).
+
+Only what could be judged is counted. A report whose export was unreadable or whose expectation
+was undecided counts nowhere; a report whose expected class could not be judged (a CPU capture
+has no CUDA tables, so pageable_copy cannot say anything there) is left out of the matrix and
+counted in its class's ``not_judged`` instead: a class that no report could judge scores n/a
+(NaN), never 0. "Could not judge" is never "did not fire".
+"""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from analysis.findings import CLASSES, State
+from harness.diagnosis_table import UNREADABLE
+from harness.truth import UNDECIDED
+
+__all__ = ["SCORE_COLUMNS", "confusion", "decided", "fired_counts", "judged", "prf"]
+
+#: detector_scores.csv's columns.
+SCORE_COLUMNS: tuple[str, ...] = ("class", "support", "not_judged", "precision", "recall", "f1")
+
+
+def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
+    """Precision, recall and F1 from counts (NaN where undefined; F1 0 when a class was missed
+    or only falsely found)."""
+    support = tp + fn
+    precision = tp / (tp + fp) if tp + fp else float("nan")
+    recall = tp / (tp + fn) if tp + fn else float("nan")
+    f1 = (
+        2 * precision * recall / (precision + recall)
+        if tp and (precision + recall)
+        else (0.0 if support or fp else float("nan"))
+    )
+    return {"precision": precision, "recall": recall, "f1": f1}
+
+
+def decided(diag: pd.DataFrame) -> pd.DataFrame:
+    """Rows with a ground truth: readable exports whose expectation was decided."""
+    if diag.empty:
+        return diag
+    return diag[(diag["primary"] != UNREADABLE) & (diag["expected_role"] != UNDECIDED)]
+
+
+def judged(diag: pd.DataFrame) -> pd.DataFrame:
+    """The rows the primary scores count: decided rows whose findings could say whether they
+    meet the expectation (``match`` known)."""
+    rows = decided(diag)
+    return rows if rows.empty else rows[rows["match"].notna()]
+
+
+def confusion(diag: pd.DataFrame) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Confusion matrix (expected x primary over :func:`judged` rows; a partial fix counts for
+    its class) and precision / recall / F1 per class (:data:`SCORE_COLUMNS`), with
+    ``not_judged``: the decided reports expected to show the class that were left out."""
+    labels = [*CLASSES, "none"]
+    rows = judged(diag)
+    if rows.empty:
+        matrix = pd.DataFrame(0, index=labels, columns=labels)
+    else:
+        matrix = pd.crosstab(rows["expected"], rows["primary"]).reindex(
+            index=labels, columns=labels, fill_value=0
+        )
+    matrix.index.name = "expected"
+    left_out = decided(diag)
+    left_out = left_out[left_out["match"].isna()] if not left_out.empty else left_out
+    scores = []
+    for k in CLASSES:
+        tp = int(matrix.loc[k, k])
+        fp = int(matrix[k].sum()) - tp
+        fn = int(matrix.loc[k].sum()) - tp
+        missing = int((left_out["expected"] == k).sum()) if not left_out.empty else 0
+        scores.append({"class": k, "support": tp + fn, "not_judged": missing, **prf(tp, fp, fn)})
+    return matrix, pd.DataFrame(scores, columns=list(SCORE_COLUMNS))
+
+
+def fired_counts(diag: pd.DataFrame, klass: str) -> dict[str, int]:
+    """The class scored on its own over decided rows: a report is predicted positive when the
+    class fired, a true positive when it is expected. Reports on which the class was not judged
+    are left out (``not_judged``). Keys: reports, not_judged, tp, fp, fn."""
+    rows = decided(diag)
+    col = f"{klass}_state"
+    if rows.empty or col not in rows:
+        return {"reports": 0, "not_judged": 0, "tp": 0, "fp": 0, "fn": 0}
+    unjudged = rows[col] == str(State.NOT_JUDGED)
+    mine = rows[~unjudged]
+    pos = mine["expected"] == klass
+    hit = mine[col] == str(State.FIRED)
+    return {
+        "reports": len(mine),
+        "not_judged": int(unjudged.sum()),
+        "tp": int((pos & hit).sum()),
+        "fp": int((~pos & hit).sum()),
+        "fn": int((pos & ~hit).sum()),
+    }

@@ -1,0 +1,65 @@
+"""The reference folders a visitor opens on the repository's page: every folder of results under
+results/reference/ has its report in Markdown with its pictures committed, every picture and
+file it links is there, and its pictures stay small (the repository has a size budget)."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+from PIL import Image
+
+from tests.conftest import REPO
+
+REFERENCE = REPO / "results" / "reference"
+
+#: A folder's pictures may take this much in all (palette PNGs; see harness/report/doc.fig_png).
+MAX_PICTURES_BYTES = 400_000
+
+#: Folders whose report is written when their run is replaced (strict: once the report is there,
+#: this mark fails and asks to be removed).
+PENDING = {"h100": "the H100 reference is replaced by a new run, rendered with its report"}
+
+
+def _folders() -> list[Path]:
+    """Every folder of results (runs.csv: a run; compare.csv: a comparison) under the reference."""
+    found = {p.parent for p in REFERENCE.rglob("runs.csv")} | {
+        p.parent for p in REFERENCE.rglob("compare.csv")
+    }
+    return sorted(found)
+
+
+def _param(folder: Path):
+    rel = folder.relative_to(REFERENCE).as_posix()
+    marks = [pytest.mark.xfail(strict=True, reason=PENDING[rel])] if rel in PENDING else []
+    return pytest.param(folder, id=rel, marks=marks)
+
+
+@pytest.mark.parametrize("folder", [_param(f) for f in _folders()])
+def test_reference_folder_has_its_report(folder: Path) -> None:
+    md = folder / ("compare.md" if (folder / "compare.csv").is_file() else "report.md")
+    assert md.is_file(), f"{md} is missing: python -m harness report {folder}"
+    text = md.read_text(encoding="utf-8")
+    pictures = re.findall(r"!\[[^\]]*\]\(([^)]+)\)", text)
+    assert pictures, f"{md}: no pictures"
+    total = 0
+    for ref in pictures:
+        png = md.parent / unquote(ref)
+        assert png.is_file(), f"{md}: picture {ref} is not committed"
+        data = png.read_bytes()
+        with Image.open(io.BytesIO(data)) as img:
+            img.verify()
+        with Image.open(io.BytesIO(data)) as img:
+            assert img.width >= 300 and img.height >= 150, (ref, img.size)
+        total += len(data)
+    assert total <= MAX_PICTURES_BYTES, f"{md.parent}: pictures take {total:,} bytes"
+    for ref in re.findall(r"(?<!!)\[[^\]]*\]\(([^)#][^)]*)\)", text):
+        assert (md.parent / unquote(ref)).exists(), f"{md}: link {ref} leads nowhere"
+
+
+def test_every_reference_folder_is_checked() -> None:
+    names = {f.relative_to(REFERENCE).as_posix() for f in _folders()}
+    assert {"h200", "h200x2", "h200x2/run-2026-11-24", "compare"} <= names, names

@@ -1,0 +1,169 @@
+"""The run loop (harness.runloop): the next worker starts while the current one tears down,
+but no warm-up or window ever runs beside another worker, and a scenario's exports come
+before the next scenario measures. Driven with small stand-in workers that speak the progress
+protocol (no torch), so the timings the assertions rest on are seconds of sleep, not load."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from harness import runfolder as rf
+from harness.execute import Outcome, kill_group
+from harness.runfolder import Status, Unit
+from harness.runloop import Live, RunLoop
+
+# A worker as the harness's speaks: set-up, held until .go, warm-up, window, then a tear-down
+# of TEARDOWN seconds after its result is written.
+WORKER = r"""
+import json, os, sys, time
+out, teardown = sys.argv[1], float(sys.argv[2])
+def say(state):
+    tmp = os.path.join(out, ".progress.tmp")
+    with open(tmp, "w") as fh:
+        json.dump({"state": state, "stage": None, "at": time.time()}, fh)
+    os.replace(tmp, os.path.join(out, ".progress.json"))
+say("setup")
+time.sleep(0.1)
+say("held")
+while not os.path.exists(os.path.join(out, ".go")):
+    time.sleep(0.005)
+times = {"measure_from": time.time()}
+say("warmup"); time.sleep(0.2)
+say("window"); time.sleep(0.3)
+times["measure_to"] = time.time()
+say("stopping")
+with open(os.path.join(out, "times.json"), "w") as fh:
+    json.dump(times, fh)
+open(os.path.join(out, "result.json"), "w").write("{}")
+time.sleep(teardown)
+"""
+
+
+class FakeHost:
+    """Launches stand-in workers; records what the loop did and when."""
+
+    def __init__(self, tmp: Path, teardown_s: dict[str, float], stop_after: str = "") -> None:
+        self.tmp = tmp
+        self.teardown_s = teardown_s
+        self.stop_after = stop_after
+        self.ended_at: dict[str, float] = {}
+        self.launched_at: dict[str, float] = {}
+        self.exports: dict[str, float] = {}
+        self.procs: list[subprocess.Popen[bytes]] = []
+
+    def out(self, unit: Unit) -> Path:
+        return self.tmp / unit.scenario / unit.variant
+
+    def launch(self, unit: Unit) -> Live | Outcome:
+        if unit.variant == "skipped":
+            return Outcome(Status.SKIPPED, "not here")
+        out = self.out(unit)
+        out.mkdir(parents=True)
+        cmd = [sys.executable, "-c", WORKER, str(out), str(self.teardown_s.get(unit.variant, 0))]
+        proc = subprocess.Popen(cmd, start_new_session=True)
+        self.procs.append(proc)
+        self.launched_at[unit.variant] = time.time()
+        return Live(unit, proc, out, 60.0)
+
+    def may_overlap(self, current: Live, unit: Unit) -> bool:
+        return True
+
+    def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
+        assert outcome.status in (Status.OK, Status.SKIPPED), outcome.error
+        self.ended_at[unit.variant] = time.time()
+        return []
+
+    def scenario_done(self, scenario: str) -> None:
+        self.exports[scenario] = time.time()
+        time.sleep(0.3)  # exports take a while; nothing may measure meanwhile
+
+    def ready(self, unit: Unit) -> bool:
+        return True
+
+    def tick(self, live: list[Live], measuring: bool) -> None:
+        if self.stop_after and any(x.unit.variant == self.stop_after for x in live):
+            if any(x.state == rf.WorkerState.HELD for x in live):
+                raise KeyboardInterrupt  # a stop signal while a worker waits at its gate
+
+    def times(self, variant: str, scenario: str = "s") -> dict[str, float]:
+        return json.loads((self.tmp / scenario / variant / "times.json").read_text())
+
+
+def test_the_next_worker_sets_up_beside_a_tear_down_and_measures_alone(tmp_path):
+    host = FakeHost(tmp_path, {"a": 2.0, "b": 0.0})
+    RunLoop(host, [Unit("s", "a", "profile"), Unit("s", "b", "profile")], overlap=True).run()
+    a, b = host.times("a"), host.times("b")
+    # b was started during a's 2 s tear-down ...
+    assert host.launched_at["b"] < host.ended_at["a"]
+    assert host.launched_at["b"] >= a["measure_to"]  # ... never during a's window
+    # ... and measured only once a had exited
+    assert b["measure_from"] >= host.ended_at["a"]
+
+
+def test_without_overlap_each_worker_starts_after_the_last_one_ended(tmp_path):
+    host = FakeHost(tmp_path, {"a": 1.0, "b": 0.0})
+    RunLoop(host, [Unit("s", "a", "profile"), Unit("s", "b", "profile")], overlap=False).run()
+    assert host.launched_at["b"] >= host.ended_at["a"]
+
+
+def test_a_scenario_is_exported_before_the_next_one_measures(tmp_path):
+    host = FakeHost(tmp_path, {"a": 1.0})
+    units = [
+        Unit("s", "a", "profile"),
+        Unit("t", "skipped", "timing-1"),
+        Unit("t", "b", "timing-1"),
+    ]
+    RunLoop(host, units, overlap=True).run()
+    assert host.launched_at["b"] < host.ended_at["a"]  # b set up beside a's tear-down
+    assert host.exports["s"] >= host.ended_at["a"]  # s exported after its last worker
+    assert host.times("b", "t")["measure_from"] >= host.exports["s"] + 0.3  # after the export
+    assert set(host.exports) == {"s", "t"}
+
+
+def test_a_stop_signal_kills_every_live_worker(tmp_path):
+    host = FakeHost(tmp_path, {"a": 30.0}, stop_after="b")
+    with pytest.raises(KeyboardInterrupt):
+        RunLoop(host, [Unit("s", "a", "profile"), Unit("s", "b", "profile")], True).run()
+    assert len(host.procs) == 2
+    assert all(p.poll() is not None for p in host.procs)  # both stopped, none left behind
+
+
+def test_a_worker_past_its_time_limit_is_killed_and_recorded(tmp_path):
+    class Slow(FakeHost):
+        def launch(self, unit: Unit) -> Live | Outcome:
+            item = super().launch(unit)
+            assert isinstance(item, Live)
+            item.timeout_s = 1.0
+            return item
+
+        def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
+            self.outcome = outcome
+            return []
+
+    host = Slow(tmp_path, {"a": 60.0})
+    t0 = time.perf_counter()
+    RunLoop(host, [Unit("s", "a", "timing-1")], overlap=True).run()
+    assert host.outcome.status == Status.TIMEOUT
+    assert time.perf_counter() - t0 < 30  # the 60 s tear-down did not run out
+    assert host.procs[0].poll() is not None
+
+
+def test_a_paused_process_group_is_still_stopped_at_once(tmp_path):
+    """kill_group on a process stopped with SIGSTOP (a compiler-cache warm-up paused during a
+    measurement): SIGTERM acts once the process is continued, so it ends by SIGTERM within the
+    grace time instead of waiting it out for SIGKILL."""
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"],
+                            start_new_session=True)  # fmt: skip
+    time.sleep(0.3)
+    proc.send_signal(signal.SIGSTOP)
+    t0 = time.perf_counter()
+    kill_group(proc, grace_s=30.0)
+    assert time.perf_counter() - t0 < 25
+    assert proc.returncode == -signal.SIGTERM
