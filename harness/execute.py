@@ -378,17 +378,23 @@ def _export_checked(
         if qdstrm.is_file():
             return failed(nsys_mod.qdstrm_message(nsys, qdstrm, log))
         return failed(f"{label}: nsys finished but wrote no report. nsys said: {log[-400:]}")
-    cmd = nsys_mod.export_command(nsys, rep, sqlite)
+    # Written under a temporary name and renamed once nsys is done: an export cut short (the
+    # run stopped mid-export) must not leave a file that a resume takes for a finished export.
+    partial = sqlite.with_name(sqlite.stem + rf.PARTIAL_SQLITE_SUFFIX)
+    cmd = nsys_mod.export_command(nsys, rep, partial)
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
     except subprocess.TimeoutExpired:
+        partial.unlink(missing_ok=True)
         return failed(
             f"{label}: nsys export took longer than nsys.export_timeout_s={timeout_s:g} s"
         )
-    if proc.returncode != 0 or not sqlite.is_file():
+    if proc.returncode != 0 or not partial.is_file():
+        partial.unlink(missing_ok=True)
         return failed(
             f"{label}: nsys export --type sqlite failed (exit {proc.returncode}): "
             f"{(proc.stdout + proc.stderr).strip()[-400:]}"
         )
+    os.replace(partial, sqlite)
     problem = check_export(sqlite)
     return failed(f"{label}: {problem}") if problem else outcome

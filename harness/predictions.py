@@ -114,14 +114,28 @@ def _replays(hit: pd.DataFrame) -> float:
 
 
 def measured_removal(
-    scen: Scenario, variant: str, role: str, runs: pd.DataFrame, work: pd.DataFrame | None
+    scen: Scenario,
+    variant: str,
+    role: str,
+    runs: pd.DataFrame,
+    work: pd.DataFrame | None,
+    metrics: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
 ) -> tuple[float | None, float | None, float | None, str]:
     """(speedup, CI low, CI high, what measured it) of removing the cause entirely, seen from
-    ``variant``; None and the reason where the run cannot say."""
+    ``variant``; None and the reason where the run cannot say. ``metrics``: each variant's
+    result metrics (:func:`harness.truth.measurements`), for a ``Scenario.limit_metric``."""
     mine = _row(runs, scen.name, variant)
     if mine is None or _num(mine.get("step_ms_mean")) is None:
         return None, None, None, f"{variant} has no measured step"
     by = scen.removed_by
+    if by == LIMIT and scen.limit_metric:
+        # the baseline's bound for the cause removed; a partial fix's own for what is left
+        source = "baseline" if role == "bottleneck" else variant
+        limit = _num((metrics or {}).get((scen.name, source), {}).get(scen.limit_metric))
+        if limit is None or limit <= 0:
+            return None, None, None, f"no {scen.limit_metric} measured for {source}"
+        what = scen.limit_metric if role == "bottleneck" else f"own {scen.limit_metric}"
+        return float(mine["step_ms_mean"]) / limit, None, None, what
     if by == LIMIT and role == "bottleneck":
         limit = _limit_ms(work, scen.name)
         if limit is None:
@@ -161,6 +175,7 @@ def prediction_columns(
     runs: pd.DataFrame,
     work: pd.DataFrame | None,
     tolerance: float,
+    metrics: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
 ) -> dict[str, Any]:
     """The :data:`PREDICTION_COLUMNS` of one variant's diagnosis row."""
     out: dict[str, Any] = dict.fromkeys(PREDICTION_COLUMNS)
@@ -173,7 +188,7 @@ def prediction_columns(
     if role not in ("bottleneck", "partial"):
         out["prediction"], out["prediction_why"] = Check.NOT_CHECKED, f"a {role} variant"
         return out
-    m, lo, hi, by = measured_removal(scen, variant, role, runs, work)
+    m, lo, hi, by = measured_removal(scen, variant, role, runs, work, metrics)
     out.update(measured_speedup=m, measured_speedup_ci_low=lo, measured_speedup_ci_high=hi)
     out["measured_by"] = by if m is not None else ""
     return out | judge_prediction(out["predicted_speedup"], m, tolerance, why=by, finding=f)

@@ -151,6 +151,8 @@ TABLE_NAMES = (
 REPORT_SUFFIX = ".nsys-rep"
 QDSTRM_SUFFIX = ".qdstrm"
 SQLITE_SUFFIX = ".sqlite"
+#: An SQLite export while nsys writes it; renamed to ``SQLITE_SUFFIX`` once complete.
+PARTIAL_SQLITE_SUFFIX = ".partial.sqlite"
 REPORT_SUFFIXES = (REPORT_SUFFIX, QDSTRM_SUFFIX, SQLITE_SUFFIX)
 
 

@@ -79,7 +79,9 @@ def diagnose_exports(
         scen = found[r.scenario]
         expected = resolve_expectation(scen, r.variant, meas)
         row = diagnosis_row(r, scen, expected, findings, error)
-        check = prediction_columns(scen, r.variant, expected.role, findings, runs, work, tolerance)
+        check = prediction_columns(
+            scen, r.variant, expected.role, findings, runs, work, tolerance, meas
+        )
         rows.append(row | check)
         if findings is not None:
             long += finding_rows(r, findings)
@@ -152,8 +154,8 @@ def with_limits(
             table[col] = [index[col].get(k) for k in keys] if col in index else None
     table["limit_ms_per_step"] = float("nan")
     for name, group in table.groupby("scenario", sort=False):
-        if name not in found or found[name].removed_by != "limit":
-            continue
+        if name not in found or found[name].removed_by != "limit" or found[name].limit_metric:
+            continue  # no limit here, or one the run measured (Scenario.limit_metric)
         base = group[group["kind"] == "baseline"]["kernel_ms_per_step"].dropna()
         if not base.empty:
             table.loc[group.index, "limit_ms_per_step"] = float(base.iloc[0])

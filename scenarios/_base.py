@@ -320,6 +320,11 @@ class Scenario:
     """What removes the cause entirely, the measurement the findings' predicted speedups are
     checked against: a variant's name, or ``limit`` (the analytic limit of ``limit_note``).
     Empty: ``ideal`` when the scenario has one, else ``limit``."""
+    limit_metric: str = ""
+    """With ``removed_by == "limit"``: the result metric (ms per step, averaged over a variant's
+    timing processes) that is the limit, the baseline's for the cause removed, a partial fix's
+    own for what is left of it (e.g. ``balanced_bound_ms``). Empty: the summed kernel time per
+    step in the profiled trace (the baseline's, or the partial fix's own)."""
 
     def __post_init__(self) -> None:
         if self.bottleneck not in BOTTLENECK_CLASSES:

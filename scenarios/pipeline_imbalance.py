@@ -487,4 +487,6 @@ SCENARIO = Scenario(
     limit_note="the balanced split's bound: (m + ranks - 1) / m times the forward and backward "
     "time summed over the ranks / ranks, plus the optimizer time summed / ranks, from the "
     "variant's own compute timed in the measured window (metric balanced_bound_ms)",
+    removed_by="limit",
+    limit_metric="balanced_bound_ms",
 )

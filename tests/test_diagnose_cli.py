@@ -76,7 +76,7 @@ def test_unreadable_file_exits_2_with_a_clear_message(cli, tmp_path, kind):
 
 #: A process stopped by SIGTERM under nsys on the H100 (the lead's capture): CUDA API rows and
 #: NVTX, but its CUPTI activity buffers were never flushed, so no kernel or copy tables.
-KILLED = "gpu_killed_sigterm"
+KILLED = "h100_killed_sigterm"
 
 
 def _killed() -> str:

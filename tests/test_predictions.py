@@ -113,3 +113,26 @@ def test_error_summary() -> None:
     s = P.error_summary(pd.Series([0.1, -0.3, None, 0.05]))
     assert s == {"checked": 3, "median_abs_error": pytest.approx(0.1), "max_abs_error": 0.3}
     assert P.error_summary(pd.Series([None]))["median_abs_error"] is None
+
+
+def test_a_measured_limit_metric_is_the_removal(found) -> None:
+    """pipeline_imbalance has no ideal: its cause removed is a perfectly balanced cut, whose step
+    is the bound each variant measures of itself (``Scenario.limit_metric``); the steps are a
+    real CPU run's (results/cpu/pipeline_imbalance), the bounds given here."""
+    scen = found["pipeline_imbalance"]
+    assert scen.removed_by == "limit" and scen.limit_metric == "balanced_bound_ms"
+    runs = pd.read_csv(
+        TABLES.parent.parent.parent / "results/cpu/pipeline_imbalance/severity-0.75/runs.csv"
+    )
+    metrics = {
+        ("pipeline_imbalance", "baseline"): {"balanced_bound_ms": 200.0},
+        ("pipeline_imbalance", "more_microbatches"): {"balanced_bound_ms": 250.0},
+    }
+    m, lo, hi, by = P.measured_removal(scen, "baseline", "bottleneck", runs, None, metrics)
+    assert by == "balanced_bound_ms" and lo is None and hi is None
+    assert m == pytest.approx(_row(runs, "pipeline_imbalance", "baseline").step_ms_mean / 200.0)
+    m, _, _, by = P.measured_removal(scen, "more_microbatches", "partial", runs, None, metrics)
+    step = _row(runs, "pipeline_imbalance", "more_microbatches").step_ms_mean
+    assert by == "own balanced_bound_ms" and m == pytest.approx(step / 250.0)
+    m, _, _, by = P.measured_removal(scen, "baseline", "bottleneck", runs, None, {})
+    assert m is None and by == "no balanced_bound_ms measured for baseline"

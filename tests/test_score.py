@@ -1,5 +1,5 @@
-"""``harness score`` on the wild corpus: the detectors on 20 whole-process captures of ordinary
-training scripts (corpus/wild/: 19 on an H100, the DDP one on 2 x H200), scored against labels
+"""``harness score`` on the wild corpus: the detectors on 24 whole-process captures of ordinary
+training scripts (corpus/wild/: 23 on an H100, the DDP one on 2 x H200), scored against labels
 measured on the same machines (corpus/wild/measured.csv). The table is exact: a detector change
 that moves any report shows here. hs_item_checks, hs_nonzero_mask and hs_cpu_metrics are
 labelled data_stall since their competing change was measured (prebuilt device batches beat
@@ -46,6 +46,10 @@ EXPECTED = {
     "clean_loader_keeps_up": ("none", "none", ""),
     "clean_pinned_side_stream": ("none", "none", ""),
     "ddp_exposed_comm": ("exposed_comm", "exposed_comm", "exposed_comm"),
+    "gil_metrics_thread": ("gil_contention", "gil_contention", "gil_contention"),
+    "gil_shard_prep": ("gil_contention", "gil_contention", "gil_contention"),
+    "gil_log_shipper": ("none", "none", ""),
+    "hs_grad_hooks": ("host_sync", "host_sync", "host_sync"),
 }
 
 
@@ -81,9 +85,9 @@ def test_class_scores(reports: pd.DataFrame) -> None:
         "data_stall": (6, 0, 0),
         "pageable_copy": (2, 0, 0),
         "launch_bound": (4, 0, 0),
-        "host_sync": (2, 0, 0),
+        "host_sync": (3, 0, 0),
         "exposed_comm": (1, 0, 0),
-        "gil_contention": (0, 0, 0),
+        "gil_contention": (2, 0, 0),
         "stage_imbalance": (0, 0, 0),
     }
     # right on every report; nothing fires on a clean one

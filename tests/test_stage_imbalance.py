@@ -24,7 +24,6 @@ IMBALANCED = {
     "cpu_nsys2022_stage_pp_heavy_head": (0.278, 0.204, 0.252, 0.807),
 }
 BALANCED = {
-    "cpu_nsys2022_stage_pp_param_split_uniform": (0.029, 0.373, 0.479, 0.537),
     "cpu_nsys2022_stage_pp_balanced": (0.042, 0.457, 0.537, 0.621),
 }
 DDP_CPU = "cpu_nsys2022_stage_ddp"

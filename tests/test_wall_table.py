@@ -23,11 +23,13 @@ def test_the_reference_run_reads_as_a_table(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| | before | after |"
     rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in lines[2:]}
-    # the 14 profiled processes of that run: 151 s after their windows, 307 s of timing work
-    assert rows["profile: processes"] == "| profile: processes | 14 | 14 |"
-    assert rows["profile: teardown_s"] == "| profile: teardown_s | 151 | 151 |"
-    assert rows["timing: wall_s"] == "| timing: wall_s | 307 | 307 |"
-    assert rows["profile: hold_s"] == "| profile: hold_s | – | – |"  # not recorded then
+    # the 18 profiled processes of the 2026-11-25 run: 159 s waiting in cudaProfilerStop for
+    # nsys to take the capture, 5 s of exit after it (os._exit), 273 s of timing work
+    assert rows["profile: processes"] == "| profile: processes | 18 | 18 |"
+    assert rows["profile: capture_stop_s"] == "| profile: capture_stop_s | 159 | 159 |"
+    assert rows["profile: teardown_s"] == "| profile: teardown_s | 5 | 5 |"
+    assert rows["timing: wall_s"] == "| timing: wall_s | 273 | 273 |"
+    assert rows["profile: hold_s"] == "| profile: hold_s | 0 | 0 |"  # profiled: never held
 
 
 def test_a_folder_without_timings_is_refused(tmp_path, capsys):
