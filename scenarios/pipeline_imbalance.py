@@ -75,6 +75,7 @@ from scenarios._base import (
     Variant,
     Workload,
 )
+from scenarios.ddp_bucketing import Block  # the same pre-LN residual MLP block
 
 
 @dataclass(kw_only=True)
@@ -141,19 +142,6 @@ class PipeConfig(ScenarioConfig):
     """CPU size: 2 gloo ranks, one torch thread each, ~300 ms per baseline step."""
     full: PipeSize = field(default_factory=lambda: PipeSize(warmup_steps=5, steps=20))
     """GPU size: 2 GPUs, 16 blocks of width 2048, 16384 tokens per step in bf16."""
-
-
-class Block(nn.Module):
-    """Pre-LN residual MLP: x + fc2(gelu(fc1(ln(x))))."""
-
-    def __init__(self, width: int, hidden: int) -> None:
-        super().__init__()
-        self.norm = nn.LayerNorm(width)
-        self.fc1 = nn.Linear(width, hidden)
-        self.fc2 = nn.Linear(hidden, width)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return x + self.fc2(F.gelu(self.fc1(self.norm(x))))
 
 
 def first_stage_blocks(depth: int, world: int, share: float) -> list[int]:
