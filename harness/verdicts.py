@@ -220,6 +220,16 @@ def _verdict(
     return "confirmed", f"every variant as expected{note}; best fix CI low {best_low:.3g}x"
 
 
+def _skipped_baseline(runs: pd.DataFrame) -> str:
+    """``skipped: <why>`` when the scenario's baseline did not run here (e.g. it needs 2 GPUs),
+    the reason a verdict gives instead of "no readable export"; "" otherwise."""
+    base = runs[runs["kind"] == "baseline"] if "kind" in runs else runs.iloc[0:0]
+    if base.empty or str(base["status"].iloc[0]) != "skipped":
+        return ""
+    error = base["error"].iloc[0] if "error" in base else ""
+    return f"skipped: {error}" if isinstance(error, str) and error else "skipped"
+
+
 def verdicts(
     diag: pd.DataFrame,
     runs: pd.DataFrame,
@@ -243,6 +253,9 @@ def verdicts(
         fixes = r[r["kind"] == "fix"]
         best_low = fixes["speedup_ci_low"].max() if not fixes.empty else float("nan")
         verdict, why = _verdict(d, float(best_low), min_ci_low, main_metric, findings)
+        skipped = _skipped_baseline(r)
+        if skipped and (d.empty or d[d["kind"] == "baseline"].empty):
+            why = skipped  # inconclusive, and why: the baseline never ran here
         off = []
         for row in d.itertuples() if not d.empty else []:
             fired = [k for k in str(row.observed or "").split(";") if k]

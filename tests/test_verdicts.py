@@ -238,3 +238,18 @@ def test_partial_fix_on_the_committed_exports(tmp_path, fix_export, loader_only,
     mine = long[(long["variant"] == "async_dataloader") & (long["class"] == "data_stall")]
     assert set(mine["state"]) == {"fired" if stalls else "clear"}
     assert set(long["class"]) == set(CLASSES)
+
+
+def test_a_skipped_baseline_says_why_not_unreadable() -> None:
+    """On the H100 reference run's tables the 2-GPU scenarios were skipped: their verdict says
+    so, with the runner's reason, instead of calling a never-made export unreadable."""
+    ref = Path(__file__).resolve().parent.parent / "results" / "reference" / "h100"
+    diag, runs = pd.read_csv(ref / "diagnosis.csv"), pd.read_csv(ref / "runs.csv")
+    out = V.verdicts(diag, runs, scenarios.discover())
+    got = out.set_index("scenario")
+    for name in ("ddp_bucketing", "pipeline_imbalance"):
+        assert got.loc[name, "verdict"] == "inconclusive"
+        assert got.loc[name, "reason"] == (
+            "skipped: needs 2 GPUs on this node (one per process), this machine has 1"
+        )
+    assert (got.drop(index=["ddp_bucketing", "pipeline_imbalance"])["verdict"] == "confirmed").all()

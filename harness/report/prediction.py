@@ -4,6 +4,8 @@ speedup the run measured for removing that cause entirely (diagnosis.csv's predi
 
 from __future__ import annotations
 
+from typing import Any
+
 import pandas as pd
 
 from harness.report.doc import Badge, Doc
@@ -17,6 +19,13 @@ _KIND = {"within": "ok", "outside": "refuted", "not_checked": "skipped"}
 def _fmt(v: object, digits: int = 3) -> str:
     x = pd.to_numeric(pd.Series([v]), errors="coerce").iloc[0]
     return "–" if pd.isna(x) else f"{x:.{digits}g}"
+
+
+def _with_ci(value: Any, low: Any, high: Any) -> str:
+    """``1.32 [1.26-1.4]``; the value alone where there is no interval (an analytic limit)."""
+    if pd.isna(pd.to_numeric(pd.Series([low, high]), errors="coerce")).any():
+        return _fmt(value)
+    return f"{_fmt(value)} [{_fmt(low)}-{_fmt(high)}]"
 
 
 def prediction_section(doc: Doc, run: RunFolder, tolerance: float = 0.2) -> None:
@@ -60,10 +69,10 @@ def prediction_section(doc: Doc, run: RunFolder, tolerance: float = 0.2) -> None
         (
             [
                 str(r.scenario), str(r.variant), str(r.predicted_class),
-                f"{_fmt(r.predicted_speedup)} [{_fmt(r.predicted_speedup_ci_low)}-"
-                f"{_fmt(r.predicted_speedup_ci_high)}]",
-                f"{_fmt(r.measured_speedup)} [{_fmt(r.measured_speedup_ci_low)}-"
-                f"{_fmt(r.measured_speedup_ci_high)}]",
+                _with_ci(r.predicted_speedup, r.predicted_speedup_ci_low,
+                         r.predicted_speedup_ci_high),
+                _with_ci(r.measured_speedup, r.measured_speedup_ci_low,
+                         r.measured_speedup_ci_high),
                 str(r.measured_by) if isinstance(r.measured_by, str) else "",
                 "–" if pd.isna(r.prediction_error) else f"{r.prediction_error:+.0%}",
                 Badge(str(r.prediction), _KIND.get(str(r.prediction), "skipped")),
