@@ -35,6 +35,7 @@ import pandas as pd
 import yaml
 
 from analysis.detect import diagnose, load_thresholds
+from analysis.expert_rules import RULES
 from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace
 from bottlenecks import CLASSES
@@ -264,9 +265,15 @@ def class_scores(reports: pd.DataFrame) -> pd.DataFrame:
     """Per tool and class: true/false positives, false negatives, precision, recall, F1, and
     ``not_judged`` (reports left out: the tool could not judge the class there)."""
     tools = ["fired"] + [c for c in reports.columns if c == "nsys_rules" or c.startswith("tool")]
+    ruled = {spec.klass for spec in RULES}
     rows = []
     for tool in tools:
         for k in CLASSES:
+            if tool == "nsys_rules" and k not in ruled:  # no rule for it: n/a, not a miss
+                rows.append({"tool": tool, "class": k, "tp": 0, "fp": 0, "fn": 0,
+                             "not_judged": len(reports), "precision": float("nan"),
+                             "recall": float("nan"), "f1": float("nan")})  # fmt: skip
+                continue
             use = _usable(reports, tool, k)
             usable = reports[use]
             truth = usable["truth"] == k

@@ -130,3 +130,20 @@ def test_the_score_cli_prints_na_not_zero(run, cli) -> None:
     )
     assert row.split()[-3:] == ["n/a", "n/a", "n/a"], row
     assert "0.00" not in row
+
+
+def test_nsys_rules_read_na_for_a_class_they_have_no_rule_for() -> None:
+    """nsys's expert rules cover four classes; on the others (exposed_comm, gil_contention,
+    stage_imbalance) their score is n/a, not an F1 of 0.00 as if they had missed."""
+    from harness.score import class_scores
+
+    rows = pd.DataFrame(
+        {"report": ["a", "b", "c"], "truth": ["gil_contention", "data_stall", "none"],
+         "fired": ["gil_contention", "data_stall", ""],
+         "nsys_rules": ["data_stall", "data_stall", "data_stall"]}
+    )  # fmt: skip
+    got = class_scores(rows).set_index(["tool", "class"])
+    for k in ("exposed_comm", "gil_contention", "stage_imbalance"):
+        assert pd.isna(got.loc[("nsys_rules", k), "f1"])
+    assert got.loc[("nsys_rules", "data_stall"), ["tp", "fp", "fn"]].tolist() == [1, 2, 0]
+    assert got.loc[("detectors", "gil_contention"), "f1"] == 1.0
