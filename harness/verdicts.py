@@ -223,7 +223,9 @@ def _verdict(
 def _skipped_baseline(runs: pd.DataFrame) -> str:
     """``skipped: <why>`` when the scenario's baseline did not run here (e.g. it needs 2 GPUs),
     the reason a verdict gives instead of "no readable export"; "" otherwise."""
-    base = runs[runs["kind"] == "baseline"] if "kind" in runs else runs.iloc[0:0]
+    if "kind" not in runs or "status" not in runs:
+        return ""
+    base = runs[runs["kind"] == "baseline"]
     if base.empty or str(base["status"].iloc[0]) != "skipped":
         return ""
     error = base["error"].iloc[0] if "error" in base else ""
