@@ -1,7 +1,7 @@
 """``python -m harness diagnose PATH... [--format text|json] [--expert-rules]``: findings for
 any nsys report.
 
-Takes ``.sqlite`` exports, or ``.nsys-rep`` reports (exported with the nsys the harness finds,
+Takes ``.sqlite`` exports (also xz-compressed, ``.sqlite.xz``), or ``.nsys-rep`` reports (exported with the nsys the harness finds,
 into a temporary folder). Findings are ranked by impact; the primary class is the fired finding
 with the largest impact, or ``none``. ``--expert-rules`` also runs nsys's own rules
 (``nsys analyze``, analysis/expert_rules.py) on the same export and shows which fired, next to
@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import lzma
 import math
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -35,6 +37,14 @@ class DiagnoseError(RuntimeError):
 def _sqlite_for(path: Path, tmp: Path) -> Path:
     if not path.exists():
         raise DiagnoseError(f"{path}: no such file")
+    if path.suffix == ".xz":  # an xz-compressed export, as the corpus and the fixtures keep them
+        out = tmp / path.stem
+        try:
+            with lzma.open(path) as src, out.open("wb") as dst:
+                shutil.copyfileobj(src, dst)
+        except lzma.LZMAError as exc:
+            raise DiagnoseError(f"{path}: not a readable .xz file ({exc})") from exc
+        return out
     if path.suffix != ".nsys-rep":
         return path
     found = nsys_mod.find(None)
@@ -193,7 +203,8 @@ def parser() -> argparse.ArgumentParser:
         "paths",
         nargs="+",
         type=Path,
-        help=".sqlite exports or .nsys-rep reports (exported with the nsys found on the PATH)",
+        help=".sqlite exports (.sqlite.xz too) or .nsys-rep reports (exported with the nsys found "
+        "on the PATH)",
     )
     ap.add_argument(
         "--format",

@@ -72,6 +72,24 @@ def test_unreadable_file_exits_2_with_a_clear_message(cli, tmp_path, kind):
     assert proc.stdout == ""
 
 
+def test_an_xz_export_is_read_as_it_is_kept(cli):
+    """The corpus and the fixtures keep their exports xz-compressed; diagnose reads them as
+    they are, with the same findings as the decompressed file."""
+    xz = DATA / "gpu_nsys2025_sync_loading.sqlite.xz"
+    a, b = _json(cli, xz), _json(cli, GPU_BASE)
+    assert a["report"] == str(xz)
+    assert a["primary"] == b["primary"] == "data_stall"
+    assert a["findings"] == b["findings"]
+
+
+def test_a_broken_xz_file_exits_2(cli, tmp_path):
+    bad = tmp_path / "broken.sqlite.xz"
+    bad.write_bytes(b"\xfd7zXZ\x00 truncated")
+    proc = cli(["diagnose", str(bad)])
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert f"cannot diagnose {bad}" in proc.stderr and "not a readable .xz file" in proc.stderr
+
+
 # --- a report without GPU activity ---------------------------------------------------------------
 
 #: A process stopped by SIGTERM under nsys on the H100 (the lead's capture): CUDA API rows and
