@@ -21,19 +21,10 @@ from typing import Any
 
 import pandas as pd
 
-PARTS = (
-    "startup_s",
-    "import_s",
-    "cuda_init_s",
-    "setup_s",
-    "hold_s",
-    "warmup_s",
-    "window_s",
-    "capture_stop_s",
-    "teardown_s",
-    "finalize_s",
-    "export_s",
-)
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from harness.collect import TIMING_PARTS
+
+PARTS = TIMING_PARTS  # one owner: harness/collect.py writes these columns into timings.csv
 PHASES = ("all_calls_s", "total_s", "workers_s", "exports_s", "diagnosis_s", "report_s")
 
 
