@@ -190,6 +190,7 @@ def main():
             "RESULT "
             + json.dumps({"step_ms": round(ms, 3), "steps": n, "fix": args.fix, "blocks": split})
         )
+    dist.barrier()  # both ranks done with every send and receive before gloo tears down
     dist.destroy_process_group()
 
 
