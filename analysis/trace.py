@@ -14,8 +14,10 @@ raises :class:`TraceError` instead: it never comes back as an empty frame.
 
 from __future__ import annotations
 
+import lzma
 import os
 import re
+import shutil
 import sqlite3
 import threading
 from collections.abc import Callable, Iterable, Mapping
@@ -371,6 +373,15 @@ def _check_header(path: Path) -> None:
             f"{path}: truncated SQLite file: header says {page_count} pages of {page_size} bytes "
             f"({page_size * page_count} bytes) but the file has {size} bytes"
         )
+
+
+def unxz(path: Path, into: Path) -> Path:
+    """``path`` (an xz-compressed export, ``NAME.sqlite.xz``) decompressed to ``into/NAME.sqlite``;
+    raises ``lzma.LZMAError`` on a file that is not xz."""
+    out = into / path.stem
+    with lzma.open(path) as src, out.open("wb") as dst:
+        shutil.copyfileobj(src, dst)
+    return out
 
 
 def open_trace(path: str | Path) -> Trace:

@@ -16,7 +16,6 @@ import argparse
 import json
 import lzma
 import math
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -26,7 +25,7 @@ from typing import Any
 from analysis import expert_rules as E
 from analysis.detect import diagnose
 from analysis.findings import PREDICTION_FIELDS
-from analysis.trace import TraceError, open_trace
+from analysis.trace import TraceError, open_trace, unxz
 from harness import nsys as nsys_mod
 
 
@@ -38,13 +37,10 @@ def _sqlite_for(path: Path, tmp: Path) -> Path:
     if not path.exists():
         raise DiagnoseError(f"{path}: no such file")
     if path.suffix == ".xz":  # an xz-compressed export, as the corpus and the fixtures keep them
-        out = tmp / path.stem
         try:
-            with lzma.open(path) as src, out.open("wb") as dst:
-                shutil.copyfileobj(src, dst)
+            return unxz(path, tmp)
         except lzma.LZMAError as exc:
             raise DiagnoseError(f"{path}: not a readable .xz file ({exc})") from exc
-        return out
     if path.suffix != ".nsys-rep":
         return path
     found = nsys_mod.find(None)

@@ -19,9 +19,7 @@ judged (a clean label: where any class could).
 from __future__ import annotations
 
 import argparse
-import lzma
 import shlex
-import shutil
 import subprocess
 import sys
 import tempfile
@@ -37,7 +35,7 @@ import yaml
 from analysis.detect import diagnose, load_thresholds
 from analysis.expert_rules import RULES
 from analysis.findings import Finding
-from analysis.trace import TraceError, open_trace
+from analysis.trace import TraceError, open_trace, unxz
 from bottlenecks import CLASSES
 from harness import predictions as P
 from harness.labels import parse_removes
@@ -137,9 +135,7 @@ def sqlite_of(path: Path, tmp: Path) -> Iterator[Path]:
     if path.suffix != ".xz":
         yield path
         return
-    out = tmp / path.stem
-    with lzma.open(path) as src, out.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
+    out = unxz(path, tmp)
     try:
         yield out
     finally:
