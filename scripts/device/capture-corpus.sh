@@ -73,8 +73,8 @@ launcher() {  # the command that runs script $1 in $2 processes
 
 # BUDGET_S: the call's seconds; timing stops early enough to leave each profile its estimate
 budget=${BUDGET_S:-0}
-profile_total=0
-for spec in "${selected[@]}"; do
+profile_total=0  # PROFILE=0: nothing is profiled, so timing may use the whole budget
+[ "${PROFILE:-1}" = 0 ] || for spec in "${selected[@]}"; do
   read -r _ _ _ _ prof_s _ _ <<<"$spec"
   profile_total=$((profile_total + prof_s))
 done

@@ -9,6 +9,7 @@
 #   "TAG SCENARIO VARIANTS SETTING [more nsys args]"  (SETTING 'none': no nsys).
 # Prints the PROBE lines and leaves them in $OUT/trace-probe.txt.
 set -uo pipefail
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}  # trace_probe.py imports harness, scenarios
 export NCCL_NVLS_ENABLE=0 TORCH_SYMM_MEM_DISABLE_MULTICAST=1 NVSHMEM_DISABLE_NVLS=1
 out=${OUT:-/var/tmp/trace-probe}
 mkdir -p "$out" /var/tmp/trace-probe-reps
@@ -44,6 +45,6 @@ while read -r tag scenario variants setting more; do
   grep '^PROBE' "/var/tmp/trace-probe-reps/$scenario-$tag.log" | sed "s/^PROBE/PROBE $scenario/" \
     | tee -a "$out/trace-probe.txt"
   echo "  ($scenario $tag: rc $rc, $(( $(date +%s) - t0 )) s)"
-  [ $rc -ne 0 ] && tail -5 "/var/tmp/trace-probe-reps/$scenario-$tag.log"
+  [ $rc -ne 0 ] && grep -E "Error|error:|Traceback" "/var/tmp/trace-probe-reps/$scenario-$tag.log" | sort | uniq -c | head -8
 done < "$plan"
 echo "trace-probe: $(( $(date +%s) - start )) s"
