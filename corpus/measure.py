@@ -144,8 +144,12 @@ def summarize(timing_csv: str, labels_csv: str) -> list[dict]:
         per_fix = {}
         for fx in classes:
             t = times.get((s, fx), {})
-            pairs = [base[r] / t[r] for r in sorted(set(base) & set(t)) if t[r] > 0]
-            mb, mf = _mean(list(base.values())), _mean(list(t.values()))
+            shared = sorted(set(base) & set(t))
+            pairs = [base[r] / t[r] for r in shared if t[r] > 0]
+            # `none` of the rounds the switch was timed in (a later call may add a switch with
+            # its own `none` runs: each switch is compared with its own call's baseline)
+            mb = _mean([base[r] for r in shared] or list(base.values()))
+            mf = _mean(list(t.values()))
             sp = mb / mf if mb is not None and mf else None
             per_fix[fx] = sp
             rows.append(

@@ -142,12 +142,21 @@ class HarnessConfig:
     it, then waits before its warm-up until the current one has exited, so no warm-up or
     window runs beside another worker. Never two forked or two torchrun workers at once.
     False: each worker starts once the previous one has exited."""
+    overlap_capture_stop: bool = True
+    """On a GPU, with ``overlap``: the held worker goes on while the previous one, a profiled
+    worker past its window, waits in cudaProfilerStop for nsys to take its capture (6-11 s
+    each on the H100). That process only waits while nsys works beside it, as nsys writing an
+    earlier report does (``nsys.background_finalize``); the probe effect of the profiled run
+    measured beside it shows whether it costs anything. False: a worker warms up only once the
+    previous one has exited."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
     ranks; all with ``fork_server=false``) import the fork server's preload modules
     (``fork_preload``) with torch, as forked workers have them: ``torch._dynamo`` is then
     imported before the set-up (and, with ``overlap``, beside the previous worker's
-    tear-down) rather than by the first optimizer inside it (4-7 s on the H100)."""
+    tear-down) rather than by the first optimizer inside it (4-7 s on the H100). Inductor's
+    compiler (``torch._inductor.compile_fx``) only where the variant compiles: it made every
+    profiled worker's imports 13 s instead of 5 s on the H100."""
     warm_compile: bool | None = None
     """Fill the compiler caches (Inductor, Triton) for variants that compile
     (``Variant.compiles``) in a background process at the lowest CPU priority, paused while

@@ -6,8 +6,10 @@ workers alive: once the current one's measured window is over (a profiled worker
 8-14 s in cudaProfilerStop while nsys takes its capture, on the H100), the next one is started
 so that its imports and set-up run beside that tear-down; it then waits at its gate, before its
 warm-up, until the current one has exited (and the scenario's exports, if it was the scenario's
-last, are done). So no warm-up or window ever runs beside another worker; only nsys writing an
-earlier report in the background may (``nsys.background_finalize``).
+last, are done). So no warm-up or window ever runs beside another worker's; only nsys writing an
+earlier report in the background may (``nsys.background_finalize``), and, on a GPU, nsys taking
+a profiled worker's capture while that worker waits in cudaProfilerStop
+(``harness.overlap_capture_stop``).
 
 The loop itself knows processes and states, not what a unit means: launching, recording and
 exporting are the runner's (:class:`Host`).
@@ -53,6 +55,9 @@ class Live:
     memory_cap_gb: float | None = None
     detach_when: Callable[[Any], bool] | None = None
     """For a profiled worker under nsys: let go once the worker itself has exited."""
+    quiet_past_window: bool = False
+    """Once past its window it only waits (a profiled worker in cudaProfilerStop while nsys
+    takes its capture): the next worker may warm up and measure beside it."""
     opened: bool = False
     """Its gate is open (or it has none): from here until its window ends it is measuring."""
     state: WorkerState | None = None
@@ -209,11 +214,19 @@ class RunLoop:
         return True
 
     def _open_gate(self) -> bool:
-        """The oldest worker held at its gate goes on once it is the only one left."""
-        if len(self.live) != 1:
+        """The oldest worker held at its gate goes on once every other one has exited, or
+        only waits past its window (``Live.quiet_past_window``)."""
+        held = [x for x in self.live if not x.opened and x.state == WorkerState.HELD]
+        if not held:
             return False
-        item = self.live[0]
-        if item.opened or item.state != WorkerState.HELD:
+        item = held[0]
+        # Only beside a worker of the same scenario: the exit of a scenario's last worker
+        # starts its exports, which nothing may measure beside.
+        others = [x for x in self.live if x is not item]
+        if not all(
+            x.quiet_past_window and x.past_window and x.unit.scenario == item.unit.scenario
+            for x in others
+        ):
             return False
         self.host.tick(self.live, True)  # background work pauses before the warm-up starts
         item.open_gate()

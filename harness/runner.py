@@ -321,7 +321,7 @@ class Suite:
             max_window_s=self.cfg.harness.window_budget_s(unit.phase),
             min_steps=self.cfg.harness.min_steps,
             max_warmup_s=self.cfg.harness.max_warmup_s,
-            preload=self.fork_preload() if preload else [],
+            preload=self.unforked_preload(unit) if preload else [],
             report_progress=True,
             gate=single and not warm_only,
             parent_pid=os.getpid(),
@@ -358,6 +358,17 @@ class Suite:
         if self.cfg.harness.fork_preload is not None:
             return list(self.cfg.harness.fork_preload)
         return [*PRELOAD_ALWAYS, *(PRELOAD_GPU if self.device == "cuda" else ())]
+
+    def unforked_preload(self, unit: Unit) -> list[str]:
+        """What a worker started as a new interpreter imports with torch: the fork server's
+        list, less Inductor's compiler (``PRELOAD_GPU``, 8 s of a profiled worker's imports on
+        the H100) unless its variant compiles; an explicit ``harness.fork_preload`` is kept."""
+        mods = self.fork_preload()
+        if self.cfg.harness.fork_preload is not None:
+            return mods
+        if self.found[unit.scenario].variant(unit.variant).compiles:
+            return mods
+        return [m for m in mods if m not in PRELOAD_GPU]
 
     def close(self) -> None:
         """Stop the fork server and a compiler-cache warm-up, if started; kill any nsys still
@@ -431,7 +442,14 @@ class Suite:
             single=world <= 1,
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
             detach_when=detach,
+            quiet_past_window=unit.is_profile and world <= 1 and self.overlap_capture_stop,
         )
+
+    @property
+    def overlap_capture_stop(self) -> bool:
+        """harness.overlap_capture_stop as it applies here: on a GPU (where a profiled worker
+        stops a capture range), with ``overlap``."""
+        return self.cfg.harness.overlap_capture_stop and self.overlapping and self.device == "cuda"
 
     def _profile_command(self, unit: Unit, run_dir: Path, program: list[str]) -> list[str]:
         """``nsys profile ... program`` writing the unit's report (stale reports removed)."""
@@ -892,6 +910,7 @@ class Suite:
         them: wall_time.json records them beside the numbers they explain."""
         return {
             "overlap": self.overlapping,
+            "overlap_capture_stop": self.overlap_capture_stop,
             "preload_unforked": self.cfg.harness.preload_unforked,
             "warm_compile": self.warming,
             "exit_after_capture": self._leaves_after_capture(),

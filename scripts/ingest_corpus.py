@@ -2,6 +2,7 @@
 
     python scripts/ingest_corpus.py CALL_OUT [CALL_OUT ...] [--iterations 8] [--dest corpus/wild]
     python scripts/ingest_corpus.py --recut [--iterations 8]    # the committed exports again
+    python scripts/ingest_corpus.py --add h100x2 CALL_OUT     # more switches, old rows kept
 
 Each CALL_OUT is one device call's $OUT (corpus-exports.tar, corpus-timing.csv). For every
 export: the tables no reader uses (UNREAD) are dropped, and every timed row after the
@@ -115,17 +116,24 @@ def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) 
     return f"{raw.stem}: {mb:.1f} MB -> {kb:.0f} KB xz, iterations kept: {kept}"
 
 
-def merge_timing(calls: list[Path], old: Path) -> list[dict]:
-    """Rows of the calls' corpus-timing.csv, plus ``old``'s rows of scripts they lack."""
+def merge_timing(calls: list[Path], old: Path, add: str | None = None) -> list[dict]:
+    """Rows of the calls' corpus-timing.csv, plus ``old``'s rows of scripts they lack. With
+    ``add`` (a tag), ``old`` is kept whole and the calls' rows are added with their rounds
+    named ``<add>-<round>``: a call that timed more switches (REMOVALS_ONLY=1) beside its own
+    ``none``; corpus/measure.py compares each switch with ``none`` of its own rounds."""
     new: list[dict] = []
     for call in calls:
         with (call / "corpus-timing.csv").open(newline="") as fh:
             new += list(csv.DictReader(fh))
-    captured = {r["script"] for r in new}
+    if add:
+        new = [{**r, "repeat": f"{add}-{r['repeat']}"} for r in new]
+    captured = set() if add else {r["script"] for r in new}
     kept = []
     if old.exists():
         with old.open(newline="") as fh:
             kept = [r for r in csv.DictReader(fh) if r["script"] not in captured]
+            if add:  # the same call added twice replaces its own rows
+                kept = [r for r in kept if not r["repeat"].startswith(f"{add}-")]
     return kept + new
 
 
@@ -167,11 +175,17 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=ITERATIONS)
     p.add_argument("--dest", type=Path, default=ROOT / "corpus" / "wild")
     p.add_argument("--recut", action="store_true", help="cut the committed exports again")
+    p.add_argument(
+        "--add",
+        metavar="TAG",
+        help="keep every committed timing row; add the calls' rows as "
+        "rounds TAG-1, TAG-2 (a REMOVALS_ONLY=1 call)",
+    )
     args = p.parse_args(argv)
     if not args.calls and not args.recut:
         p.error("name the calls' $OUT folders, or --recut")
     (args.dest / "exports").mkdir(parents=True, exist_ok=True)
-    rows = merge_timing(args.calls, args.dest / "timing.csv")
+    rows = merge_timing(args.calls, args.dest / "timing.csv", args.add)
     steps = none_step_ms(rows)
     with tempfile.TemporaryDirectory() as tmp:
         for name, raw in _exports(args.calls, args.dest, args.recut, Path(tmp)):

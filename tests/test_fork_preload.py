@@ -55,3 +55,22 @@ def test_the_default_preload_depends_on_the_device() -> None:
     assert s.fork_preload() == [*PRELOAD_ALWAYS, *PRELOAD_GPU]
     raw, suite = compose(["+scenario=forced_sync", "harness.fork_preload=[json]"])
     assert Suite(suite, raw).fork_preload() == ["json"]
+
+
+def test_unforked_workers_import_inductor_only_where_the_variant_compiles() -> None:
+    """A profiled worker of a variant that never compiles skips Inductor's import (8 s of its
+    start on the H100); one that compiles gets it, and an explicit list is kept as given."""
+    from harness.config import compose
+    from harness.runfolder import Unit
+    from harness.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
+
+    raw, suite = compose(["+scenario=kernel_flood"])
+    s = Suite(suite, raw)
+    s.device = "cuda"
+    assert s.unforked_preload(Unit("kernel_flood", "baseline", "profile")) == list(PRELOAD_ALWAYS)
+    compiled = Unit("kernel_flood", "torch_compile", "profile")
+    assert s.unforked_preload(compiled) == [*PRELOAD_ALWAYS, *PRELOAD_GPU]
+    raw, suite = compose(["+scenario=kernel_flood", "harness.fork_preload=[json]"])
+    s = Suite(suite, raw)
+    s.device = "cuda"
+    assert s.unforked_preload(Unit("kernel_flood", "baseline", "profile")) == ["json"]

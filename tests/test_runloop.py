@@ -49,8 +49,11 @@ time.sleep(teardown)
 class FakeHost:
     """Launches stand-in workers; records what the loop did and when."""
 
-    def __init__(self, tmp: Path, teardown_s: dict[str, float], stop_after: str = "") -> None:
+    def __init__(
+        self, tmp: Path, teardown_s: dict[str, float], stop_after: str = "", quiet: bool = False
+    ) -> None:
         self.tmp = tmp
+        self.quiet = quiet
         self.teardown_s = teardown_s
         self.stop_after = stop_after
         self.ended_at: dict[str, float] = {}
@@ -70,7 +73,7 @@ class FakeHost:
         proc = subprocess.Popen(cmd, start_new_session=True)
         self.procs.append(proc)
         self.launched_at[unit.variant] = time.time()
-        return Live(unit, proc, out, 60.0)
+        return Live(unit, proc, out, 60.0, quiet_past_window=self.quiet)
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
         return True
@@ -107,14 +110,30 @@ def test_the_next_worker_sets_up_beside_a_tear_down_and_measures_alone(tmp_path)
     assert b["measure_from"] >= host.ended_at["a"]
 
 
+def test_a_worker_measures_beside_one_that_only_waits_past_its_window(tmp_path):
+    """harness.overlap_capture_stop: a profiled worker waiting in cudaProfilerStop after its
+    window (here: its 2 s tear-down) does not hold the next one's warm-up back, but the two
+    windows still never meet, and the third worker waits for its turn."""
+    host = FakeHost(tmp_path, {"a": 2.0, "b": 2.0, "c": 0.0}, quiet=True)
+    units = [Unit("s", v, "profile") for v in "abc"]
+    RunLoop(host, units, overlap=True).run()
+    a, b, c = host.times("a"), host.times("b"), host.times("c")
+    assert a["measure_to"] <= b["measure_from"] < host.ended_at["a"]
+    assert b["measure_to"] <= c["measure_from"]
+    assert host.launched_at["c"] >= host.ended_at["a"]  # never three workers at once
+
+
 def test_without_overlap_each_worker_starts_after_the_last_one_ended(tmp_path):
     host = FakeHost(tmp_path, {"a": 1.0, "b": 0.0})
     RunLoop(host, [Unit("s", "a", "profile"), Unit("s", "b", "profile")], overlap=False).run()
     assert host.launched_at["b"] >= host.ended_at["a"]
 
 
-def test_a_scenario_is_exported_before_the_next_one_measures(tmp_path):
-    host = FakeHost(tmp_path, {"a": 1.0})
+@pytest.mark.parametrize("quiet", [False, True], ids=["exits", "quiet_past_window"])
+def test_a_scenario_is_exported_before_the_next_one_measures(tmp_path, quiet):
+    """Also where the scenario's last worker only waits past its window: a worker of the next
+    scenario never measures beside it, since its exit starts the scenario's exports."""
+    host = FakeHost(tmp_path, {"a": 1.0}, quiet=quiet)
     units = [
         Unit("s", "a", "profile"),
         Unit("t", "skipped", "timing-1"),
