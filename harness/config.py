@@ -142,13 +142,14 @@ class HarnessConfig:
     it, then waits before its warm-up until the current one has exited, so no warm-up or
     window runs beside another worker. Never two forked or two torchrun workers at once.
     False: each worker starts once the previous one has exited."""
-    overlap_capture_stop: bool = True
+    overlap_capture_stop: bool = False
     """On a GPU, with ``overlap``: the held worker goes on while the previous one, a profiled
-    worker past its window, waits in cudaProfilerStop for nsys to take its capture (6-11 s
-    each on the H100). That process only waits while nsys works beside it, as nsys writing an
-    earlier report does (``nsys.background_finalize``); the probe effect of the profiled run
-    measured beside it shows whether it costs anything. False: a worker warms up only once the
-    previous one has exited."""
+    worker of the same scenario past its window, waits in cudaProfilerStop for nsys to take its
+    capture (6-11 s each on the H100). That process only waits while nsys works beside it, as
+    nsys writing an earlier report does (``nsys.background_finalize``). Off by default: on the
+    H100 (2026-11-25) it never took effect, since a profiled worker's imports under nsys
+    (10-12 s) outlast the previous one's stop (8-11 s), so what it costs the probe effect is
+    not measured yet. False: a worker warms up only once the previous one has exited."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
     ranks; all with ``fork_server=false``) import the fork server's preload modules
