@@ -127,3 +127,37 @@ def _rows(path: Path) -> dict[str, int]:
         return {t: db.execute(f'SELECT COUNT(*) FROM "{t}"').fetchone()[0] for t in names}
     finally:
         db.close()
+
+
+def test_add_keeps_earlier_rounds_and_each_switch_meets_its_own_none(tmp_path: Path) -> None:
+    """``--add TAG``: a later call that timed one more switch beside its own ``none`` keeps the
+    committed rounds; the old switch is compared with the old ``none``, the new with the new."""
+    import measure  # corpus/measure.py, on the path ingest_corpus sets
+
+    fields = measure.TIMING_FIELDS
+    old = tmp_path / "timing.csv"
+    rows = [("s", "none", "1", "100"), ("s", "none", "2", "100"), ("s", "fast", "1", "50"),
+            ("s", "fast", "2", "50")]  # fmt: skip
+    old.write_text(
+        ",".join(fields) + "\n" + "".join(f"{a},{b},{c},{d},9,0,\n" for a, b, c, d in rows)
+    )
+    call = tmp_path / "call"
+    call.mkdir()
+    new = [("s", "none", "1", "80"), ("s", "gone", "1", "10"), ("s", "none", "2", "80"),
+           ("s", "gone", "2", "10")]  # fmt: skip
+    (call / "corpus-timing.csv").write_text(
+        ",".join(fields) + "\n" + "".join(f"{a},{b},{c},{d},9,0,\n" for a, b, c, d in new)
+    )
+    merged = ingest_corpus.merge_timing([call], old, add="x2")
+    assert len(merged) == 8 and {r["repeat"] for r in merged} == {"1", "2", "x2-1", "x2-2"}
+    assert ingest_corpus.merge_timing([call], old, add=None)[0]["repeat"] == "1"  # replaced
+    out = tmp_path / "merged.csv"
+    with out.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, fieldnames=fields)
+        w.writeheader()
+        w.writerows(merged)
+    labels = tmp_path / "labels.csv"
+    labels.write_text("script,label,label_fix,other_fixes,also,removes\n"
+                      "s,data_stall,fast,gone,,data_stall=gone\n")  # fmt: skip
+    got = {r["fix"]: float(r["speedup"]) for r in measure.summarize(str(out), str(labels))}
+    assert got == {"fast": 2.0, "gone": 8.0}  # not 90/50 and 90/10 (both calls' none pooled)
