@@ -131,3 +131,29 @@ def test_reports_with_gpu_activity_or_no_cuda_at_all_are_not_flagged(name):
     (nsys 2022.4 on a machine without a GPU) has neither; both are judged as before."""
     with open_trace(sqlite_fixture(name)) as trace:
         assert gpu_activity_lost(trace) is None
+
+
+#: The start of pp_heavy_head (a 2-rank gloo pipeline on CPUs) captured whole with
+#: --trace=cuda,nvtx,osrt on the one-H100 machine (2026-11-25), cut to 150 ms with
+#: scripts/trim_export.py (unread tables dropped, unreferenced strings pruned): torch touched the
+#: driver (one cuModuleGetLoadingMode row) and launched nothing.
+CPU_ON_GPU_BOX = "gpu_box_cpu_only_pp"
+
+
+def test_a_cpu_program_on_a_gpu_machine_is_judged_as_a_cpu_report(cli):
+    """CUDA API rows that launch nothing are not a lost capture: the report reads as a CPU one
+    (the GPU classes not judged for want of GPU tables), never "CUPTI never flushed"."""
+    path = str(sqlite_fixture(CPU_ON_GPU_BOX))
+    with open_trace(path) as trace:
+        assert trace.query("SELECT COUNT(*) FROM CUPTI_ACTIVITY_KIND_RUNTIME")[1] == [(1,)]
+        assert gpu_activity_lost(trace) is None
+    proc = cli(["diagnose", "--format", "json", path])
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout)
+    assert "CUPTI never flushed" not in proc.stdout
+    lost = {f["class"] for f in out["findings"] if f["reason"] == GPU_ACTIVITY_LOST}
+    assert lost == set()
+    kernel_less = {
+        f["class"] for f in out["findings"] if "CUPTI_ACTIVITY_KIND_KERNEL" in f["reason"]
+    }
+    assert {"launch_bound", "host_sync", "exposed_comm"} <= kernel_less

@@ -84,13 +84,30 @@ GPU_ACTIVITY_LOST = (
 )
 
 
+#: Tables nsys fills once the program has created a CUDA context (not on device queries alone).
+CONTEXT_TABLES = ("TARGET_INFO_CUDA_CONTEXT_INFO", "TARGET_INFO_CUDA_STREAM")
+
+
 def gpu_activity_lost(trace: T.Trace) -> str | None:
     """:data:`GPU_ACTIVITY_LOST` when the report has CUDA API rows and no GPU activity rows,
-    else None: judging such a report would read the host's launches against an empty GPU."""
+    and the program did use the GPU (a launch or copy call was recorded, or it created a CUDA
+    context), else None: judging such a report would read the host's launches against an empty
+    GPU. A killed process loses the API records of its launches too, so a created context is the
+    sign that stays. A CPU-only program that merely asked the driver about the devices
+    (``torch.cuda.is_available()``) on a GPU machine has neither, and is judged as a CPU report."""
 
     def rows(table: str) -> bool:
         return trace.has(table) and bool(trace.query(f"SELECT 1 FROM {table} LIMIT 1")[1])
 
-    if rows(C.RUNTIME) and not any(rows(t) for t in C.GPU_TABLES):
+    if not rows(C.RUNTIME) or any(rows(t) for t in C.GPU_TABLES):
+        return None
+    if any(rows(t) for t in CONTEXT_TABLES):
         return GPU_ACTIVITY_LOST
-    return None
+    ids = C.category_ids(trace, "launch", "memcpy", "memset")
+    found = (
+        ids
+        and trace.query(
+            f"SELECT 1 FROM {C.RUNTIME} WHERE nameId IN ({','.join(map(str, ids))}) LIMIT 1"
+        )[1]
+    )
+    return GPU_ACTIVITY_LOST if found else None
