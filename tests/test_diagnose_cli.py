@@ -137,7 +137,7 @@ def test_reports_with_gpu_activity_or_no_cuda_at_all_are_not_flagged(name):
 #: --trace=cuda,nvtx,osrt on the one-H100 machine (2026-11-25), cut to 150 ms with
 #: scripts/trim_export.py (unread tables dropped, unreferenced strings pruned): torch touched the
 #: driver (one cuModuleGetLoadingMode row) and launched nothing.
-CPU_ON_GPU_BOX = "gpu_box_cpu_only_pp"
+CPU_ON_GPU_BOX = "cpu_program_on_gpu_box_pp"
 
 
 def test_a_cpu_program_on_a_gpu_machine_is_judged_as_a_cpu_report(cli):
