@@ -145,11 +145,9 @@ class HarnessConfig:
     overlap_capture_stop: bool = False
     """On a GPU, with ``overlap``: the held worker goes on while the previous one, a profiled
     worker of the same scenario past its window, waits in cudaProfilerStop for nsys to take its
-    capture (6-11 s each on the H100). That process only waits while nsys works beside it, as
-    nsys writing an earlier report does (``nsys.background_finalize``). Off by default: on the
-    H100 (2026-11-25) it never took effect, since a profiled worker's imports under nsys
-    (10-12 s) outlast the previous one's stop (8-11 s), so what it costs the probe effect is
-    not measured yet. False: a worker warms up only once the previous one has exited."""
+    capture (6-11 s on the H100) while nsys works beside it. Off by default: on the H100
+    (2026-11-25) it never took effect (imports under nsys, 10-12 s, outlast the stop, 8-11 s),
+    so its cost to the probe effect is unmeasured. False: warm up once the previous exited."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
     ranks; all with ``fork_server=false``) import the fork server's preload modules
