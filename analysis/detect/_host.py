@@ -235,8 +235,8 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     gbs, gbe = C.busy(trace, st, act)
     gs, ge = C.gaps(gbs, gbe, st.lo, st.hi)
     idle_sync = C.overlap_total(gs, ge, bs, be)
-    # the main thread's waits for the GIL are a cause of their own, out of every stretch
-    ws, we = C.difference(*_gil_waits(trace, cfg, st, tid), bs, be)
+    # the loop threads' waits for the GIL are a cause of their own, out of every stretch
+    ws, we = C.difference(*_gil_waits(trace, cfg, st, tid, issuing), bs, be)
     ds, de = C.difference(*C.union(ss[is_data], se[is_data]), ws, we)
     hs, he = C.difference(*C.union(ss[~is_data], se[~is_data]), ws, we)
     idle_data = C.overlap_total(gs, ge, ds, de)
@@ -277,12 +277,12 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
 
 
 def _gil_waits(
-    trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, tid: int
+    trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, tid: int, issuing: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The main thread's GIL waits in the window (``gil_contention.read_waits``), as a union."""
+    """The loop threads' GIL waits in the window (``gil_contention.read_waits``), as a union."""
     from analysis.detect import gil_contention  # here: that module reads this one's host view
 
-    found = gil_contention.read_waits(trace, st, tid, cfg.get("gil_contention", {}))
+    found = gil_contention.read_waits(trace, st, tid, cfg.get("gil_contention", {}), issuing)
     if found is None:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     s = np.clip(np.asarray(found.starts, np.int64), st.lo, st.hi)
