@@ -20,16 +20,6 @@ class RunLockedError(RuntimeError):
     """Another harness process is running into this results folder."""
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 class RunLock:
     """An exclusive lock file in the results folder; a stale one (dead pid) is taken over.
 
@@ -49,7 +39,7 @@ class RunLock:
                     pid = int(self.path.read_text().split()[0])
                 except (OSError, ValueError, IndexError):
                     pid = -1
-                if pid > 0 and _pid_alive(pid):
+                if pid > 0 and rf.pid_alive(pid):
                     raise RunLockedError(
                         f"results folder {self.path.parent} is in use by harness process {pid} "
                         f"(lock file {self.path}); two suites at once would skew each other's "

@@ -12,6 +12,7 @@ layout can change in one file. Nothing here imports torch, pandas or the scenari
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from dataclasses import dataclass
 from enum import Enum
@@ -254,6 +255,18 @@ def node_suffix(node_rank: int) -> str:
 def node_dir(run_dir: Path, node_rank: int) -> Path:
     """Node k's own run folder inside node 0's (node 0: the run folder itself)."""
     return Path(run_dir) / f"node{node_rank}" if node_rank else Path(run_dir)
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether process ``pid`` exists (a lock's holder, a held worker's harness); one owned by
+    another user counts as alive."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def lock_name(node_rank: int = 0) -> str:

@@ -136,18 +136,6 @@ def _publish_stages(spec: WorkerSpec, ctx: Any) -> None:
     ctx.stage = stage
 
 
-def _parent_alive(pid: int | None) -> bool:
-    if pid is None:
-        return True
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
 #: How often a worker held at the gate looks for ``.go`` (seconds).
 GATE_POLL_S = 0.005
 
@@ -165,7 +153,7 @@ def wait_at_gate(spec: WorkerSpec) -> float:
             raise RuntimeError(f"held before the warm-up for {spec.gate_timeout_s:g} s: no go")
         if now - checked > 1.0:
             checked = now
-            if not _parent_alive(spec.parent_pid):
+            if spec.parent_pid is not None and not rf.pid_alive(spec.parent_pid):
                 raise RuntimeError("the harness that held this worker is gone")
         time.sleep(GATE_POLL_S)
     return time.perf_counter() - t0

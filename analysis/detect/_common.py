@@ -250,6 +250,15 @@ def enum_ids(trace: T.Trace, table: str, pattern: str) -> list[int]:
     return cache[key]
 
 
+def name_ids(trace: T.Trace, names: tuple[str, ...] | list[str]) -> list[int]:
+    """StringIds ids of exactly these names ([] for none, or a report without StringIds)."""
+    if not names or not trace.has("StringIds"):
+        return []
+    marks = ", ".join(f":n{i}" for i in range(len(names)))
+    sql = f"SELECT id FROM StringIds WHERE value IN ({marks})"
+    return [int(r[0]) for r in trace.query(sql, {f"n{i}": n for i, n in enumerate(names)})[1]]
+
+
 def _string_ids(trace: T.Trace, pattern: str) -> list[int]:
     """Ids of StringIds whose value is LIKE ``pattern`` (cached)."""
     key = ("strings", pattern)

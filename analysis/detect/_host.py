@@ -79,14 +79,6 @@ class HostView:
         return float(self.saving_by.get(cause, 0.0)) / max(1, self.span_ns)
 
 
-def _names(trace: T.Trace, names: tuple[str, ...] | list[str]) -> list[int]:
-    if not names:
-        return []
-    marks = ", ".join(f":n{i}" for i in range(len(names)))
-    sql = f"SELECT id FROM StringIds WHERE value IN ({marks})"
-    return [int(r[0]) for r in trace.query(sql, {f"n{i}": n for i, n in enumerate(names)})[1]]
-
-
 def _osrt(trace: T.Trace, st: C.Steady, tid: int, ids: list[int], every: list[int]):
     """Union of the thread's OS-runtime calls with name ids ``ids`` in the window, out of the
     one read of those in ``every`` (all the names the host view asks about)."""
@@ -305,8 +297,8 @@ def input_evidence(
     ``data_load`` range overlaps it). Shared by the host view and the time model (``_model``)."""
     hc = cfg.get("host", {})
     ss, se, nxt = stretches
-    file_ids = _names(trace, list(hc.get("file_calls", ())))
-    wait_ids = _names(trace, list(hc.get("wait_calls", WAIT_CALLS)))
+    file_ids = C.name_ids(trace, list(hc.get("file_calls", ())))
+    wait_ids = C.name_ids(trace, list(hc.get("wait_calls", WAIT_CALLS)))
     every = sorted(set(file_ids) | set(wait_ids))
     rs, re_ = _osrt(trace, st, tid, file_ids, every)
     ws, we = _osrt(trace, st, tid, wait_ids, every)

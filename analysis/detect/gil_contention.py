@@ -34,7 +34,7 @@ would then take ``max(H - W, G)`` instead of ``H``); fired at ``min_saving_share
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any
@@ -85,14 +85,6 @@ class GilWaits:
         return C.length(self.starts, self.ends)
 
 
-def _string_ids(trace: T.Trace, names: list[str]) -> list[int]:
-    if not names or not trace.has("StringIds"):
-        return []
-    marks = ", ".join(f":n{i}" for i in range(len(names)))
-    sql = f"SELECT id FROM StringIds WHERE value IN ({marks})"
-    return [int(r[0]) for r in trace.query(sql, {f"n{i}": n for i, n in enumerate(names)})[1]]
-
-
 def _event_type_ids(trace: T.Trace) -> tuple[int, tuple[int, ...]]:
     """(NvtxDomainCreate, the range event types) as this export numbers them."""
     table = "ENUM_NSYS_EVENT_TYPE"
@@ -122,7 +114,7 @@ def _gil_ranges(
     """Ranges of the GIL domains of process ``pid`` named one of ``names`` that overlap the
     window: start, end (clipped) and the global thread id."""
     _, ranges = _event_type_ids(trace)
-    ids = _string_ids(trace, names)
+    ids = C.name_ids(trace, names)
     literal = ", ".join("'" + n.replace("'", "''") + "'" for n in names) or "NULL"
     named = f"(n.text IN ({literal})" + (f" OR n.textId IN ({C.id_list(ids)})" if ids else "") + ")"
     sql = f"""SELECT n.start, n."end", n.globalTid FROM {NVTX} AS n
@@ -167,7 +159,7 @@ def _from_osrt(
     ``max_call_ms``; None without an OS-runtime table."""
     if not trace.has(OSRT):
         return None
-    ids = _string_ids(trace, list(th["wait_calls"]))
+    ids = C.name_ids(trace, list(th["wait_calls"]))
     starts, ends, count = [], [], 0
     for t in tids if tids is not None else [tid]:
         rows = C.thread_osrt(trace, st, int(t), ids) if ids else None
@@ -198,7 +190,11 @@ def _times_out(rows: Mapping[str, np.ndarray], th: Mapping[str, Any]) -> bool:
 
 
 def read_waits(
-    trace: T.Trace, st: C.Steady, tid: int, th: Mapping[str, Any], tids: Any = None
+    trace: T.Trace,
+    st: C.Steady,
+    tid: int,
+    th: Mapping[str, Any],
+    tids: Iterable[int] | None = None,
 ) -> GilWaits | None:
     """The GIL waits of thread ``tid`` and of the other threads in ``tids`` (the loop's issuing
     threads: PyTorch's autograd thread runs the backward and waits for the GIL there while the

@@ -181,15 +181,6 @@ def gpu_ranks(trace: T.Trace, st: C.Steady) -> Ranks:
     return Ranks(st.lo, st.hi, names, idle, idle, source, st.note)
 
 
-def _name_ids(trace: T.Trace, names: list[str]) -> list[int]:
-    """StringIds ids of exactly these names."""
-    if not names or not trace.has("StringIds"):
-        return []
-    marks = ", ".join(f":n{i}" for i in range(len(names)))
-    sql = f"SELECT id FROM StringIds WHERE value IN ({marks})"
-    return [int(r[0]) for r in trace.query(sql, {f"n{i}": n for i, n in enumerate(names)})[1]]
-
-
 def _main_thread_calls(trace: T.Trace, st: C.Steady, th: Mapping[str, Any]) -> dict[str, Any]:
     """Every OS-runtime call of at least ``min_wait_us`` made by a process's main thread and
     overlapping the window (clipped to it): start, end, pid, and ``wait`` (one of
@@ -197,7 +188,7 @@ def _main_thread_calls(trace: T.Trace, st: C.Steady, th: Mapping[str, Any]) -> d
     empty = np.zeros(0, np.int64)
     if not trace.has("OSRT_API"):
         return {"start": empty, "end": empty, "pid": empty, "wait": empty.astype(bool)}
-    ids = C.id_list(_name_ids(trace, list(th["wait_calls"]))) or "NULL"
+    ids = C.id_list(C.name_ids(trace, list(th["wait_calls"]))) or "NULL"
     main = f"(t.globalTid & {_ID_MASK}) = ((t.globalTid >> 24) & {_ID_MASK})"
     where = f'{C.WINDOW} AND {main} AND t."end" - t.start >= :min'
     cols = {
