@@ -87,11 +87,16 @@ def expert_rules_for(db: Path) -> dict[str, Any]:
 
 
 def diagnose_report(
-    path: Path, *, expert_rules: bool = False, thresholds: dict[str, Any] | None = None
+    path: Path,
+    *,
+    expert_rules: bool = False,
+    thresholds: dict[str, Any] | None = None,
+    step_ms: float | None = None,
 ) -> dict[str, Any]:
     """The JSON-shaped diagnosis of one report (raises DiagnoseError when unreadable); with
     ``expert_rules``, an ``expert_rules`` key with nsys's rules on the same export.
-    ``thresholds``: the detectors' settings (default: conf/diagnosis/default.yaml)."""
+    ``thresholds``: the detectors' settings (default: conf/diagnosis/default.yaml);
+    ``step_ms``: the program's mean step measured without nsys (calibrates the predictions)."""
     rules = None
     if thresholds is None:
         from harness.config import diagnosis_thresholds
@@ -101,7 +106,7 @@ def diagnose_report(
         db = _sqlite_for(path, Path(tmp))
         try:
             with open_trace(db) as trace:
-                findings = diagnose(trace, thresholds)
+                findings = diagnose(trace, thresholds, step_ms=step_ms)
         except TraceError as exc:
             raise DiagnoseError(str(exc)) from exc
         if expert_rules:
@@ -215,6 +220,14 @@ def parser() -> argparse.ArgumentParser:
         help="also run nsys's own expert rules (nsys analyze) on each report",
     )
     ap.add_argument(
+        "--step-ms",
+        type=_positive,
+        metavar="MS",
+        help="the program's mean step (ms) measured without nsys, as your own timer reads it: "
+        "the predictions are then over that step, with nsys's cost per CUDA call fitted to it "
+        "(it differs from loop to loop); without it they take a fixed cost off each call",
+    )
+    ap.add_argument(
         "--set",
         action="append",
         default=[],
@@ -222,6 +235,16 @@ def parser() -> argparse.ArgumentParser:
         help="override a threshold, e.g. --set host_sync.min_saving_share=0.2 (repeatable)",
     )
     return ap
+
+
+def _positive(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive number of ms, got {text}")
+    return value
 
 
 def main(argv: list[str]) -> int:
@@ -237,7 +260,12 @@ def main(argv: list[str]) -> int:
     for path in args.paths:
         try:
             results.append(
-                diagnose_report(path, expert_rules=args.expert_rules, thresholds=thresholds)
+                diagnose_report(
+                    path,
+                    expert_rules=args.expert_rules,
+                    thresholds=thresholds,
+                    step_ms=args.step_ms,
+                )
             )
         except (DiagnoseError, subprocess.TimeoutExpired) as exc:
             print(f"error: cannot diagnose {path}: {exc}", file=sys.stderr)

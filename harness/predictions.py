@@ -70,6 +70,7 @@ PREDICTION_COLUMNS: tuple[str, ...] = (
     "prediction_error",
     "prediction",
     "prediction_why",
+    "trace_only_speedup",
 )
 
 
@@ -244,6 +245,8 @@ CORPUS_COLUMNS: tuple[str, ...] = (
     "prediction_error",
     "prediction",
     "prediction_why",
+    "trace_only_speedup",
+    "trace_only_error",
 )
 
 
@@ -275,5 +278,9 @@ def corpus_checks(
             judged = judge_prediction(row["predicted_speedup"], m, tolerance, why=why)
             if row["predicted_speedup"] is None:
                 judged["prediction_why"] = note
+            col = f"trace_only_speedup:{klass}"
+            alone = _num(by_report.at[report, col]) if have and col in by_report else None
+            judged["trace_only_speedup"] = alone
+            judged["trace_only_error"] = alone / m - 1.0 if alone and m else None
             rows.append(row | judged)
     return pd.DataFrame(rows, columns=list(CORPUS_COLUMNS))

@@ -33,6 +33,7 @@ import pandas as pd
 import yaml
 
 from analysis.detect import diagnose, load_thresholds
+from analysis.detect.predict import trace_only
 from analysis.expert_rules import RULES
 from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace, unxz
@@ -68,6 +69,9 @@ class Labelled:
     removes: str = ""
     """labels.csv's ``removes``: per labelled cause, the switch that removes it entirely (what the
     findings' predicted speedups are checked against, ``harness.predictions``)."""
+    step_ms: float | None = None
+    """The program's mean step measured without nsys (a corpus's timing.csv, a run's runs.csv):
+    the predictions are calibrated to it (``diagnosis.predict.calibrate``)."""
 
 
 def _find_export(root: Path, name: str) -> Path | None:
@@ -92,14 +96,30 @@ def corpus_items(root: Path) -> list[Labelled]:
             k: (v.get("label", NONE) if isinstance(v, dict) else str(v)) for k, v in data.items()
         }
         also, removes = {}, {}
+    steps = untraced_steps(root / "timing.csv")
     items = []
     for name, label in entries.items():
         path = _find_export(root, name)
         if path is not None:
             items.append(
-                Labelled(name, str(label) or NONE, path, also.get(name, ""), removes.get(name, ""))
-            )
+                Labelled(
+                    name, str(label) or NONE, path, also.get(name, ""), removes.get(name, ""),
+                    steps.get(name),
+                )
+            )  # fmt: skip
     return items
+
+
+def untraced_steps(timing_csv: Path) -> dict[str, float]:
+    """Per corpus script, its mean ``none`` step (ms) from the rounds timed with its capture:
+    rounds named by a number (``ingest_corpus.py --add`` prefixes the rounds it adds, which
+    came from another session, often another machine). Empty without a timing.csv."""
+    if not timing_csv.is_file():
+        return {}
+    t = pd.read_csv(timing_csv, dtype={"repeat": str})
+    own = t[(t["fix"] == "none") & t["repeat"].str.isdigit() & (t["rc"] == 0)]
+    own = own[pd.to_numeric(own["step_ms"], errors="coerce") > 0]
+    return own.groupby("script")["step_ms"].mean().astype(float).to_dict()
 
 
 def run_items(root: Path) -> list[Labelled]:
@@ -108,13 +128,21 @@ def run_items(root: Path) -> list[Labelled]:
 
     diag = pd.read_csv(root / "diagnosis.csv")
     col = "expected" if "expected" in diag else "injected"
+    steps: dict[tuple[str, str], float] = {}
+    if (root / "runs.csv").is_file():
+        runs = pd.read_csv(root / "runs.csv")
+        for r in runs.itertuples():
+            step = pd.to_numeric(getattr(r, "step_ms_mean", None), errors="coerce")
+            if pd.notna(step) and step > 0:
+                steps[(str(r.scenario), str(r.variant))] = float(step)
     items = []
     for r in diag.itertuples():
         path = _find_export(root / str(r.scenario) / str(r.variant), f"{r.scenario}__{r.variant}")
         undecided = getattr(r, "expected_role", "") == UNDECIDED
         if path is not None:
             truth = NA if undecided else str(getattr(r, col))
-            items.append(Labelled(f"{r.scenario}/{r.variant}", truth, path))
+            step = steps.get((str(r.scenario), str(r.variant)))
+            items.append(Labelled(f"{r.scenario}/{r.variant}", truth, path, step_ms=step))
     return items
 
 
@@ -186,13 +214,17 @@ def score_reports(
             with sqlite_of(it.path, tmp) as db:
                 try:
                     with open_trace(db) as trace:
-                        found = diagnose(trace, cfg)
+                        found = diagnose(trace, cfg, step_ms=it.step_ms)
+                        row |= predicted_columns(found)
+                        row |= {
+                            f"trace_only_speedup:{f.klass}": trace_only(trace, cfg, f)
+                            for f in found
+                        }
                 except TraceError as exc:
                     row.update(primary="unreadable", fired="", not_judged=";".join(CLASSES))
                     rows.append({**row, "error": str(exc)})
                     continue
                 fired = [f.klass for f in found if f.fired]
-                row |= predicted_columns(found)
                 row["primary"] = fired[0] if fired else NONE
                 row["fired"] = ";".join(fired)
                 row["not_judged"] = ";".join(f.klass for f in found if not f.judged)
@@ -359,7 +391,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         if checks is not None:
             print("\npredicted against measured (the cause removed entirely):")
             print(checks.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3g}"))
-            print("\n" + prediction_summary(checks, reports).to_string(index=False, na_rep=NA))
+            summary = prediction_summary(checks, reports, tolerance)
+            print("\n" + summary.to_string(index=False, na_rep=NA))
     if args.out:
         from harness.atomic import write_text
 
@@ -372,12 +405,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     return 0
 
 
-def prediction_summary(checks: pd.DataFrame, reports: pd.DataFrame) -> pd.DataFrame:
-    """Per tool: pairs checked, within tolerance, median and largest |error|; tools that give
-    no number (nsys's expert rules, --tool commands) are n/a."""
+def prediction_summary(
+    checks: pd.DataFrame, reports: pd.DataFrame, tolerance: float = 0.2
+) -> pd.DataFrame:
+    """Per tool: pairs checked, within tolerance, median and largest |error|; the detectors
+    twice where the untraced step calibrated them (and as the trace alone predicts); tools that
+    give no number (nsys's expert rules, --tool commands) are n/a."""
     s = P.error_summary(checks["prediction_error"])
     inside = int((checks["prediction"].astype(str) == str(P.Check.WITHIN)).sum())
     rows = [{"tool": "detectors", **s, "within": inside}]
+    if "trace_only_error" in checks and checks["trace_only_error"].notna().any():
+        t = P.error_summary(checks["trace_only_error"])
+        ok = int(
+            (pd.to_numeric(checks["trace_only_error"], errors="coerce").abs() <= tolerance).sum()
+        )
+        rows.append({"tool": "detectors, trace only", **t, "within": ok})
     others = [c for c in reports.columns if c == "nsys_rules" or c.startswith("tool")]
     rows += [{"tool": c, "checked": 0} for c in others]
     return pd.DataFrame(rows, columns=["tool", "checked", "within", "median_abs_error",

@@ -20,6 +20,7 @@ import pandas as pd
 
 from analysis.detect import diagnose, load_thresholds
 from analysis.detect.config import MAIN_METRIC
+from analysis.detect.predict import trace_only
 from analysis.findings import Finding
 from analysis.gpu_work import add_side_bound, gpu_work
 from analysis.trace import TraceError, open_trace
@@ -33,7 +34,7 @@ from harness.diagnosis_table import (
     profiled_exports,
     write_findings,
 )
-from harness.predictions import prediction_columns
+from harness.predictions import LIMIT, prediction_columns
 from harness.truth import UNDECIDED, measurements, resolve_expectation
 from scenarios import Scenario
 
@@ -58,10 +59,16 @@ def diagnose_exports(
     table and each export's GPU work."""
     diagnosed: list[tuple[Any, dict[str, Finding] | None, str]] = []
     work_rows: list[dict[str, Any]] = []
+    alone: dict[tuple[str, str], float | None] = {}
+    cfg = load_thresholds(thresholds)
     for r, db in profiled_exports(run_dir, runs):
+        step_ms = _calibrating_step(found[r.scenario], r)
         try:
             with open_trace(db) as trace:
-                findings = {f.klass: f for f in diagnose(trace, thresholds)}
+                findings = {f.klass: f for f in diagnose(trace, cfg, step_ms=step_ms)}
+                own = findings.get(found[r.scenario].bottleneck)
+                if own is not None:
+                    alone[(r.scenario, r.variant)] = trace_only(trace, cfg, own)
                 try:
                     work = gpu_work(trace).iloc[0].to_dict()
                     work_rows.append({"scenario": r.scenario, "variant": r.variant, **work})
@@ -73,7 +80,7 @@ def diagnose_exports(
         diagnosed.append((r, findings, ""))
     work = with_limits(pd.DataFrame(work_rows), found, runs)
     meas = measurements(run_dir, runs, work)
-    tolerance = float((thresholds or load_thresholds())["predict"]["tolerance_share"])
+    tolerance = float(cfg["predict"]["tolerance_share"])
     rows, long = [], []
     for r, findings, error in diagnosed:
         scen = found[r.scenario]
@@ -82,10 +89,22 @@ def diagnose_exports(
         check = prediction_columns(
             scen, r.variant, expected.role, findings, runs, work, tolerance, meas
         )
+        check["trace_only_speedup"] = alone.get((r.scenario, r.variant))
         rows.append(row | check)
         if findings is not None:
             long += finding_rows(r, findings)
     return diagnosis_frame(rows), findings_frame(long)
+
+
+def _calibrating_step(scen: Scenario, r: Any) -> float | None:
+    """The variant's unprofiled mean step, which calibrates its predictions; None where the
+    scenario's removal is a limit read from the same trace and step (the kernel-sum limit: a
+    prediction calibrated to that step would equal it by construction, so it is checked as the
+    trace alone predicts it)."""
+    if scen.removed_by == LIMIT and not scen.limit_metric:
+        return None
+    step = pd.to_numeric(getattr(r, "step_ms_mean", None), errors="coerce")
+    return float(step) if pd.notna(step) and step > 0 else None
 
 
 def diagnose_run(

@@ -209,25 +209,29 @@ def test_input_work_gets_the_idle_it_covers_when_the_gpu_is_the_slower_side(tmp_
 
 def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     """Every labelled cause with a measured full-removal switch (corpus/wild/measured.csv),
-    checked at 20%: the pairs and their verdicts as the detectors give them today (those
-    outside, and why, in corpus/wild/README.md). A model change that moves a pair shows here."""
+    checked at 20%: the pairs and their verdicts as the detectors give them today, calibrated to
+    each script's untraced step from timing.csv where the loop allows it, and as the trace alone
+    predicts them (those outside, and why, in corpus/wild/README.md). A model change that moves
+    a pair shows here; issue 23's bar (median <= 20%, none over 40%) holds calibrated."""
     items = S.corpus_items(CORPUS)
     checks = S.prediction_table(items, reports.reset_index(), 0.2)
     done = checks[checks["prediction"].astype(str) != "not_checked"]
     got = {(r.report, r["class"]): str(r.prediction) for _, r in done.iterrows()}
     outside = {k for k, v in got.items() if v == "outside"}
     assert outside == {
-        ("ds_cpu_augment", "data_stall"),
-        ("ds_few_workers", "data_stall"),
         ("pg_nonblocking_unpinned", "pageable_copy"),
-        ("lb_batch1_infer", "launch_bound"),
-        ("lb_python_timesteps", "launch_bound"),
-        ("host_bound_with_syncs", "launch_bound"),
-        ("gil_metrics_thread", "gil_contention"),
+        ("hs_cpu_metrics", "data_stall"),
         ("gil_shard_prep", "gil_contention"),
     }
-    assert len(got) == 23 and sum(v == "within" for v in got.values()) == 15
+    assert len(got) == 23 and sum(v == "within" for v in got.values()) == 20
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
-    assert errors.abs().median() == pytest.approx(0.1244, abs=5e-4)
-    assert errors[("gil_metrics_thread", "gil_contention")] == pytest.approx(0.4058, abs=5e-4)
-    assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.3571, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.1022, abs=5e-4)
+    assert errors.abs().max() == pytest.approx(0.3571, abs=5e-4)  # gil_shard_prep
+    assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0518, abs=5e-4)
+    alone = done.set_index(["report", "class"])["trace_only_error"].astype(float)
+    assert set(alone[alone.abs() > 0.4].index) == {
+        ("lb_batch1_infer", "launch_bound"),  # nsys cost this loop 20 us a call, not 7
+        ("gil_metrics_thread", "gil_contention"),  # nsys's GIL trace slowed the loop 1.4x
+    }
+    assert int((alone.abs() <= 0.2).sum()) == 17
+    assert alone.abs().median() == pytest.approx(0.1288, abs=5e-4)

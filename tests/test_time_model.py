@@ -176,6 +176,107 @@ def test_untraced_takes_the_trace_overhead_off_each_call(tmp_path: Path) -> None
     assert traced.predicted_speedup / untraced.predicted_speedup == pytest.approx(20 / 13, rel=0.03)
 
 
+def _launch_bound(tmp_path: Path, name: str) -> Path:
+    """200 launches of 5 us kernels, 20 us of host time each (the loop above)."""
+
+    def body(lp: Loop) -> None:
+        for _ in range(200):
+            lp.launch(5 * US, call_ns=20 * US)
+
+    return _export(tmp_path, _step(Loop(), body), name)
+
+
+def _calibrated(path: Path, step_ms: float, over: dict | None = None) -> dict:
+    cfg = {"predict": {"untraced": True, "trace_overhead_us": 7.0, **(over or {})}}
+    with T.open_trace(path) as tr:
+        return {f.klass: f for f in diagnose(tr, cfg, step_ms=step_ms)}
+
+
+def test_calibration_fits_nsys_cost_to_the_measured_step(tmp_path: Path) -> None:
+    """The launch-bound loop whose program, timed without nsys, took half its traced step: nsys
+    cost it 10 us of each call's 20, not the default 7. Calibrated, the replay finds those
+    10 us, and the speedup is over the measured step: 2.01 ms / 1.02 ms, not the 2.6 ms the
+    default cost would leave."""
+    path = _launch_bound(tmp_path, "calibrate")
+    measured = _observed_step(path) / 2
+    f = _calibrated(path, measured / MS)["launch_bound"]
+    kernels = 200 * 5 * US + 20 * US
+    assert f.metrics["trace_overhead_us"] == pytest.approx(10.0, abs=0.3)
+    assert f.predicted_speedup == pytest.approx(measured / kernels, rel=0.02)
+    assert "over the measured untraced step" in f.prediction_note
+    off = _calibrated(path, measured / MS, {"calibrate": False})["launch_bound"]
+    assert off.metrics["trace_overhead_us"] == pytest.approx(7.0)
+    assert off.predicted_speedup == pytest.approx(
+        _observed_step(path) * 13 / 20 / kernels, rel=0.03
+    )
+
+
+def test_calibration_refused_where_the_step_cannot_tell_nsys_cost(tmp_path: Path) -> None:
+    """A loop of few calls (100 ms of input reads, 41 calls a step): a measured step 5% off the
+    traced one is the spread between processes, not 25 us a call; and a measured step ten times
+    the traced iteration is not the iteration found. Both keep the default cost, and say why."""
+
+    def body(lp: Loop) -> None:
+        lp.host(100 * MS, reads=True)
+        lp.h2d(4 << 20, 200 * US, pageable=False)
+        for _ in range(40):
+            lp.launch(50 * US)
+
+    few = _export(tmp_path, _step(Loop(), body), "few_calls")
+    f = _calibrated(few, _observed_step(few) * 0.95 / MS)["data_stall"]
+    assert f.metrics["trace_overhead_us"] == pytest.approx(7.0)
+    assert "too few to calibrate" in f.prediction_note
+    other = _launch_bound(tmp_path, "other_step")
+    g = _calibrated(other, _observed_step(other) * 10 / MS)["launch_bound"]
+    assert g.metrics["trace_overhead_us"] == pytest.approx(7.0)
+    assert "is not the measured" in g.prediction_note
+
+
+def test_removed_input_takes_its_side_effects_with_it(tmp_path: Path) -> None:
+    """Per step: 30 ms of input reads, a pinned batch copy, then 20 launches of 50 us kernels
+    with 10 us of dispatch before each; the first launch after the copy comes 3 ms late (the
+    host batch released, a thread woken from the load). With the input gone that 3 ms goes too:
+    the host's 0.4 ms hide under the GPU's 1 ms. The same 3 ms in a loop with no input work is
+    the loop's own host work and stays."""
+
+    def body(lp: Loop, reads: bool) -> None:
+        if reads:
+            lp.host(30 * MS, reads=True)
+            lp.h2d(4 << 20, 100 * US, pageable=False)
+        lp.host(3 * MS)
+        for _ in range(20):
+            lp.launch(50 * US)
+            lp.host(10 * US)
+
+    fed = _export(tmp_path, _step(Loop(), lambda lp: body(lp, True)), "side_effects")
+    f = _findings(fed)["data_stall"]
+    gpu_step = 20 * US + 20 * 50 * US
+    assert f.predicted_step_ms == pytest.approx(gpu_step / MS, rel=0.05)
+    own = _export(tmp_path, _step(Loop(), lambda lp: body(lp, False)), "own_host_work")
+    g = _findings(own)["data_stall"]
+    assert g.predicted_speedup == pytest.approx(1.0, abs=0.01)
+
+
+def test_launch_removal_keeps_the_way_back_from_each_sync(tmp_path: Path) -> None:
+    """100 launches of 5 us kernels at 20 us each, a sync, then 300 us of Python before the
+    next step's first launch. A host that issues instantly (one graph replay) still waits at
+    the sync and still comes back from it: the step is the 0.52 ms of kernels plus the 0.3 ms
+    way back and that launch, not the kernels alone."""
+
+    def body(lp: Loop) -> None:
+        for _ in range(100):
+            lp.launch(5 * US, call_ns=20 * US)
+        lp.sync()
+        lp.host(300 * US)
+
+    path = _export(tmp_path, _step(Loop(), body), "way_back")
+    f = _findings(path)["launch_bound"]
+    assert f.fired, f.reason
+    back = 300 * US + 10 * US + 3 * US  # the gap, the first launch's call, its latency
+    kernels = 20 * US + 100 * 5 * US
+    assert f.predicted_step_ms == pytest.approx((kernels + back) / MS, rel=0.05)
+
+
 def test_no_prediction_without_gpu_activity_says_why(tmp_path: Path) -> None:
     """A CPU capture (OS-runtime calls, no CUDA tables): nothing is judged, nothing predicted."""
     lp = Loop()

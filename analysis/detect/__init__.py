@@ -62,16 +62,19 @@ def load_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, Any
     return diagnosis_thresholds(overrides)
 
 
-def diagnose(trace: T.Trace, thresholds: Mapping[str, Any] | None = None) -> list[Finding]:
+def diagnose(
+    trace: T.Trace, thresholds: Mapping[str, Any] | None = None, *, step_ms: float | None = None
+) -> list[Finding]:
     """Every detector's finding on ``trace``, highest impact first (fired before not fired),
-    each with its predicted speedup (:mod:`analysis.detect.predict`)."""
+    each with its predicted speedup (:mod:`analysis.detect.predict`); ``step_ms``: the
+    program's mean step measured without nsys, where known (it calibrates the prediction)."""
     cfg = load_thresholds(thresholds)
     lost = gpu_activity_lost(trace)
     if lost:
         found = [Finding(k, State.NOT_JUDGED, reason=lost) for k in CLASSES]
     else:
         found = [REGISTRY[k](trace, cfg) for k in CLASSES]
-    predict.attach(trace, cfg, found)
+    predict.attach(trace, cfg, found, step_ms)
     return sorted(found, key=lambda f: (not f.fired, -f.impact))
 
 

@@ -26,8 +26,10 @@ blocked time, and the host's or the GPU's floor stops a share near 1 from becomi
 speedup.
 
 nsys itself slows every traced CUDA call (CUPTI's callbacks and records): the recorded host is
-slower than the program's own. ``predict.trace_overhead_us`` (per traced call) is taken off every
-call's host time in both replays, so the prediction is for the program as it runs untraced.
+slower than the program's own. A cost per traced call is taken off every call's host time in both
+replays, so the prediction is for the program as it runs untraced: ``predict.trace_overhead_us``,
+or, where the program's untraced step was measured (``step_ms``), the cost that makes the replay
+take that step (:func:`calibrated_overhead`).
 """
 
 from __future__ import annotations
@@ -97,6 +99,8 @@ class Timeline:
     delivery: np.ndarray
     """Per call: part of a batch's delivery (the calls after a stretch of input work up to the
     first kernel launch: its copies, pinning, events and the syncs that wait for them)."""
+    tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Per call: the thread that made it."""
     gil_cut: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     """Per call: GIL-wait time inside its gap (filled when the report holds GIL waits)."""
 
@@ -193,7 +197,9 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
     is_data = ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
     if st.mode == "nvtx":  # the suite's ranges decide, but the batch's own copy prep is input
         is_data &= ev["suite_range"] | ev["h2d_after"]
-    tl = _assemble(calls, block, stretches[2], is_data, act, t0, edges, side)
+    tl = replace(
+        _assemble(calls, block, stretches[2], is_data, act, t0, edges, side), tid=calls["tid"]
+    )
     if not (tl.item_op >= 0).any():  # no GPU item of the window was launched by these calls
         return None
     return _with_gil(trace, cfg, tl)
@@ -498,8 +504,9 @@ CAUSE_OF: dict[str, str] = {
 }
 
 
-def removal(tl: Timeline, cause: str) -> Removal:
-    """What removing ``cause`` entirely edits (see the module docstring)."""
+def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> Removal:
+    """What removing ``cause`` entirely edits (see the module docstring);
+    ``dispatch_percentile``: the cap on the host's other gaps once its input work is gone."""
     if cause == "sync":  # the blocking reads are gone, calls and all
         return Removal(unblock=tl.block, own_zero=tl.block)
     if cause == "data":  # input work and the batch's delivery: data resident on the device
@@ -510,12 +517,18 @@ def removal(tl: Timeline, cause: str) -> Removal:
         own_zero = _only(tl, gone, blocking=True) | tl.delivery
         return Removal(
             gap_zero=tl.gap_kind == DATA, item_gone=gone, own_zero=own_zero,
-            unblock=own_zero & tl.block,
+            unblock=own_zero & tl.block, gap_cut=_input_side_effects(tl, dispatch_percentile),
         )  # fmt: skip
     if cause == "host":
         return Removal(gap_zero=tl.gap_kind == HOST)
     if cause == "launch":  # a host that issues instantly: one graph replay per step
-        return Removal(gap_zero=tl.gap_kind != DATA, own_zero=~tl.block, no_latency=True)
+        # The syncs stay, and with each the host's way back from it to the next launch (the
+        # Python after a ``.item()``, the replay's own launch).
+        back = np.zeros(tl.n_ops, bool)
+        back[1:] = tl.block[:-1]
+        return Removal(
+            gap_zero=(tl.gap_kind != DATA) & ~back, own_zero=~tl.block & ~back, no_latency=True
+        )
     if cause == "pageable":  # the pageable copies gone (resident, or pinned and hidden)
         gone = tl.pageable_h2d
         calls = _only(tl, gone, blocking=True)
@@ -523,6 +536,20 @@ def removal(tl: Timeline, cause: str) -> Removal:
     if cause == "gil":
         return Removal(gap_cut=tl.gil_cut if tl.gil_cut.size == tl.n_ops else None)
     raise ValueError(f"unknown cause {cause!r}; known: {sorted(set(CAUSE_OF.values()))}")
+
+
+def _input_side_effects(tl: Timeline, percentile: float) -> np.ndarray:
+    """Per call, the part of its gap a host freed from its input work would not spend: every
+    gap that is not input work itself is capped at ``percentile`` of the window's dispatch
+    gaps, where the window holds input work at all. A busy input pipeline slows the loop's own
+    host beyond its stretches: the host batch released before the first launch, a thread that
+    slept through the load woken late (its core had gone idle), caches and cores the loader
+    took."""
+    dispatch = tl.gap[tl.gap_kind == DISPATCH]
+    if dispatch.size == 0 or not (tl.gap_kind == DATA).any():  # no input work: no side effects
+        return np.zeros(tl.n_ops, np.int64)
+    cap = int(np.percentile(dispatch, percentile))
+    return np.where(tl.gap_kind != DATA, np.maximum(0, tl.gap - cap), 0)
 
 
 def _copies(tl: Timeline) -> np.ndarray:
@@ -556,11 +583,18 @@ class Prediction:
     """Replayed / recorded window, nothing removed and nsys's overhead kept: 1.0 is a replay
     that reproduces the trace."""
     iterations: int = 0
+    trace_overhead_us: float | None = None
+    """nsys's cost per traced call taken off the host in both replays."""
+    calibrated: bool = False
+    """That cost was fitted to the program's measured untraced step."""
     note: str = ""
 
 
-def predict(trace: T.Trace, cfg: Mapping[str, Any], klass: str) -> Prediction:
-    """The prediction for ``klass`` (see :data:`CAUSE_OF`), from the replay."""
+def predict(
+    trace: T.Trace, cfg: Mapping[str, Any], klass: str, step_ms: float | None = None
+) -> Prediction:
+    """The prediction for ``klass`` (see :data:`CAUSE_OF`), from the replay; ``step_ms``: the
+    program's mean step measured without nsys, where known (it calibrates nsys's cost)."""
     cause = CAUSE_OF.get(klass)
     if cause is None:
         return Prediction(None, note=f"{klass}: no replay model")
@@ -572,25 +606,110 @@ def predict(trace: T.Trace, cfg: Mapping[str, Any], klass: str) -> Prediction:
     if cause == "gil" and tl.gil_cut.size != tl.n_ops:
         return Prediction(None, note="no GIL waits read for this report")
     pc = cfg.get("predict", {})
-    untraced = bool(pc.get("untraced", True))
-    overhead = int(float(pc.get("trace_overhead_us", 7.0)) * 1e3) if untraced else 0
     cache = C._cache(trace)
+    key = ("overhead", id(tl), step_ms, repr(sorted(pc.items())))
+    if key not in cache:
+        cache[key] = _overhead(tl, pc, step_ms)
+    overhead, why = cache[key]
     key = ("replayed", id(tl), overhead)
     if key not in cache:  # the same two replays serve every class
         recorded = replay(tl)
         cache[key] = (recorded, replay(tl, None, overhead) if overhead else recorded)
     recorded, base = cache[key]
-    after = replay(tl, removal(tl, cause), overhead)
-    return _prediction(tl, recorded, base, after, pc)
+    pct = float(pc.get("data_dispatch_percentile", 75.0))
+    after = replay(tl, removal(tl, cause, dispatch_percentile=pct), overhead)
+    calibrated = why == ""
+    before = step_ms * 1e6 if calibrated and step_ms else None
+    found = _prediction(tl, recorded, base, after, pc, before)
+    if found.speedup is None:
+        return found
+    if calibrated:
+        why = (
+            f"; over the measured untraced step, {step_ms:.4g} ms (nsys's cost fitted to it: "
+            f"{overhead / 1e3:.3g} us a call)"
+        )
+    return replace(
+        found, trace_overhead_us=overhead / 1e3, calibrated=calibrated, note=found.note + why
+    )
 
 
-def _prediction(tl, recorded, base, after, pc) -> Prediction:
+def _overhead(tl: Timeline, pc: Mapping[str, Any], step_ms: float | None) -> tuple[int, str]:
+    """nsys's cost per call (ns) for this window, and '' when it was calibrated to
+    ``step_ms``, else what the note says about the default being used."""
+    if not bool(pc.get("untraced", True)):
+        return 0, "; for the traced run (predict.untraced=false)"
+    default = int(float(pc.get("trace_overhead_us", 7.0)) * 1e3)
+    us = default / 1e3
+    if step_ms is None or step_ms <= 0:
+        return default, f"; nsys's cost {us:g} us a call (no untraced step to calibrate it)"
+    if not bool(pc.get("calibrate", True)):
+        return default, f"; nsys's cost {us:g} us a call (predict.calibrate=false)"
+    why = _no_calibration(tl, pc, step_ms)
+    if why:
+        return default, f"; nsys's cost {us:g} us a call ({why})"
+    top = int(float(pc.get("calibrate_max_overhead_us", 50.0)) * 1e3)
+    fitted = calibrated_overhead(tl, int(step_ms * 1e6), top)
+    return fitted, ""
+
+
+def _no_calibration(tl: Timeline, pc: Mapping[str, Any], step_ms: float) -> str:
+    """Why the measured step cannot calibrate nsys's cost on this window ('' when it can)."""
+    n = tl.n_iterations
+    rec = _recorded_edges(tl)
+    traced_ms = float(rec[-1] - rec[0]) / max(1, n) / 1e6
+    top = float(pc.get("calibrate_max_probe", 3.0))
+    if not 0.5 <= traced_ms / step_ms <= top:
+        return (
+            f"the traced iteration, {traced_ms:.3g} ms, is not the measured {step_ms:.3g} ms step"
+        )
+    inside = (tl.op_start >= tl.edges[0]) & (tl.op_start < tl.edges[-1])
+    rate = np.count_nonzero(inside) / max(1, n) / step_ms
+    need = float(pc.get("calibrate_min_calls_per_ms", 5.0))
+    if rate < need:
+        return f"{rate:.2g} calls per ms of step, under {need:g}: too few to calibrate it"
+    return ""
+
+
+def calibrated_overhead(tl: Timeline, step_ns: int, top_ns: int) -> int:
+    """The cost per call (ns, in 0..``top_ns``) at which the replay with nothing removed takes
+    ``step_ns`` per iteration: the replayed step falls as the cost rises (piecewise linearly),
+    so a bracketing search (regula falsi, then halving) finds it to 0.2% of the step. Where even
+    ``top_ns`` leaves the replay slower (nsys slowed something other than its calls: its GIL
+    trace lengthens the GIL waits), the speedup is still taken over the measured step."""
+
+    def excess(o: int) -> float:
+        r = replay(tl, None, o)
+        return r.total_ns / max(1, r.iterations) - step_ns
+
+    lo, hi = 0, top_ns
+    f_lo, f_hi = excess(lo), excess(hi)
+    if f_lo <= 0:  # untraced already at or below the measured step: nsys cost nothing visible
+        return 0
+    if f_hi >= 0:
+        return top_ns
+    for i in range(24):
+        mid = lo + int(f_lo * (hi - lo) / (f_lo - f_hi)) if i % 2 == 0 else (lo + hi) // 2
+        mid = min(max(mid, lo + 1), hi - 1)
+        f_mid = excess(mid)
+        if abs(f_mid) <= 0.002 * step_ns or hi - lo <= 100:
+            return mid
+        if f_mid > 0:
+            lo, f_lo = mid, f_mid
+        else:
+            hi, f_hi = mid, f_mid
+    return (lo + hi) // 2
+
+
+def _prediction(tl, recorded, base, after, pc, before_ns: float | None = None) -> Prediction:
+    """``before_ns``: the measured untraced step per iteration, the step the speedup is over
+    (else the replay's own untraced step)."""
     n = after.iterations
     rec = _recorded_edges(tl)[recorded.measured]
     obs = float(rec[-1] - rec[0])
     if min(obs, recorded.total_ns, base.total_ns, after.total_ns) <= 0:
         return Prediction(None, note="the iterations hold no GPU item their calls launched")
-    speed = base.total_ns / max(1, after.total_ns)
+    before = base.total_ns if before_ns is None else before_ns * max(1, n)
+    speed = before / max(1, after.total_ns)
     lo, hi = _interval(base.per_iteration_ns, after.per_iteration_ns, speed, pc)
     return Prediction(
         speedup=float(speed),

@@ -303,7 +303,32 @@ class PredictConfig(_Section):
     """Predict for the program as it runs without nsys: take ``trace_overhead_us`` off the host
     time of every traced CUDA call in both replays (False: predict for the traced run)."""
     trace_overhead_us: float = 7.0
-    """Host time nsys adds to each traced CUDA call (CUPTI's callback and record)."""
+    """Host time nsys adds to each traced CUDA call (CUPTI's callback and record), where the
+    program's untraced step is not known or cannot calibrate it (``calibrate``)."""
+    calibrate: bool = True
+    """Where the program's untraced mean step is known (``harness run``'s timing rounds,
+    ``harness score``'s timing.csv, ``harness diagnose --step-ms``), fit nsys's cost per traced
+    call so that the replay with nothing removed takes that step, and use it in place of
+    ``trace_overhead_us``: the cost differs between loops (6.9 us a call on kernel_flood, 18.5
+    on the corpus' batch-1 inference), and the trace alone cannot tell it."""
+    calibrate_min_calls_per_ms: float = 5.0
+    """... only where an iteration holds at least this many CUDA calls per ms of the measured
+    step: there a gap between the traced and the measured step is nsys's cost per call; in a
+    loop of few calls (a long input wait, a big copy) it is mostly the spread between
+    processes (5% of a step spread over its calls would read as 10 us a call)."""
+    calibrate_max_probe: float = 3.0
+    """... and only where the traced iteration is at most this many times the measured step
+    and at least 1 / 2 of it: otherwise the iteration found is not the step that was measured
+    (one layer of it, say)."""
+    calibrate_max_overhead_us: float = 50.0
+    """The largest cost per call the fit may find (nsys's measured cost: 6-21 us a call). With
+    a calibration the speedup is over the measured step, whatever cost the fit reached."""
+    data_dispatch_percentile: float = 75.0
+    """Removing the input work: every other gap of the host is capped at this percentile of the
+    window's dispatch gaps. A busy input pipeline slows the loop's own host beyond its
+    stretches (releasing the host batch before the first launch, waking a thread that slept
+    through the load, cores and caches the loader took); a host freed from it dispatches at
+    its usual pace."""
     max_calls: int = 60_000
     """The replay takes the last steady iterations (furthest from the start-up) holding at most
     this many CUDA calls."""
@@ -317,6 +342,18 @@ class PredictConfig(_Section):
     """Seed of those resamples: the same report gives the same interval."""
     tolerance_share: float = 0.2
     """A prediction is within tolerance when |predicted / measured - 1| is at most this."""
+
+    def _check(self) -> None:
+        if not 0.0 < self.data_dispatch_percentile <= 100.0:
+            raise ValueError(
+                "diagnosis.predict.data_dispatch_percentile must be in (0, 100], got "
+                f"{self.data_dispatch_percentile}"
+            )
+        if self.calibrate_max_probe < 1.0:
+            raise ValueError(
+                "diagnosis.predict.calibrate_max_probe must be >= 1 (nsys never speeds a "
+                f"program up), got {self.calibrate_max_probe}"
+            )
 
 
 @dataclass(kw_only=True)

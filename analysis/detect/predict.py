@@ -16,11 +16,14 @@ from analysis import trace as T
 from analysis.detect import _model as M
 from analysis.findings import Finding
 
-__all__ = ["attach"]
+__all__ = ["attach", "trace_only"]
 
 
-def attach(trace: T.Trace, cfg: Mapping[str, Any], findings: list[Finding]) -> None:
-    """Fill in each finding's ``predicted_*`` fields (in place)."""
+def attach(
+    trace: T.Trace, cfg: Mapping[str, Any], findings: list[Finding], step_ms: float | None = None
+) -> None:
+    """Fill in each finding's ``predicted_*`` fields (in place); ``step_ms``: the program's mean
+    step measured without nsys, where known (the replay calibrates nsys's cost to it)."""
     enabled = bool(cfg.get("predict", {}).get("enabled", True))
     for f in findings:
         if f.predicted_speedup is not None:
@@ -30,13 +33,23 @@ def attach(trace: T.Trace, cfg: Mapping[str, Any], findings: list[Finding]) -> N
         elif not enabled:
             f.prediction_note = "predictions are off (diagnosis.predict.enabled=false)"
         elif f.klass in M.CAUSE_OF:
-            _from_model(f, M.predict(trace, cfg, f.klass))
+            _from_model(f, M.predict(trace, cfg, f.klass, step_ms))
         elif f.klass == "exposed_comm":
             _exposed(f)
         elif f.klass == "stage_imbalance":
             _balanced(f)
         elif not f.prediction_note:
             f.prediction_note = f"{f.klass}: no prediction model"
+
+
+def trace_only(trace: T.Trace, cfg: Mapping[str, Any], f: Finding) -> float | None:
+    """``f``'s predicted speedup as the trace alone gives it (nsys's default cost per call, no
+    measured step): what ``harness diagnose`` says of a report without ``--step-ms``."""
+    if f.klass not in M.CAUSE_OF or not f.judged:
+        return f.predicted_speedup
+    if not bool(cfg.get("predict", {}).get("enabled", True)):
+        return None
+    return M.predict(trace, cfg, f.klass).speedup
 
 
 def _from_model(f: Finding, p: M.Prediction) -> None:
@@ -49,6 +62,7 @@ def _from_model(f: Finding, p: M.Prediction) -> None:
     f.predicted_step_ms = None if p.step_ms is None else round(p.step_ms, 4)
     f.metrics["model_fit"] = round(float(p.model_fit or 0.0), 4)
     f.metrics["observed_step_ms"] = round(float(p.observed_step_ms or 0.0), 4)
+    f.metrics["trace_overhead_us"] = round(float(p.trace_overhead_us or 0.0), 3)
 
 
 def _balanced(f: Finding) -> None:
