@@ -101,6 +101,8 @@ class Outcome:
     """When the worker was launched (epoch seconds); None: no process ran (skipped)."""
     ended_at: float | None = None
     """When the parent saw it end, or let go of it under nsys (epoch seconds)."""
+    pid: int | None = None
+    """The worker's process id (a forked one's; under nsys or torchrun, the launcher's)."""
     finishing: Any = field(default=None, repr=False, compare=False)
     """The nsys process still writing its report (not recorded)."""
 

@@ -1,34 +1,43 @@
-"""Fork server for unprofiled workers: import torch once, fork a fresh process per worker run.
+"""Fork server: import torch once, fork a fresh process per worker run.
 
 Every worker process spends seconds importing torch, the scenarios and their dependencies
-before it does anything (about 4 s each on the H100 machine, 2-4 s on a 2-core CPU box; see
-``timings.csv``). The fork server pays that once per ``harness run``: it imports what a worker
-needs, never touches CUDA, and forks one child per worker run. Each child is still a process of
-its own (its own session and process group, its own CUDA context, created after the fork), runs
+before it does anything (about 11 s each on the H100 machine, 2-4 s on a 2-core CPU box; see
+``timings.csv``). The fork server pays that once: it imports what a worker needs, never touches
+CUDA, and forks one child per worker run. Each child is still a process of its own (its own
+session and process group, its own CUDA context, created after the fork), runs
 ``harness.worker.main`` and exits; the parent times and kills it exactly as a spawned worker.
 
-Profiled workers are not forked: nsys has to start the process it traces. torchrun launches
-(``world_size`` > 1) are not forked either.
+The same server runs under ``nsys profile`` for profiled workers (``command_prefix``, see
+:func:`harness.nsys.server_command`): nsys then traces each forked child, and every child's
+capture range becomes a report of its own. torchrun launches (``world_size`` > 1) are not
+forked.
 
-Protocol (one JSON object per line): the parent writes ``{"argv", "stdout", "stderr", "env"}``
-to the server's stdin; the server answers on its stdout ``{"pid": N}`` at once and
-``{"pid": N, "exit": CODE}`` when the child has ended (CODE < 0: killed by that signal).
-The server's first line is ``{"ready": true}``. EOF on stdin stops it.
+Protocol (one JSON object per line, over a Unix socket the parent listens on and the server
+connects to once its imports are done: nsys writes its own lines to the server's stdout): the
+parent sends ``{"argv", "stdout", "stderr", "env"}``; the server answers ``{"pid": N}`` at
+once and ``{"pid": N, "exit": CODE}`` when the child has ended (CODE < 0: killed by that
+signal). The server's first line is ``{"ready": true}``. Children may run side by side (the
+next one sets up while the last one tears down), so exits and fork replies interleave. EOF on
+the socket stops the server once its running children have ended.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import json
 import os
 import select
+import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
 import time
 import traceback
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 #: How long the parent waits for the server's imports before running workers the usual way.
 START_TIMEOUT_S = 120.0
@@ -57,42 +66,90 @@ class ForkedProcess:
     def wait(self, timeout: float | None = None) -> int:
         """The exit code; :class:`subprocess.TimeoutExpired` after ``timeout`` seconds."""
         if self.returncode is None:
-            reply = self.server.read(timeout, self.args)
-            if reply is None:  # the server is gone: wait for the orphan to disappear
-                self.returncode = _wait_gone(self.pid, timeout, self.args)
-            else:
-                self.returncode = int(reply["exit"])
+            code = self.server.exit_of(self.pid, timeout, self.args)
+            if code is None:  # the server is gone: wait for the orphan to disappear
+                code = _wait_gone(self.pid, timeout, self.args)
+            self.returncode = code
         return self.returncode
 
 
 class ForkServer:
     """The parent's side: start the server, fork workers through it, stop it."""
 
-    def __init__(self, env: dict[str, str] | None = None, preload: list[str] | None = None) -> None:
-        # Its own session: Ctrl-C meant for the harness must not kill the server under a
-        # worker the harness is about to stop and wait for.
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "harness.forkserver", *(preload or [])],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            # NVML answers torch.cuda.is_available()/device_count() without the CUDA runtime
-            # call that would make every forked child refuse CUDA ("bad fork").
-            env=dict(env or os.environ, PYTHONUNBUFFERED="1", PYTORCH_NVML_BASED_CUDA_CHECK="1"),
-            start_new_session=True,
-        )
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        self._in: IO[bytes] = self.proc.stdin
-        self._out: IO[bytes] = self.proc.stdout
+    def __init__(
+        self,
+        env: dict[str, str] | None = None,
+        preload: list[str] | None = None,
+        *,
+        command_prefix: list[str] | None = None,
+        log: Path | None = None,
+        start_timeout_s: float = START_TIMEOUT_S,
+    ) -> None:
+        """``command_prefix``: what the server runs under (``nsys profile ...``); ``log``: a file
+        for the output of the server (and of what it runs under), else the parent's."""
+        self._dir = tempfile.mkdtemp(prefix="bottleneck-fork-")
+        path = os.path.join(self._dir, "socket")
+        self._listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        self._listener.bind(path)
+        self._listener.listen(1)
+        self._sock: socket.socket | None = None
+        self._buf = b""
+        #: Exit codes the server has reported, by child pid, not yet asked for.
+        self._exits: dict[int, int] = {}
+        #: Variables the server's launcher (nsys) set or changed in the server's environment:
+        #: each child gets them too (nsys's NVTX and CUDA injection read them after the fork).
+        self.injected: dict[str, str] = {}
+        # NVML answers torch.cuda.is_available()/device_count() without the CUDA runtime call
+        # that would make every forked child refuse CUDA ("bad fork").
+        given = dict(env or os.environ, PYTHONUNBUFFERED="1", PYTORCH_NVML_BASED_CUDA_CHECK="1")
+        cmd = [*(command_prefix or []), sys.executable, "-m", "harness.forkserver", "--connect"]
+        out = open(log, "ab") if log is not None else None
         try:
-            reply = self.read(START_TIMEOUT_S, ["harness.forkserver"])
-        except subprocess.TimeoutExpired:
+            # Its own session: Ctrl-C meant for the harness must not kill the server under a
+            # worker the harness is about to stop and wait for.
+            self.proc = subprocess.Popen(
+                [*cmd, path, *(preload or [])],
+                stdin=subprocess.DEVNULL,
+                stdout=out,
+                stderr=out,
+                env=given,
+                start_new_session=True,
+            )
+        finally:
+            if out is not None:
+                out.close()
+        try:
+            self._sock = self._accept(start_timeout_s)
+            reply = self.read(start_timeout_s, ["harness.forkserver"])
+        except (subprocess.TimeoutExpired, ForkServerError) as exc:
             self.close()
             raise ForkServerError(
-                f"the fork server did not finish its imports in {START_TIMEOUT_S:g} s"
+                f"the fork server did not finish its imports in {start_timeout_s:g} s"
+                if isinstance(exc, subprocess.TimeoutExpired)
+                else str(exc)
             ) from None
         if not reply or not reply.get("ready"):
             self.close()
             raise ForkServerError(f"the fork server did not start (it said {reply!r})")
+        own = ("PYTHONUNBUFFERED", "PYTORCH_NVML_BASED_CUDA_CHECK")
+        seen = reply.get("env") or {}
+        self.injected = {k: v for k, v in seen.items() if k not in own and given.get(k) != v}
+
+    def _accept(self, timeout_s: float) -> socket.socket:
+        """The server's connection, once its imports are done; ForkServerError if it ended
+        first, TimeoutExpired if it takes longer than ``timeout_s``."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            ready, _, _ = select.select([self._listener], [], [], 0.2)
+            if ready:
+                conn, _ = self._listener.accept()
+                return conn
+            if self.proc.poll() is not None:
+                raise ForkServerError(
+                    f"the fork server exited with code {self.proc.returncode} before it was ready"
+                )
+            if time.monotonic() > deadline:
+                raise subprocess.TimeoutExpired(["harness.forkserver"], timeout_s)
 
     def spawn(
         self, cmd: list[str], stdout: Path, stderr: Path, env: dict[str, str]
@@ -100,41 +157,90 @@ class ForkServer:
         """Fork ``python -m harness.worker ARGS`` (``cmd``) with these logs and environment."""
         if cmd[1:3] != ["-m", "harness.worker"]:
             raise ValueError(f"the fork server runs harness.worker only, not {cmd}")
-        request = {"argv": cmd[3:], "stdout": str(stdout), "stderr": str(stderr), "env": env}
+        request = {
+            "argv": cmd[3:],
+            "stdout": str(stdout),
+            "stderr": str(stderr),
+            "env": {**env, **self.injected},
+        }
+        if self._sock is None:
+            raise ForkServerError("the fork server is closed")
         try:
-            self._in.write(json.dumps(request).encode() + b"\n")
-            self._in.flush()
-        except (BrokenPipeError, ValueError) as exc:
+            self._sock.sendall(json.dumps(request).encode() + b"\n")
+        except OSError as exc:
             raise ForkServerError(f"the fork server is gone: {exc}") from exc
-        reply = self.read(30.0, cmd)
+        reply = self._reply(30.0, cmd)
         if not reply or "pid" not in reply:
             raise ForkServerError(f"the fork server did not fork (it said {reply!r})")
         return ForkedProcess(self, int(reply["pid"]), cmd)
 
+    def _reply(self, timeout: float | None, args: list[str]) -> dict[str, Any] | None:
+        """The server's next line that is not a child's exit (those are kept for
+        :meth:`exit_of`): children run side by side, so an exit may come first."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            reply = self.read(left, args)
+            if reply is None or "exit" not in reply:
+                return reply
+            self._exits[int(reply["pid"])] = int(reply["exit"])
+
+    def exit_of(self, pid: int, timeout: float | None, args: list[str]) -> int | None:
+        """Child ``pid``'s exit code once the server reports it (None: the server is gone);
+        TimeoutExpired after ``timeout`` seconds."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while pid not in self._exits:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            reply = self.read(left, args)
+            if reply is None:
+                return None
+            if "exit" in reply:
+                self._exits[int(reply["pid"])] = int(reply["exit"])
+        return self._exits.pop(pid)
+
     def read(self, timeout: float | None, args: list[str]) -> dict[str, Any] | None:
-        """The server's next line (None at EOF); TimeoutExpired when none comes in time."""
-        ready, _, _ = select.select([self._out], [], [], timeout)
-        if not ready:
-            raise subprocess.TimeoutExpired(args, timeout or 0.0)
-        line = self._out.readline()
-        return json.loads(line) if line else None
+        """The server's next line (None at EOF); TimeoutExpired when none comes in time. Lines
+        are split here, not by a buffered reader, so a second line that arrived with the first
+        is not left where ``select`` cannot see it."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while b"\n" not in self._buf:
+            if self._sock is None:
+                return None
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            ready, _, _ = select.select([self._sock], [], [], left)
+            if not ready:
+                raise subprocess.TimeoutExpired(args, timeout or 0.0)
+            try:
+                chunk = self._sock.recv(65536)
+            except OSError:
+                chunk = b""
+            if not chunk:
+                return None
+            self._buf += chunk
+        line, self._buf = self._buf.split(b"\n", 1)
+        return json.loads(line)
 
     @property
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def close(self) -> None:
-        """EOF on the server's stdin stops it; it is killed if it does not stop."""
+    def close(self, timeout_s: float = 10.0) -> int | None:
+        """EOF on the socket stops the server; it is killed if it does not stop within
+        ``timeout_s`` (under nsys: nsys writing its reports). Its exit code (None: killed)."""
+        if self._sock is not None:
+            with contextlib.suppress(OSError):
+                self._sock.shutdown(socket.SHUT_RDWR)
+            self._sock.close()
+            self._sock = None
+        self._listener.close()
+        shutil.rmtree(self._dir, ignore_errors=True)
         try:
-            self._in.close()
-        except OSError:
-            pass
-        try:
-            self.proc.wait(timeout=10)
+            return self.proc.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
-            self.proc.kill()
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
-        self._out.close()
+            return None
 
 
 def _wait_gone(pid: int, timeout: float | None, args: list[str]) -> int:
@@ -153,7 +259,7 @@ def _wait_gone(pid: int, timeout: float | None, args: list[str]) -> int:
 # -- the server ----------------------------------------------------------------------------------
 
 
-def _child(request: dict[str, Any], proto_fd: int, stdin_fd: int) -> None:
+def _child(request: dict[str, Any], proto_fd: int) -> None:
     """In the forked child: become a worker process and never return."""
     code = 1
     try:
@@ -165,8 +271,6 @@ def _child(request: dict[str, Any], proto_fd: int, stdin_fd: int) -> None:
             target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
             os.dup2(target, fd)
             os.close(target)
-        if stdin_fd not in (0, 1, 2):
-            os.close(stdin_fd)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.environ.clear()
@@ -191,17 +295,11 @@ def _child(request: dict[str, Any], proto_fd: int, stdin_fd: int) -> None:
             os._exit(code)
 
 
-def serve(preload: list[str]) -> None:
-    """Import what workers need (no CUDA) and the ``preload`` modules, then fork one child
-    per request line."""
-    # Answer on a private copy of stdout; fd 1 goes to stderr, so that whatever an import
-    # prints cannot corrupt the protocol.
+def serve(path: str, preload: list[str]) -> None:
+    """Import what workers need (no CUDA) and the ``preload`` modules, connect to the parent
+    at ``path``, then fork one child per request line."""
     _quiet_signals()
-    proto_fd = os.dup(1)
-    os.dup2(2, 1)
-    proto = os.fdopen(proto_fd, "w", buffering=1)
-    stdin_fd = sys.stdin.fileno()
-
+    os.dup2(2, 1)  # whatever an import prints goes to the log, never to the protocol
     import numpy  # noqa: F401
     import omegaconf  # noqa: F401
     import torch
@@ -211,10 +309,12 @@ def serve(preload: list[str]) -> None:
     from harness.config import discover_scenarios
 
     discover_scenarios()  # every scenario module, as the worker will import them
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.connect(path)
+    proto_fd = sock.fileno()
 
     def say(obj: dict[str, Any]) -> None:
-        proto.write(json.dumps(obj) + "\n")
-        proto.flush()
+        sock.sendall(json.dumps(obj).encode() + b"\n")
 
     for name in preload:
         try:
@@ -234,22 +334,49 @@ def serve(preload: list[str]) -> None:
             }
         )
         return
-    say({"ready": True, "pid": os.getpid()})
+    say({"ready": True, "pid": os.getpid(), "env": dict(os.environ)})
+    running: set[int] = set()
+    buf, eof = b"", False
     try:
-        for line in sys.stdin:
-            request = json.loads(line)
-            sys.stdout.flush()
-            sys.stderr.flush()
-            pid = os.fork()
-            if pid == 0:
-                _child(request, proto_fd, stdin_fd)
-            say({"pid": pid})
-            _, status = os.waitpid(pid, 0)
-            say({"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
-    except (BrokenPipeError, ConnectionResetError, _Stop):
+        while not eof or running:
+            # children run side by side (the next one sets up while the last tears down): an
+            # exit is reported within REAP_S of happening
+            ready, _, _ = select.select([] if eof else [sock], [], [], REAP_S if running else None)
+            _reap(running, say)
+            if not ready:
+                continue
+            chunk = sock.recv(65536)
+            eof = not chunk
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                request = json.loads(line)
+                sys.stdout.flush()
+                sys.stderr.flush()
+                pid = os.fork()
+                if pid == 0:
+                    _child(request, proto_fd)
+                running.add(pid)
+                say({"pid": pid})
+    except (OSError, _Stop):
         # The harness is gone (killed) or stops us: nobody is left to read a traceback. The
-        # worker being run is the harness's to stop (it kills the worker's group).
+        # workers being run are the harness's to stop (it kills each worker's group).
         os._exit(0)
+
+
+#: How often a server with running children looks for their exit (seconds).
+REAP_S = 0.01
+
+
+def _reap(running: set[int], say: Any) -> None:
+    """Report every child that has ended."""
+    while running:
+        pid, status = os.waitpid(-1, os.WNOHANG)
+        if pid == 0:
+            return
+        if pid in running:
+            running.discard(pid)
+            say({"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
 
 
 class _Stop(Exception):
@@ -274,7 +401,7 @@ def _children_in_bad_fork(torch: Any) -> bool:
 
 
 def _quiet_signals() -> None:
-    """The server lives in a session of its own and is stopped by EOF on stdin; a Ctrl-C
+    """The server lives in a session of its own and is stopped by EOF on its socket; a Ctrl-C
     meant for the harness (SIGINT to a group, should it reach us) is ignored, SIGTERM and
     SIGHUP end it without a traceback."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
@@ -283,4 +410,6 @@ def _quiet_signals() -> None:
 
 
 if __name__ == "__main__":
-    serve(sys.argv[1:])
+    if len(sys.argv) < 3 or sys.argv[1] != "--connect":
+        sys.exit("usage: python -m harness.forkserver --connect SOCKET [MODULE ...]")
+    serve(sys.argv[2], sys.argv[3:])

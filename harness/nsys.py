@@ -79,6 +79,29 @@ def find(configured: str | None = None) -> Nsys | None:
     return None
 
 
+def _options(
+    nsys: Nsys,
+    output: Path,
+    trace: list[str],
+    cuda_memory_usage: bool,
+    cuda_graph_trace: str | None,
+) -> list[str]:
+    cmd = [
+        nsys.path,
+        "profile",
+        f"--trace={','.join(trace)}",
+        "--sample=none",
+        "--cpuctxsw=none",
+        f"--output={output}",
+        "--force-overwrite=true",
+    ]
+    if cuda_memory_usage:
+        cmd.append("--cuda-memory-usage=true")
+    if cuda_graph_trace:
+        cmd.append(f"--cuda-graph-trace={cuda_graph_trace}")
+    return cmd
+
+
 def profile_command(
     nsys: Nsys,
     output: Path,
@@ -91,23 +114,40 @@ def profile_command(
     extra_args: list[str] | None = None,
 ) -> list[str]:
     """``nsys profile`` around ``program``; on a GPU only the cudaProfilerApi range is captured."""
-    cmd = [
-        nsys.path,
-        "profile",
-        f"--trace={','.join(trace)}",
-        "--sample=none",
-        "--cpuctxsw=none",
-        f"--output={output}",
-        "--force-overwrite=true",
-    ]
+    cmd = _options(nsys, output, trace, cuda_memory_usage, cuda_graph_trace)
     if gpu:
         cmd += ["--capture-range=cudaProfilerApi", "--capture-range-end=stop"]
-    if cuda_memory_usage:
-        cmd.append("--cuda-memory-usage=true")
-    if cuda_graph_trace:
-        cmd.append(f"--cuda-graph-trace={cuda_graph_trace}")
-    cmd += list(extra_args or [])
-    return cmd + program
+    return cmd + list(extra_args or []) + program
+
+
+def server_command(
+    nsys: Nsys,
+    output: Path,
+    *,
+    trace: list[str],
+    gpu: bool,
+    window_range: str,
+    cuda_memory_usage: bool = False,
+    cuda_graph_trace: str | None = None,
+    extra_args: list[str] | None = None,
+) -> list[str]:
+    """``nsys profile`` in front of a fork server (:class:`harness.forkserver.ForkServer`'s
+    ``command_prefix``): nsys traces every child the server forks (which never exec), and each
+    capture range, one per child's measured window (cudaProfilerStart/Stop on a GPU, the NVTX
+    range ``window_range`` elsewhere), becomes a report of its own, ``OUTPUT.<k>.nsys-rep``
+    (``.qdstrm`` where the importer cannot run), written once the server has ended."""
+    cmd = _options(nsys, output, trace, cuda_memory_usage, cuda_graph_trace)
+    if gpu:
+        cmd.append("--capture-range=cudaProfilerApi")
+    else:
+        cmd += ["--capture-range=nvtx", f"--nvtx-capture={window_range}"]
+    cmd += ["--capture-range-end=repeat", "--trace-fork-before-exec=true"]
+    return cmd + list(extra_args or [])
+
+
+#: The environment a traced fork server needs: nsys matches an NVTX capture range by any
+#: string, not only registered ones.
+SERVER_ENV = {"NSYS_NVTX_PROFILER_REGISTER_ONLY": "0"}
 
 
 def export_command(nsys: Nsys, report: Path, sqlite: Path) -> list[str]:

@@ -170,15 +170,20 @@ def plan_units(
     profiled: bool,
     last: frozenset[str] = frozenset(),
 ) -> list[Unit]:
-    """Every unit of the run, in run order: per scenario, the timing rounds interleaved across
-    variants (``timing-1`` of each variant, then ``timing-2``...), then each variant's profile.
-    Scenarios in ``last`` run after the others (in their selected order): those whose
-    compiler caches a background process fills meanwhile (harness.warm_compile)."""
+    """Every unit of the run, in run order: every scenario's timing rounds, interleaved across
+    its variants (``timing-1`` of each variant, then ``timing-2``...), then every scenario's
+    profiles, so that nsys writing a scenario's reports in the background never runs beside a
+    timing window (only beside the next scenario's profiled workers). Scenarios in ``last``
+    run after the others (in their selected order) in both parts: those whose compiler caches
+    a background process fills meanwhile (harness.warm_compile)."""
+    order = sorted(selected, key=lambda n: n in last)
     out: list[Unit] = []
-    for name in sorted(selected, key=lambda n: n in last):
-        names = variants[name]
-        for phase in rf.phases(cfg.harness.repeats, profiled):
-            out += [Unit(name, v, phase) for v in names]
+    for name in order:
+        for phase in rf.phases(cfg.harness.repeats, False):
+            out += [Unit(name, v, phase) for v in variants[name]]
+    if profiled:
+        for name in order:
+            out += [Unit(name, v, rf.PROFILE) for v in variants[name]]
     return out
 
 

@@ -97,6 +97,9 @@ EXIT_NORMALLY = ".exit-normally"
 #: Compiler-cache warm-up runs (harness.warm_compile): ``<run>/warm/<scenario>__<variant>/``
 #: (two levels, so no unit glob ``*/*/<phase>/`` ever finds them).
 WARM = "warm"
+SERVERS = "servers"
+#: The log of a traced fork server (nsys's output and the server's) in its server_dir.
+SERVER_LOG = "server.log"
 
 PROFILE = "profile"
 TIMING_PREFIX = "timing-"
@@ -312,6 +315,12 @@ def phase_dirs(run_dir: Path, scenario: str, variant: str) -> list[Path]:
     if not vdir.is_dir():
         return []
     return sorted((p for p in vdir.iterdir() if p.is_dir()), key=lambda p: phase_order(p.name))
+
+
+def server_dir(run_dir: Path, scenario: str) -> Path:
+    """Where a scenario's traced fork server (``nsys.profile_server``) keeps its log and
+    writes its reports before each goes to its variant's profile folder."""
+    return Path(run_dir) / SERVERS / scenario
 
 
 def warm_dir(run_dir: Path, scenario: str, variant: str) -> Path:

@@ -46,8 +46,6 @@ class Live:
     """When it was launched (``time.perf_counter``)."""
     launched_at: float = field(default_factory=time.time)
     """When it was launched (epoch seconds, for status.json)."""
-    forked: bool = False
-    """Started by the fork server (which runs one worker at a time)."""
     gated: bool = True
     """It waits at its gate before the warm-up; False: it measures as soon as it can."""
     single: bool = True
@@ -182,6 +180,7 @@ class RunLoop:
             moved = True
             outcome.launched_at = item.launched_at
             outcome.ended_at = time.time()
+            outcome.pid = getattr(item.proc, "pid", None)
             self.live.remove(item)
             self.queue.extendleft(reversed(self.host.ended(item.unit, outcome, item)))
             self._after(item.unit.scenario)

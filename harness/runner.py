@@ -21,13 +21,14 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import asdict
+from dataclasses import asdict, replace
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
+from bottlenecks import MEASURE
 from harness import envinfo, signals
 from harness import nsys as nsys_mod
 from harness import runfolder as rf
@@ -50,7 +51,9 @@ from harness.execute import (
     kill_group,
     launch,
     run_process,
+    stop_group,
     tail,
+    worker_env,
     worker_has_ended,
 )
 from harness.forkserver import ForkServer, ForkServerError
@@ -67,6 +70,7 @@ from harness.plan import (
     plan_units,
     torchrun_program,
 )
+from harness.profiling import ProfileServers, ReportHandle, Session, check_owner
 from harness.progress import Progress
 from harness.runfolder import (
     ResultWriteError,
@@ -162,6 +166,13 @@ class Suite:
         self.finishing: dict[Unit, Outcome] = {}
         self.forks: ForkServer | None = None
         self._forks_failed = False
+        #: The traced fork servers of profiled workers (nsys.profile_server), while units run.
+        self.servers: ProfileServers | None = None
+        self._server_said: set[str] = set()
+        #: Units whose report a traced fork server wrote (their export is checked by pid).
+        self._served_units: set[Unit] = set()
+        #: The session each running profiled worker was forked from.
+        self._forked_from: dict[Unit, Session] = {}
         self._write_lock = threading.Lock()
         self.stops = signals.StopSignals()
         self.progress = Progress(suite.harness.progress)
@@ -377,8 +388,12 @@ class Suite:
         if self.warmer is not None:
             self.warmer.close()
         for outcome in self.finishing.values():
-            kill_group(outcome.finishing, grace_s=30.0)
+            if not isinstance(outcome.finishing, ReportHandle):
+                kill_group(outcome.finishing, grace_s=30.0)
         self.finishing.clear()
+        if self.servers is not None:
+            self.servers.kill()
+            self.servers = None
         if self.forks is not None:
             self.forks.close()
             self.forks = None
@@ -418,6 +433,10 @@ class Suite:
         if why:
             return Outcome(Status.SKIPPED, why)
         world = self.found[unit.scenario].world_size
+        if unit.is_profile and self._served(unit):
+            served = self._start_served(unit, out_dir)
+            if served is not None:
+                return served
         forks = self._forkserver() if world <= 1 and not unit.is_profile else None
         spec = self._spec(unit, out_dir, forked=forks is not None)
         program = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
@@ -437,13 +456,103 @@ class Suite:
             proc,
             out_dir,
             self.cfg.harness.timeout_s,
-            forked=forks is not None and not isinstance(proc, subprocess.Popen),
             gated=world <= 1,
             single=world <= 1,
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
             detach_when=detach,
             quiet_past_window=unit.is_profile and world <= 1 and self.overlap_capture_stop,
         )
+
+    def _served(self, unit: Unit) -> bool:
+        """Whether ``unit`` is profiled as a child of its scenario's traced fork server."""
+        return self.servers is not None and self._server_mode(unit.scenario)
+
+    def _server_mode(self, scenario: str) -> bool:
+        """nsys.profile_server as it applies to ``scenario``: single-process, nsys found."""
+        return (
+            self.cfg.nsys.profile_server
+            and self.nsys is not None
+            and self.found[scenario].world_size <= 1
+            and not self.cfg.dist.multinode
+        )
+
+    def _start_served(self, unit: Unit, out_dir: Path) -> Live | None:
+        """Fork the profiled worker from its scenario's traced server; None where that server
+        could not start or fork (said once per scenario: the worker is profiled on its own)."""
+        assert self.servers is not None
+        session, why = self.servers.server(unit.scenario)
+        proc = None
+        if session is not None:
+            spec = self._spec(unit, out_dir, forked=True)
+            cmd = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+            env = worker_env(self.worker_env())
+            forked: list[Any] = []
+            try:  # held against stop signals: no worker starts unseen
+                with signals.deferred():
+                    server = session.starting.result()
+                    forked.append(server.spawn(cmd, out_dir / rf.STDOUT, out_dir / rf.STDERR, env))
+            except ForkServerError as exc:
+                why = str(exc)
+                self.servers.retire(unit.scenario)
+            except BaseException:  # a stop signal held back during the fork arrives now
+                for item in forked:
+                    stop_group(item, out_dir)
+                raise
+            if forked:
+                proc = forked[0]
+                self._forked_from[unit] = session
+        if proc is None:
+            if unit.scenario not in self._server_said:
+                self._server_said.add(unit.scenario)
+                self._say(
+                    f"{unit.scenario}: its traced fork server is unavailable ({why}); its "
+                    "variants are profiled one nsys process each"
+                )
+            return None
+        return Live(
+            unit, proc, out_dir, self.cfg.harness.timeout_s,
+            memory_cap_gb=self.cfg.harness.memory_cap_gb,
+        )  # fmt: skip
+
+    def _make_servers(self, todo: list[Unit], run_dir: Path) -> ProfileServers | None:
+        """The traced fork servers of the scenarios with profiled workers still to run, started
+        now (their imports run before anything is measured); None when none applies."""
+        if self.nsys is None or not self.cfg.nsys.profile_server:
+            return None
+        scenarios = list(dict.fromkeys(u.scenario for u in todo if u.is_profile))
+        scenarios = [s for s in scenarios if self._server_mode(s)]
+        if not scenarios:
+            return None
+
+        def make(base: Path, log: Path) -> ForkServer:
+            scenario = base.parent.name
+            cmd = nsys_mod.server_command(
+                self.nsys,  # type: ignore[arg-type]
+                base,
+                trace=self.trace_for(scenario),
+                gpu=self.device == "cuda",
+                window_range=MEASURE,
+                cuda_memory_usage=self.cfg.nsys.cuda_memory_usage,
+                cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
+                extra_args=self.cfg.nsys.extra_args,
+            )
+            env = {**os.environ, **nsys_mod.SERVER_ENV}
+            return ForkServer(env, self._server_preload(scenario), command_prefix=cmd, log=log)
+
+        servers = ProfileServers(
+            make, lambda u: self.report_base(u, run_dir), run_dir, self.cfg.harness.timeout_s
+        )
+        for scenario in scenarios:
+            servers.start(scenario)
+        return servers
+
+    def _server_preload(self, scenario: str) -> list[str]:
+        """What a scenario's traced server imports besides torch: the fork server's list, less
+        Inductor's compiler unless one of its variants compiles (as :meth:`unforked_preload`)."""
+        mods = self.fork_preload()
+        if self.cfg.harness.fork_preload is not None or self._compiling(scenario):
+            return mods
+        return [m for m in mods if m not in PRELOAD_GPU]
 
     @property
     def overlap_capture_stop(self) -> bool:
@@ -484,6 +593,7 @@ class Suite:
             item.stop()
             raise
         outcome.launched_at, outcome.ended_at = item.launched_at, time.time()
+        outcome.pid = getattr(item.proc, "pid", None)
         return self._settle(unit, run_dir, outcome, defer_export)
 
     def _settle(self, unit: Unit, run_dir: Path, outcome: Outcome, defer_export: bool) -> Outcome:
@@ -491,6 +601,12 @@ class Suite:
         left to nsys to finish in the background (:attr:`finishing`)."""
         if not unit.is_profile:
             return node_outcome(self.cfg, outcome, unit.label)
+        session = self._forked_from.pop(unit, None)
+        if session is not None and self.servers is not None:
+            handle = self.servers.ended(session, unit, outcome.status == Status.OK)
+            if handle is None:
+                return outcome
+            outcome = replace(outcome, status=Status.FINALIZING, finishing=handle)
         if outcome.finishing is not None:  # nsys writes the report while the next one runs
             self.finishing[unit] = outcome
             self.pending_exports.append(unit)
@@ -522,17 +638,62 @@ class Suite:
         while self.finishing:
             unit, outcome = next(iter(self.finishing.items()))
             # left in self.finishing while waited for, so a stop signal meanwhile kills it
-            done = finish(outcome, unit.dir(run_dir), self.cfg.harness.timeout_s, unit.label)
+            if isinstance(outcome.finishing, ReportHandle):
+                done = self._served_report(unit, outcome)
+            else:
+                done = finish(outcome, unit.dir(run_dir), self.cfg.harness.timeout_s, unit.label)
             del self.finishing[unit]
             done = self._profile_outcome(unit, run_dir, done)
             self.record(run_dir, unit, done)
             if done.status != Status.OK and unit in self.pending_exports:
                 self.pending_exports.remove(unit)
 
+    def _served_report(self, unit: Unit, outcome: Outcome) -> Outcome:
+        """Wait for a served worker's report: its session ends, nsys writes the reports and
+        the unit's own is moved into its profile folder."""
+        handle = outcome.finishing
+        assert isinstance(handle, ReportHandle)
+        t0 = time.perf_counter()
+        try:
+            rc = handle.wait(self.cfg.harness.timeout_s)
+        except subprocess.TimeoutExpired:
+            rc, handle.why = (
+                1,
+                f"nsys still wrote its reports after {self.cfg.harness.timeout_s:g} s",
+            )
+        done = replace(outcome, status=Status.OK, finishing=None)
+        done.finalize_s = time.perf_counter() - t0
+        if rc == 0:
+            self._served_units.add(unit)
+            return done
+        qdstrm = self.report_base(unit, handle.session.base.parents[2]).with_suffix(
+            rf.QDSTRM_SUFFIX
+        )
+        if qdstrm.is_file() and self.nsys is not None:
+            why = nsys_mod.qdstrm_message(self.nsys, qdstrm, tail(handle.session.log))
+        else:
+            why = f"no report from its scenario's traced fork server: {handle.why}"
+        return replace(
+            done,
+            status=Status.EVIDENCE_FAILED,
+            error=f"{unit.label}: {why} (nsys's output: {handle.session.log})",
+        )
+
     def _export(self, unit: Unit, base: Path, out_dir: Path, outcome: Outcome) -> Outcome:
-        """Export ``base``.nsys-rep to SQLite and check it; records how long that took."""
+        """Export ``base``.nsys-rep to SQLite and check it; records how long that took. A
+        report a traced fork server wrote must hold the measured window of this unit's own
+        worker (its pid)."""
         assert self.nsys is not None
-        return export_report(self.nsys, unit.label, base, outcome, self.cfg.nsys.export_timeout_s)
+        done = export_report(self.nsys, unit.label, base, outcome, self.cfg.nsys.export_timeout_s)
+        if done.status != Status.OK or not base.with_suffix(rf.SQLITE_SUFFIX).is_file():
+            return done
+        if unit in self._served_units:
+            problem = check_owner(base.with_suffix(rf.SQLITE_SUFFIX), outcome.pid)
+            if problem:
+                return replace(
+                    done, status=Status.EVIDENCE_FAILED, error=f"{unit.label}: {problem}"
+                )
+        return done
 
     def run_exports(self, run_dir: Path) -> None:
         """Export every queued report, ``harness.export_workers`` at once. This runs after a
@@ -547,7 +708,7 @@ class Suite:
 
         def export(unit: Unit) -> Outcome:
             status = rf.read_status(unit.dir(run_dir)) or {}
-            known = {k: status.get(k) for k in ("launched_at", "ended_at", "finalize_s")}
+            known = {k: status.get(k) for k in ("launched_at", "ended_at", "finalize_s", "pid")}
             done = Outcome(
                 Status.OK, "", status.get("returncode"), float(status.get("wall_s") or 0.0),
                 **known,
@@ -585,12 +746,9 @@ class Suite:
         return self.start(unit, self.run_dir)
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
-        """``unit`` may start while ``current`` tears down: single-process workers of one
-        node, never two forked at once (the fork server runs one child at a time)."""
-        if self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1:
-            return False
-        forked_next = not unit.is_profile and self.cfg.harness.fork_server
-        return not (current.forked and forked_next)
+        """``unit`` may start while ``current`` tears down: single-process workers of one node
+        (a fork server runs its children side by side)."""
+        return not (self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1)
 
     def ready(self, unit: Unit) -> bool:
         """A variant whose compiler cache is being filled starts once that has ended."""
@@ -628,10 +786,11 @@ class Suite:
         return []
 
     def scenario_done(self, scenario: str) -> None:
-        assert self.run_dir is not None
-        t0 = time.perf_counter()
-        self.run_exports(self.run_dir)
-        self.exports_s += time.perf_counter() - t0
+        """The scenario's last worker has ended: its traced fork server is closed (nsys writes
+        its reports in the background, beside the next scenario's profiled workers). Every
+        export runs once the last worker of the run has ended."""
+        if self.servers is not None:
+            self.servers.retire(scenario)
 
     # -- the first early exit under nsys: did nsys keep the GPU activity? ------------------
     def _to_check(self, unit: Unit, outcome: Outcome) -> bool:
@@ -639,6 +798,7 @@ class Suite:
         return (
             not self._capture_checked
             and unit.is_profile
+            and not isinstance(outcome.finishing, ReportHandle)
             and self._leaves_after_capture()
             and outcome.status in (Status.OK, Status.FINALIZING)
         )
@@ -728,6 +888,7 @@ class Suite:
             self.progress.start(len(units), len(units) - len(todo))
             self.run_exports(run_dir)  # reports a resumed run never exported; nothing runs yet
             self.warmer = self._make_warmer(todo, run_dir)
+            self.servers = self._make_servers(todo, run_dir)
             if not self.gpu_shared and (self.cfg.harness.overlap or self.cfg.harness.warm_compile):
                 self._say(
                     f"GPU compute mode {', '.join(sorted(set(self.gpu.compute_modes)))}: one "
@@ -735,8 +896,13 @@ class Suite:
                     "warm-up runs beside them"
                 )
             RunLoop(self, todo, self.overlapping).run()
+            t_exports = time.perf_counter()
+            if self.servers is not None:
+                self.servers.close_all()
+            self.run_exports(run_dir)
+            self.exports_s = time.perf_counter() - t_exports
             walls["exports_s"] = self.exports_s
-            walls["workers_s"] = time.perf_counter() - t_start - self.exports_s
+            walls["workers_s"] = t_exports - t_start
         except KeyboardInterrupt:
             state = RunState.INTERRUPTED
         except ResultWriteError as exc:
@@ -916,6 +1082,8 @@ class Suite:
             "exit_after_capture": self._leaves_after_capture(),
             "background_finalize": self.cfg.nsys.background_finalize,
             "fork_server": self.cfg.harness.fork_server,
+            "profile_server": self.servers is not None
+            or (self.cfg.nsys.profile_server and self.nsys is not None),
         }
 
     def _export_missing(self, unit: Unit, run_dir: Path) -> bool:

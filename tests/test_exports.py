@@ -1,4 +1,4 @@
-"""Exports run after each scenario's workers; a resumed run exports what was never exported."""
+"""Exports run after the run's last worker; a resumed run exports what was never exported."""
 
 from __future__ import annotations
 
@@ -55,8 +55,11 @@ def test_profiles_are_exported_and_a_resume_exports_the_missing_one(cli, tmp_pat
 
 
 def test_waiting_for_nsys_in_line_records_no_background_time(cli, tmp_path):
+    """One nsys per profiled worker (a traced fork server writes its reports only once its
+    session ends), waited for in line."""
     results = tmp_path / "r"
-    proc = cli(_args(results, "nsys.background_finalize=false"), env=FAULTY_ENV)
+    args = _args(results, "nsys.background_finalize=false", "nsys.profile_server=false")
+    proc = cli(args, env=FAULTY_ENV)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = only_run_dir(results)
     timings = pd.read_csv(run / "timings.csv")

@@ -1,0 +1,247 @@
+"""Profiled workers forked from one traced fork server per scenario (``nsys.profile_server``).
+
+A profiled worker started as ``nsys profile python -m harness.worker`` pays a fresh interpreter's
+imports (about 11 s on the H100 machine, with or without nsys) and holds in cudaProfilerStop
+while nsys writes its report (8-11 s). Here each scenario gets one ``nsys profile`` session
+around a fork server (:func:`harness.nsys.server_command`), started when the run starts so its
+imports run before anything is measured. Each profiled worker is a child forked from it: a
+process of its own, with its own CUDA context, whose capture range (cudaProfilerStart/Stop on a
+GPU, its NVTX ``measure`` range on the CPU) nsys turns into a report of its own,
+``<base>.<k>.nsys-rep``, written when the session ends. The scenario's session is closed once
+its last profiled worker has ended, and its reports are written in the background while the
+next scenario's profiled workers run (as ``nsys.background_finalize`` lets them be written).
+
+Which report is whose: the k-th worker that ended well in a session had the k-th capture range.
+A worker that ends otherwise may leave its range open, so its session is retired: the rest of
+the scenario's workers get a fresh one. The export is checked against the worker's pid
+(:func:`check_owner`).
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from harness import runfolder as rf
+from harness.forkserver import START_TIMEOUT_S, ForkServer, ForkServerError
+from harness.runfolder import Unit
+
+__all__ = ["ProfileServers", "ReportHandle", "Session", "check_owner"]
+
+
+@dataclass
+class Session:
+    """One ``nsys profile`` session around a fork server, for one scenario."""
+
+    scenario: str
+    base: Path
+    """nsys's ``--output``: its reports are ``<base>.<k>.nsys-rep``."""
+    starting: Future[ForkServer]
+    units: list[Unit] = field(default_factory=list)
+    """Units whose worker ended well, in the order of their capture ranges."""
+    closing: Future[str] | None = None
+    """Set once the session is being closed: its result says what went wrong ('' if nothing)."""
+    placed: dict[Unit, Path] = field(default_factory=dict)
+    """Each unit's report, moved to the unit's folder once the session has ended."""
+
+    @property
+    def log(self) -> Path:
+        return self.base.parent / rf.SERVER_LOG
+
+
+class ProfileServers:
+    """The run's profiling sessions, one live per scenario at a time."""
+
+    def __init__(
+        self,
+        make: Callable[[Path, Path], ForkServer],
+        report_base: Callable[[Unit], Path],
+        run_dir: Path,
+        close_timeout_s: float,
+    ) -> None:
+        """``make(base, log)``: start a traced fork server writing ``base.<k>.nsys-rep``;
+        ``report_base(unit)``: where a unit's report goes (without suffix)."""
+        self._make = make
+        self._report_base = report_base
+        self._run_dir = run_dir
+        self._close_timeout_s = close_timeout_s
+        # one start at a time (in the order asked): concurrent nsys start-ups can fail, and the
+        # servers are needed only once the timing rounds are over
+        self._starts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profile-server")
+        self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-report")
+        self._live: dict[str, Session] = {}
+        self._all: list[Session] = []
+        self._lock = threading.Lock()
+
+    def start(self, scenario: str) -> None:
+        """Start the scenario's session in the background (its server imports torch)."""
+        with self._lock:
+            if scenario in self._live:
+                return
+            n = sum(s.scenario == scenario for s in self._all) + 1
+            folder = rf.server_dir(self._run_dir, scenario)
+            folder.mkdir(parents=True, exist_ok=True)
+            base = folder / (scenario if n == 1 else f"{scenario}-{n}")
+            for old in folder.glob(f"{base.name}.*.nsys-rep"):
+                old.unlink()
+            session = Session(scenario, base, Future())
+            session.starting = self._starts.submit(self._start, base, session.log)
+            self._live[scenario] = session
+            self._all.append(session)
+
+    def _start(self, base: Path, log: Path) -> ForkServer:
+        """Start a traced server; once more after a failed start (an nsys start-up can fail
+        while another nsys starts on the machine: its agent's endpoint is taken)."""
+        try:
+            return self._make(base, log)
+        except (ForkServerError, OSError):
+            time.sleep(2.0)
+            return self._make(base, log)
+
+    def server(self, scenario: str) -> tuple[Session | None, str]:
+        """The scenario's live session (started now if it was not), once its server has done
+        its imports; None and why where it could not start (the worker is then profiled on its
+        own)."""
+        self.start(scenario)
+        session = self._live[scenario]
+        try:
+            session.starting.result()
+        except (ForkServerError, OSError) as exc:
+            self.retire(scenario)
+            return None, f"{exc} (see {session.log})"
+        return session, ""
+
+    def ended(self, session: Session, unit: Unit, ok: bool) -> ReportHandle | None:
+        """A worker forked from ``session`` has ended: well (``ok``: its capture range was the
+        session's next), or not (the session is retired). The handle to wait for its report,
+        or None."""
+        if not ok:
+            if self._live.get(session.scenario) is session:
+                self.retire(session.scenario)
+            return None
+        session.units.append(unit)
+        return ReportHandle(self, session, unit)
+
+    def retire(self, scenario: str) -> None:
+        """Close the scenario's live session in the background; a later worker of the scenario
+        gets a fresh one."""
+        with self._lock:
+            session = self._live.pop(scenario, None)
+        if session is not None:
+            self._closing(session)
+
+    def _closing(self, session: Session) -> Future[str]:
+        with self._lock:
+            if session.closing is None:
+                session.closing = self._pool.submit(self._close, session)
+            return session.closing
+
+    def close_all(self) -> None:
+        """Close every live session (in the background)."""
+        for scenario in list(self._live):
+            self.retire(scenario)
+
+    def kill(self) -> None:
+        """Stop every session now (the run is being torn down): a server still starting or
+        serving is stopped; one whose reports are being written is left to finish them."""
+        for session in self._all:
+            if session.closing is not None:
+                continue
+            try:  # one still starting is waited for: left alone it would outlive the run
+                server = session.starting.result(timeout=START_TIMEOUT_S)
+            except Exception:
+                continue
+            if server.alive:
+                server.close(timeout_s=10.0)
+        self._starts.shutdown(wait=False, cancel_futures=True)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _close(self, session: Session) -> str:
+        """End the server (nsys then writes a report per capture range) and move each report
+        to its unit's folder; what went wrong, or ''."""
+        try:
+            server = session.starting.result()
+        except (ForkServerError, OSError) as exc:
+            return f"its traced fork server did not start: {exc}"
+        rc = server.close(timeout_s=self._close_timeout_s)
+        for k, unit in enumerate(session.units, 1):  # the k-th capture range is the k-th unit's
+            for suffix in (rf.REPORT_SUFFIX, rf.QDSTRM_SUFFIX):  # a report, or the raw capture
+                found = session.base.with_name(f"{session.base.name}.{k}{suffix}")
+                if k == 1 and not found.is_file():  # a session of one capture: no number
+                    found = session.base.with_name(session.base.name + suffix)
+                if found.is_file():
+                    target = self._report_base(unit).with_suffix(suffix)
+                    target.parent.mkdir(parents=True, exist_ok=True)
+                    os.replace(found, target)
+                    if suffix == rf.REPORT_SUFFIX:
+                        session.placed[unit] = target
+                    break
+        if rc is None:
+            return f"nsys did not finish writing its reports within {self._close_timeout_s:g} s"
+        if rc != 0:
+            return f"nsys exited with code {rc}"
+        if len(session.placed) < len(session.units):
+            return f"nsys wrote {len(session.placed)} reports for {len(session.units)} captures"
+        return ""
+
+
+class ReportHandle:
+    """A profiled worker's report while its session writes it: what
+    :func:`harness.execute.finish` waits for (``wait``, ``pid``)."""
+
+    def __init__(self, servers: ProfileServers, session: Session, unit: Unit) -> None:
+        self._servers = servers
+        self.session = session
+        self.unit = unit
+        self.args = [f"nsys ({session.base.name})"]
+
+    @property
+    def pid(self) -> int:
+        """The session's nsys process (what a kill stops)."""
+        return self.session.starting.result().proc.pid
+
+    def wait(self, timeout: float | None = None) -> int:
+        """0 once the unit's report is in its folder, 1 when the session ended without it
+        (:attr:`why` says why); TimeoutExpired after ``timeout`` seconds."""
+        if self._servers._live.get(self.session.scenario) is self.session:
+            self._servers.retire(self.session.scenario)
+        closing = self._servers._closing(self.session)
+        try:
+            self.why = closing.result(timeout=timeout)
+        except TimeoutError:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0.0) from None
+        if self.unit in self.session.placed:
+            return 0
+        self.why = self.why or "nsys wrote no report for its capture range"
+        return 1
+
+    why: str = ""
+
+
+def check_owner(sqlite: Path, pid: int | None) -> str:
+    """'' when the export's measured window (its NVTX ``measure`` range) belongs to process
+    ``pid`` (or when ``pid`` is unknown), else what is wrong: a report placed on the wrong
+    variant would be judged as that variant."""
+    if pid is None:
+        return ""
+    from analysis.trace import TraceError, nvtx_ranges, open_trace
+    from bottlenecks import MEASURE
+
+    try:
+        with open_trace(sqlite) as trace:
+            ranges = nvtx_ranges(trace)
+    except TraceError as exc:
+        return f"the SQLite export is unusable: {exc}"
+    mine = ranges[ranges["text"] == MEASURE]
+    if mine.empty:
+        return ""  # nothing to check it by; check_export says what is missing
+    owners = {int(p) for p in mine["pid"]}
+    if owners == {pid}:
+        return ""
+    return f"its measured window belongs to process {sorted(owners)}, not to the worker ({pid})"

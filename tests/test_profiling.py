@@ -1,0 +1,69 @@
+"""Profiled workers forked from one traced fork server per scenario (nsys.profile_server,
+harness/profiling.py), under the real nsys: each worker's capture range is a report of its own,
+placed on its own variant, and a worker that fails retires its session so that no later report
+lands on the wrong variant."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+
+from analysis.trace import nvtx_ranges, open_trace
+from harness.profiling import check_owner
+from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir, run_cli
+
+pytestmark = pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory) -> Path:
+    """faulty [baseline, crash, ideal], profiled: crash fails in its first warm-up step."""
+    results = tmp_path_factory.mktemp("served")
+    args = faulty_args(results, "scenario.faulty.variants=[baseline,crash,ideal]")
+    proc = run_cli([a for a in args if a != "nsys.enabled=false"], env=FAULTY_ENV)
+    assert proc.returncode == 1, proc.stderr[-3000:]  # crash failed; the others did not
+    return only_run_dir(results)
+
+
+def _status(run: Path, variant: str) -> dict:
+    return json.loads((run / "faulty" / variant / "profile" / "status.json").read_text())
+
+
+def _window_pids(sqlite: Path) -> set[int]:
+    with open_trace(sqlite) as trace:
+        ranges = nvtx_ranges(trace)
+    return {int(p) for p in ranges.loc[ranges["text"] == "measure", "pid"]}
+
+
+def test_each_forked_worker_has_its_own_report(served: Path) -> None:
+    """baseline's and ideal's reports each hold one measured window: their own worker's, a
+    process forked from the traced server (no imports of its own)."""
+    for variant in ("baseline", "ideal"):
+        status = _status(served, variant)
+        assert status["status"] == "ok", status
+        prof = served / "faulty" / variant / "profile"
+        assert (prof / f"faulty__{variant}.nsys-rep").is_file()
+        assert _window_pids(prof / f"faulty__{variant}.sqlite") == {status["pid"]}
+        result = json.loads((prof / "result.json").read_text())
+        assert result["timing"]["import_s"] < 0.5, result["timing"]  # forked: torch imported
+
+
+def test_a_failed_worker_retires_its_session(served: Path) -> None:
+    """crash fails before its window: its session is closed, and ideal is forked from a fresh
+    one (``faulty-2``), whose single report is ideal's."""
+    assert _status(served, "crash")["status"] == "failed"
+    log = (served / "servers" / "faulty" / "server.log").read_text(errors="replace")
+    assert "faulty-2" in log  # the second session's report
+    assert not list((served / "servers" / "faulty").glob("*.nsys-rep"))  # all placed
+
+
+def test_a_report_on_the_wrong_variant_is_refused(served: Path) -> None:
+    """The check every served export passes: its measured window must be its worker's."""
+    base = served / "faulty" / "baseline" / "profile" / "faulty__baseline.sqlite"
+    ideal_pid = _status(served, "ideal")["pid"]
+    assert check_owner(base, _status(served, "baseline")["pid"]) == ""
+    assert "belongs to process" in check_owner(base, ideal_pid)
+    assert check_owner(base, None) == ""
