@@ -5,19 +5,26 @@
     python scripts/ingest_corpus.py --add h100x2 CALL_OUT     # more switches, old rows kept
 
 Each CALL_OUT is one device call's $OUT (corpus-exports.tar, corpus-timing.csv). For every
-export: the tables no reader uses (UNREAD) are dropped, and every timed row after the
-``--iterations``-th steady iteration (found by the detectors' own iteration search, no NVTX
-needed) is removed with scripts/trim_export.py, so start-up, compilation and autotuning stay
-whole; then xz -9e into ``DEST/exports/NAME.sqlite.xz``. The cut never comes before
-``--iterations`` of the script's own steps (its timed `none` step, from the timing rows) after
-the first steady iteration: where the search finds a repeat shorter than a step (one layer of
-lb_tiny_layers, one all-reduce of ddp_exposed_comm), a count of repeats would keep less than a
-step. ``--iterations`` 8 = the detectors' ``window.min_repeats`` (5) + ``skip_iterations`` (1)
-+ 2 of margin. The timing CSVs are joined into ``DEST/timing.csv`` (rows of the scripts captured
-replace that script's old rows; others are kept) and ``DEST/measured.csv`` is recomputed.
+export: the tables no reader uses (UNREAD, and the ENUM_* tables not in READ_ENUMS), the
+columns no reader uses (UNREAD_COLUMNS) and then the strings no row refers to are dropped, and
+every timed row after the ``--iterations``-th steady iteration (found by the detectors' own
+iteration search, no NVTX needed) is removed with scripts/trim_export.py, so start-up,
+compilation and autotuning stay whole; then xz -9e into ``DEST/exports/NAME.sqlite.xz``. The
+cut never comes before ``--iterations`` of the script's own steps (its timed `none` step, from
+the timing rows) after the first steady iteration: where the search finds a repeat shorter
+than a step (one layer of lb_tiny_layers, one all-reduce of ddp_exposed_comm), a count of
+repeats would keep less than a step. ``--iterations`` 8 = the detectors' ``window.min_repeats``
+(5) + ``skip_iterations`` (1) + 2 of margin. The timing CSVs are joined into ``DEST/timing.csv``
+(rows of the scripts captured replace that script's old rows; others are kept) and
+``DEST/measured.csv`` is recomputed.
 ``--recut`` applies the same to the exports already in ``DEST/exports`` (what was cut stays
 cut). Prints one line per export: raw and committed size, iterations kept; then the exports'
 total against BUDGET_MB.
+
+    python scripts/ingest_corpus.py --prune FILE [FILE ...]  # a test fixture, in place
+
+``--prune`` drops the same tables, columns and strings from other exports (.sqlite or .sqlite.xz,
+xz -9e again), without any cut: the real exports under tests/data.
 """
 
 from __future__ import annotations
@@ -26,6 +33,7 @@ import argparse
 import csv
 import io
 import lzma
+import re
 import shutil
 import sqlite3
 import sys
@@ -49,10 +57,11 @@ ITERATIONS = 8
 #: The corpus exports' share of the repository's 12 MiB (README.md): a larger total is flagged.
 BUDGET_MB = 6.5
 #: Tables no reader uses (analysis/sql/*.sql, analysis/trace.py, analysis/detect/, harness/):
-#: call chains, CUDA event records and graph-building events, nsys's own bookkeeping. Every
-#: table not named here is kept (kernels, copies, memsets, graph replays, CUDA API, syncs,
-#: OS-runtime calls of every thread, NVTX, StringIds, ThreadNames, PROCESSES, ENUM_*,
-#: TARGET_INFO_*, META_DATA_EXPORT, and whatever a newer nsys adds).
+#: call chains, CUDA event records and graph-building events, nsys's own bookkeeping, the
+#: profiled machine's environment variables. Every table not named here is kept (kernels,
+#: copies, memsets, graph replays, CUDA API, syncs, OS-runtime calls of every thread, NVTX,
+#: StringIds, ThreadNames, PROCESSES, the READ_ENUMS, the other TARGET_INFO_*,
+#: META_DATA_EXPORT, and whatever a newer nsys adds).
 UNREAD = (
     "OSRT_CALLCHAINS",
     "CUDA_CALLCHAINS",
@@ -64,7 +73,66 @@ UNREAD = (
     "ANALYSIS_DETAILS",
     "ANALYSIS_FILE",
     "ProcessStreams",
+    "TARGET_INFO_SYSTEM_ENV",
 )
+#: The ENUM_* tables read (by analysis/sql, analysis/detect and nsys's expert rules, whose 2024+
+#: versions read ENUM_CUDA_MEM_KIND): every other ENUM_* table is dropped.
+READ_ENUMS = (
+    "ENUM_CUDA_MEMCPY_OPER",
+    "ENUM_CUDA_MEM_KIND",
+    "ENUM_CUPTI_SYNC_TYPE",
+    "ENUM_NSYS_EVENT_CLASS",
+    "ENUM_NSYS_EVENT_TYPE",
+)
+#: Columns no reader uses in the tables kept: what analysis/sql/*.sql, analysis/trace.py,
+#: analysis/detect/, harness/ and nsys's expert rules (2022.4, and 2024+ which also read
+#: greenContextId, srcDeviceId and dstDeviceId) read stays, and so does every column not named
+#: here (a newer nsys's too). Kernels lose their launch details that no reader looks at (the
+#: grid, block, registers and shared memory the kernel table reads stay), NVTX events their
+#: payloads, colours and range ids, OS-runtime calls their event class and call-chain id. The
+#: CUDA API calls' callchainId (never filled in these captures) stays: without it the 47
+#: exports of the corpus and tests/data took 91 KB more after xz.
+UNREAD_COLUMNS: dict[str, tuple[str, ...]] = {
+    "OSRT_API": ("eventClass", "callchainId"),
+    "CUPTI_ACTIVITY_KIND_KERNEL": (
+        "mangledName",
+        "launchType",
+        "cacheConfig",
+        "localMemoryPerThread",
+        "localMemoryTotal",
+        "gridId",
+        "sharedMemoryExecuted",
+        "sharedMemoryLimitConfig",
+    ),
+    "NVTX_EVENTS": (
+        "rangeId",
+        "color",
+        "endGlobalTid",
+        "uint64Value",
+        "int64Value",
+        "doubleValue",
+        "uint32Value",
+        "int32Value",
+        "floatValue",
+        "jsonTextId",
+        "jsonText",
+        "binaryData",
+    ),
+    "CUPTI_ACTIVITY_KIND_MEMCPY": (
+        "deprecatedSrcId",
+        "srcContextId",
+        "dstContextId",
+        "migrationCause",
+        "virtualAddress",
+        "copyCount",
+    ),
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ("deprecatedSyncType", "eventSyncId"),
+    "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ("graphId",),
+}
+#: Columns that hold StringIds ids, besides those the export's schema marks ``REFERENCES
+#: StringIds(id)``: a string stays while one of these (in any table kept) refers to it.
+STRING_ID_COLUMNS = ("nameId", "textId", "jsonTextId", "demangledName", "shortName", "mangledName")
+_REFERS_TO_STRINGS = re.compile(r'^\s*"?(\w+)"?\s[^\n]*REFERENCES StringIds\(id\)', re.M)
 
 
 def cut_ns(path: Path, iterations: int, step_ns: float = 0.0) -> tuple[int | None, int]:
@@ -84,16 +152,58 @@ def cut_ns(path: Path, iterations: int, step_ns: float = 0.0) -> tuple[int | Non
     return (cut if last is None or cut < last else None), it.n
 
 
+def _columns(db: sqlite3.Connection, table: str) -> list[str]:
+    return [r[1] for r in db.execute(f'PRAGMA table_info("{table}")')]
+
+
+def _tables(db: sqlite3.Connection) -> dict[str, str]:
+    """Name -> CREATE TABLE text of every table."""
+    rows = db.execute("SELECT name, sql FROM sqlite_master WHERE type = 'table'").fetchall()
+    return {name: sql or "" for name, sql in rows}
+
+
 def drop_unread(path: Path) -> None:
-    """Drop the UNREAD tables of an export in place and VACUUM (freed pages would stay)."""
+    """Drop what no reader uses from an export in place: the UNREAD tables, the ENUM_* tables
+    not in READ_ENUMS, the UNREAD_COLUMNS, then the strings no row refers to any more; VACUUM
+    (freed pages would stay). Rows, rowids, the columns kept and their declarations are as they
+    were; a column SQLite cannot drop (one an index uses) is kept."""
     db = sqlite3.connect(path)
     try:
-        for t in UNREAD:
-            db.execute(f"DROP TABLE IF EXISTS {t}")
+        for t in _tables(db):
+            if t in UNREAD or (t.startswith("ENUM_") and t not in READ_ENUMS):
+                db.execute(f'DROP TABLE "{t}"')
+        for t, cols in UNREAD_COLUMNS.items():
+            gone = [c for c in cols if c in _columns(db, t)]
+            for c in gone:
+                try:
+                    db.execute(f'ALTER TABLE "{t}" DROP COLUMN "{c}"')
+                except sqlite3.OperationalError:
+                    pass
+            if gone:  # DROP COLUMN leaves 0 and 1 in a byte each (xz did worse): rows anew
+                first = _columns(db, t)[0]
+                db.execute(f'UPDATE "{t}" SET "{first}" = "{first}"')
+        _drop_unused_strings(db)
         db.commit()
         db.execute("VACUUM")
     finally:
         db.close()
+
+
+def _drop_unused_strings(db: sqlite3.Connection) -> None:
+    """Delete the StringIds rows that no column holding string ids refers to. The largest id
+    stays, so that the readers size their packed columns as before (analysis.trace.name_bits)."""
+    tables = _tables(db)
+    if "StringIds" not in tables:
+        return
+    refs = []
+    for t, sql in tables.items():
+        if t == "StringIds":
+            continue
+        cols = set(_columns(db, t))
+        named = set(_REFERS_TO_STRINGS.findall(sql)) | set(STRING_ID_COLUMNS)
+        refs += [f'SELECT "{c}" FROM "{t}" WHERE "{c}" IS NOT NULL' for c in sorted(named & cols)]
+    keep = " UNION ".join(["SELECT MAX(id) FROM StringIds", *refs])
+    db.execute(f"DELETE FROM StringIds WHERE id NOT IN ({keep})")
 
 
 def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) -> str:
@@ -109,11 +219,31 @@ def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) 
             db.close()
             trim(work, work.with_suffix(".trim"), 0.0, keep_ms)
             work = work.with_suffix(".trim")
+            drop_unread(work)  # the strings only the rows cut referred to
         data = work.read_bytes()
-    dest.write_bytes(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
+    dest.write_bytes(_xz(data))
     kept = f"{iterations} of {found}" if cut is not None else f"all {found}"
     mb, kb = raw.stat().st_size / 1e6, dest.stat().st_size / 1e3
     return f"{raw.stem}: {mb:.1f} MB -> {kb:.0f} KB xz, iterations kept: {kept}"
+
+
+def prune_file(path: Path) -> str:
+    """:func:`drop_unread` on one export in place (an ``.xz`` one decompressed, then compressed
+    again as the corpus is); a line for the log."""
+    before = path.stat().st_size
+    if path.suffix == ".xz":
+        with tempfile.TemporaryDirectory() as tmp:
+            work = Path(tmp) / path.stem
+            work.write_bytes(lzma.decompress(path.read_bytes()))
+            drop_unread(work)
+            path.write_bytes(_xz(work.read_bytes()))
+    else:
+        drop_unread(path)
+    return f"{path}: {before / 1e3:.0f} KB -> {path.stat().st_size / 1e3:.0f} KB"
+
+
+def _xz(data: bytes) -> bytes:
+    return lzma.compress(data, preset=9 | lzma.PRESET_EXTREME)
 
 
 def merge_timing(calls: list[Path], old: Path, add: str | None = None) -> list[dict]:
@@ -181,9 +311,20 @@ def main(argv: list[str] | None = None) -> int:
         help="keep every committed timing row; add the calls' rows as "
         "rounds TAG-1, TAG-2 (a REMOVALS_ONLY=1 call)",
     )
+    p.add_argument(
+        "--prune",
+        nargs="+",
+        type=Path,
+        metavar="FILE",
+        help="only drop the unread tables, columns and strings of these exports, in place",
+    )
     args = p.parse_args(argv)
+    if args.prune:
+        for path in args.prune:
+            print(prune_file(path), flush=True)
+        return 0
     if not args.calls and not args.recut:
-        p.error("name the calls' $OUT folders, or --recut")
+        p.error("name the calls' $OUT folders, or --recut (or --prune FILE)")
     (args.dest / "exports").mkdir(parents=True, exist_ok=True)
     rows = merge_timing(args.calls, args.dest / "timing.csv", args.add)
     steps = none_step_ms(rows)

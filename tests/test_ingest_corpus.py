@@ -1,7 +1,8 @@
-"""scripts/ingest_corpus.py on a real corpus export: the tables no reader uses are dropped, the
-export is cut after the asked number of steady iterations (start-up kept) but never before as
-many of the script's timed steps, the call's timing rows replace that script's old ones, the
-measured table is recomputed, and --recut cuts the committed exports again."""
+"""scripts/ingest_corpus.py on a real corpus export: the tables, columns and strings no reader
+uses are dropped, the export is cut after the asked number of steady iterations (start-up kept)
+but never before as many of the script's timed steps, the call's timing rows replace that
+script's old ones, the measured table is recomputed, --recut cuts the committed exports again
+and --prune drops the same from another export."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ import sqlite3
 import sys
 import tarfile
 from pathlib import Path
+
+import pandas as pd
 
 ROOT = Path(__file__).resolve().parents[1]
 WILD = ROOT / "corpus" / "wild"
@@ -106,18 +109,84 @@ def test_recut_cuts_the_committed_exports_again(tmp_path: Path) -> None:
     assert (dest / "timing.csv").read_text() == (WILD / "timing.csv").read_text()
 
 
-def test_drop_unread_drops_those_tables_alone(tmp_path: Path) -> None:
-    """On a real H100 export (nsys 2025.3, tests/data): the UNREAD tables it has go, every other
-    table keeps all its rows, and the file shrinks (VACUUM)."""
+def test_drop_unread_drops_those_tables_columns_and_strings_alone(tmp_path: Path) -> None:
+    """On a real H100 export (nsys 2025.3, tests/data, the one fixture kept as nsys wrote it):
+    the UNREAD tables and the ENUM_* tables not read go, and the UNREAD_COLUMNS; every other
+    table keeps all its rows and columns (declarations too), StringIds every string a row still
+    refers to and its largest id; the readers see the same; the file shrinks (VACUUM)."""
     src = ROOT / "tests" / "data" / "gpu_nsys2025_sync_loading.sqlite.xz"
     path = tmp_path / "x.sqlite"
     path.write_bytes(lzma.decompress(src.read_bytes()))
-    before, size = _rows(path), path.stat().st_size
+    orig = tmp_path / "orig.sqlite"
+    shutil.copyfile(path, orig)
+    before, size, cols = _rows(path), path.stat().st_size, _schema(path)
     assert len(set(ingest_corpus.UNREAD) & set(before)) >= 3
+    assert "mangledName" in cols["CUPTI_ACTIVITY_KIND_KERNEL"]
+    gone = {
+        t
+        for t in before
+        if t in ingest_corpus.UNREAD
+        or (t.startswith("ENUM_") and t not in ingest_corpus.READ_ENUMS)
+    }
+    assert (
+        set(ingest_corpus.READ_ENUMS)
+        <= set(before) - gone
+        < set(before) - set(ingest_corpus.UNREAD)
+    )
     ingest_corpus.drop_unread(path)
     after = _rows(path)
-    assert after == {t: n for t, n in before.items() if t not in ingest_corpus.UNREAD}
+    assert 0 < after.pop("StringIds") < before["StringIds"]
+    assert after == {t: n for t, n in before.items() if t not in gone and t != "StringIds"}
+    unread = ingest_corpus.UNREAD_COLUMNS
+    assert _schema(path) == {
+        t: {c: d for c, d in cs.items() if c not in unread.get(t, ())}
+        for t, cs in cols.items()
+        if t not in gone
+    }
+    db = sqlite3.connect(path)
+    try:
+        for t, c in [("CUPTI_ACTIVITY_KIND_KERNEL", "demangledName"),
+                     ("CUPTI_ACTIVITY_KIND_KERNEL", "shortName"),
+                     ("CUPTI_ACTIVITY_KIND_RUNTIME", "nameId"), ("OSRT_API", "nameId"),
+                     ("NVTX_EVENTS", "textId"), ("ThreadNames", "nameId")]:  # fmt: skip
+            lost = f"SELECT COUNT(*) FROM {t} WHERE {c} NOT IN (SELECT id FROM StringIds)"
+            assert db.execute(lost).fetchone()[0] == 0, (t, c)
+        top = "SELECT MAX(id) FROM StringIds"
+        assert db.execute(top).fetchone() == sqlite3.connect(orig).execute(top).fetchone()
+    finally:
+        db.close()
+    T = ingest_corpus.T
+    with T.open_trace(orig) as a, T.open_trace(path) as b:
+        for read in (T.kernels, T.memcpy, T.memset, T.cuda_api, T.sync_events, T.osrt):
+            pd.testing.assert_frame_equal(read(a), read(b))
+        for read in (T.nvtx_ranges, T.threads, T.gpu_info):
+            pd.testing.assert_frame_equal(read(a), read(b))
     assert path.stat().st_size < size
+    pruned = _rows(path), _schema(path)
+    ingest_corpus.drop_unread(path)  # nothing more to drop
+    assert (_rows(path), _schema(path)) == pruned
+
+
+def test_prune_rewrites_an_xz_export_in_place(tmp_path: Path) -> None:
+    """``--prune FILE``: the same drop on a committed-style export, compressed again."""
+    path = tmp_path / "x.sqlite.xz"
+    shutil.copyfile(ROOT / "tests" / "data" / "gpu_nsys2025_sync_loading.sqlite.xz", path)
+    size = path.stat().st_size
+    assert ingest_corpus.main(["--prune", str(path)]) == 0
+    assert path.stat().st_size < size
+    raw = tmp_path / "x.sqlite"
+    raw.write_bytes(lzma.decompress(path.read_bytes()))
+    assert not set(ingest_corpus.UNREAD) & _tables(raw)
+
+
+def _schema(path: Path) -> dict[str, dict[str, tuple]]:
+    """Table -> column -> (type, not null, default, primary key), in the table's order."""
+    db = sqlite3.connect(path)
+    try:
+        names = [r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+        return {t: {r[1]: r[2:] for r in db.execute(f'PRAGMA table_info("{t}")')} for t in names}
+    finally:
+        db.close()
 
 
 def _rows(path: Path) -> dict[str, int]:

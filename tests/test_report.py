@@ -555,3 +555,105 @@ def test_a_long_skip_reason_is_cut_at_a_word_not_inside_one(tmp_path):
     md = (run / "report.md").read_text(encoding="utf-8")
     for err in pd.read_csv(run / "runs.csv")["error"].dropna():
         assert f"| {err} |" in md  # whole: the reasons the harness writes fit in a cell
+
+
+# --- timelines drawn by worker processes --------------------------------------------------------
+
+
+def _timeline_jobs(tmp_path: Path) -> list:
+    """A pair, a baseline alone and an export that cannot be read."""
+    from harness.report.timelines import Job
+
+    bad = tmp_path / "broken.sqlite"
+    bad.write_bytes(b"not an nsys export\n" * 64)
+    return [
+        Job("pair", sqlite_fixture("gpu_nsys2025_sync_loading"),
+            sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader"), "async_dataloader", "", 2),
+        Job("alone", sqlite_fixture("cpu_nsys2022_sync_loading"), None, "", "no fix: alone", 3),
+        Job("broken", bad, None, "", "", 2),
+    ]  # fmt: skip
+
+
+def test_timelines_drawn_by_workers_are_the_ones_drawn_here(tmp_path):
+    """Each worker's picture is byte for byte the one drawn in this process; a failure raises
+    the same error (type, message, function); the workers never import torch."""
+    import traceback
+
+    from harness.report.fmt import RemoteError
+    from harness.report.timelines import Timelines, draw
+
+    jobs = _timeline_jobs(tmp_path)
+    with Timelines(jobs, workers=3) as pics:
+        workers = [w.proc for w in pics._live]
+        assert len(workers) == 3
+        for job in jobs[:2]:
+            assert pics.picture(job) == draw(job)
+        with pytest.raises(RemoteError) as remote:
+            pics.picture(jobs[2])
+        with pytest.raises(Exception) as here:
+            draw(jobs[2])
+        where = traceback.extract_tb(here.value.__traceback__)[-1].name
+        assert (remote.value.type_name, str(remote.value), remote.value.where) == (
+            type(here.value).__name__, str(here.value), where
+        )  # fmt: skip
+        for proc in workers:  # alive, idle, every picture drawn: what did they load?
+            maps = Path(f"/proc/{proc.pid}/maps").read_text()
+            assert "matplotlib" in maps and "/torch/" not in maps
+    assert all(proc.poll() is not None for proc in workers)  # the block ended them
+
+
+def test_a_worker_that_dies_fails_its_own_picture_only(tmp_path):
+    from harness.report.timelines import Timelines, WorkerDied, draw
+
+    jobs = _timeline_jobs(tmp_path)[:2]
+    with Timelines(jobs, workers=2) as pics:
+        victim = next(w for w in pics._live if w.job == jobs[0])
+        while not victim.ready and victim in pics._live:  # past its imports: drawing
+            pics.poll(None)
+        assert victim.ready
+        victim.proc.kill()
+        with pytest.raises(WorkerDied, match=r"pair timeline ended without it \(killed by SIGKILL"):
+            pics.picture(jobs[0])
+        assert pics.picture(jobs[1]) == draw(jobs[1])
+        assert pics.picture(jobs[0]) == draw(jobs[0])  # asked again: drawn here
+
+
+def test_workers_that_cannot_start_leave_the_pictures_to_this_process(tmp_path, capsys):
+    """A worker that dies before it could draw (a broken install, say): every picture is
+    drawn here instead, as with one worker."""
+    from harness.report.timelines import Timelines, draw
+
+    jobs = _timeline_jobs(tmp_path)[:2]
+    with Timelines(jobs, workers=2) as pics:
+        for w in pics._live:
+            w.proc.kill()
+        assert [pics.picture(j) for j in jobs] == [draw(j) for j in jobs]
+    assert "drawn one by one, in this process" in capsys.readouterr().err
+
+
+def test_a_report_drawn_by_workers_is_the_report_drawn_here(tmp_path):
+    """The H100 tables with exports for three scenarios (one unreadable): the document built
+    with a worker per timeline is the one built without workers, pictures and error note too."""
+    from harness.report import RunFolder, build_run_report
+    from harness.report.doc import render_markdown
+
+    run = _subset_folder(tmp_path, _SUBSETS["everything"])
+    exports = {
+        ("sync_loading", "baseline"): sqlite_fixture("gpu_nsys2025_sync_loading"),
+        ("sync_loading", "async_dataloader"): sqlite_fixture(
+            "gpu_nsys2025_sync_loading_async_dataloader"
+        ),
+        ("pageable_copies", "baseline"): sqlite_fixture("cpu_nsys2022_sync_loading"),
+        ("kernel_flood", "baseline"): _timeline_jobs(tmp_path)[2].base,
+    }
+    for (s, v), src in exports.items():
+        prof = run / s / v / "profile"
+        prof.mkdir(parents=True)
+        shutil.copyfile(src, prof / f"{s}__{v}.sqlite")
+    docs = [build_run_report(RunFolder.load(run), run, workers=n) for n in (1, 3)]
+    md = [re.sub(r"written .* UTC", "", render_markdown(d)) for d in docs]
+    assert md[0] == md[1]
+    assert "this section could not be drawn" in md[0]
+    pics = [{b.name: b.png for b in d.images} for d in docs]
+    assert pics[0] == pics[1]
+    assert {"timeline_sync_loading", "timeline_pageable_copies"} <= set(pics[0])

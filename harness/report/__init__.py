@@ -10,10 +10,12 @@ missing section saying why. Several run folders get a sweep report with the dose
 
 Modules, one job each: :mod:`~harness.report.load` (reading a run folder and finding run
 folders), :mod:`~harness.report.sections`, :mod:`~harness.report.diagnosis` and
-:mod:`~harness.report.variants` (the sections), :mod:`~harness.report.run` and
-:mod:`~harness.report.sweep` (the documents), :mod:`~harness.report.doc` (HTML / Markdown),
-:mod:`~harness.report.cli` (the command and the reports ``harness run`` writes),
-:mod:`~harness.report.compare` (``harness compare``). Every figure is in ``analysis/plots``.
+:mod:`~harness.report.variants` (the sections), :mod:`~harness.report.timelines` (the
+scenarios' timelines, drawn by worker processes while the sections are built),
+:mod:`~harness.report.run` and :mod:`~harness.report.sweep` (the documents),
+:mod:`~harness.report.doc` (HTML / Markdown), :mod:`~harness.report.cli` (the command and the
+reports ``harness run`` writes), :mod:`~harness.report.compare` (``harness compare``). Every
+figure is in ``analysis/plots``.
 """
 
 from __future__ import annotations

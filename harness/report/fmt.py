@@ -19,6 +19,7 @@ __all__ = [
     "BY_REPORT",
     "BY_RUN",
     "VERDICT_KINDS",
+    "RemoteError",
     "clip",
     "figure_context",
     "g3",
@@ -86,17 +87,28 @@ def speedup_text(r: Any) -> str:
     return x(s) + ci
 
 
+class RemoteError(Exception):
+    """An exception raised in another process (a worker drawing a picture), carried back as its
+    type's name, its message and the function it was raised in: :func:`section` notes it as it
+    would have noted the exception itself."""
+
+    def __init__(self, type_name: str, message: str, where: str) -> None:
+        super().__init__(message)
+        self.type_name = type_name
+        self.where = where
+
+
 def section(doc: Doc, what: str, build: Callable[[], None]) -> None:
     """Run one section builder; a failure becomes a visible error note, never a lost report."""
     try:
         build()
     except Exception as exc:
-        warn(f"the {what} section failed: {type(exc).__name__}: {exc}")
-        doc.note(
-            f"this section could not be drawn: {type(exc).__name__}: {exc} "
-            f"({traceback.extract_tb(exc.__traceback__)[-1].name})",
-            kind="error",
-        )
+        if isinstance(exc, RemoteError):
+            name, where = exc.type_name, exc.where
+        else:
+            name, where = type(exc).__name__, traceback.extract_tb(exc.__traceback__)[-1].name
+        warn(f"the {what} section failed: {name}: {exc}")
+        doc.note(f"this section could not be drawn: {name}: {exc} ({where})", kind="error")
 
 
 def figure_context() -> None:

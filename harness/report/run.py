@@ -19,7 +19,13 @@ from harness.report.sections import (
     summary_section,
     verdicts_section,
 )
-from harness.report.variants import environment_section, scenario_section, variants_section
+from harness.report.timelines import Job, Timelines
+from harness.report.variants import (
+    environment_section,
+    scenario_section,
+    timeline_job,
+    variants_section,
+)
 
 __all__ = ["build_run_report", "write_run_report"]
 
@@ -35,6 +41,20 @@ def tolerance(run: RunFolder) -> float:
         return float(load_thresholds()["predict"]["tolerance_share"])
 
 
+def _timeline_jobs(run: RunFolder, scen: list[str], steps: int) -> list[Job]:
+    """The timelines the scenario sections will draw (a scenario whose pair cannot be found is
+    left to its section, which says why)."""
+    jobs = []
+    for s in scen:
+        try:
+            job, _ = timeline_job(run, s, steps)
+        except Exception:
+            continue
+        if job is not None:
+            jobs.append(job)
+    return jobs
+
+
 def build_run_report(
     run: RunFolder,
     out_dir: Path,
@@ -44,14 +64,45 @@ def build_run_report(
     found: dict[str, Any] | None = None,
     main_metric: Mapping[str, str] | None = None,
     writer: str = BY_REPORT,
+    workers: int | None = None,
 ) -> Doc:
     """The report of one run folder as a :class:`Doc` (render with ``write_doc``).
 
     ``main_metric`` maps each bottleneck class to the findings.csv metric its fixes are judged
     by (default: the run's own ``diagnosis.main_metric`` from manifest.json, else the config's).
-    ``writer``: the command the subtitle names as the report's author.
+    ``writer``: the command the subtitle names as the report's author. ``workers``: processes
+    that draw the timelines meanwhile (default one per CPU, at most one per timeline; 1: each
+    is drawn in its section, in this process).
     """
     figure_context()
+    jobs = _timeline_jobs(run, run.scenarios(), steps) if timelines else []
+    # The timelines take most of the report's time: workers draw them from here on, while this
+    # process reads the scenarios and builds the other sections.
+    with Timelines(jobs, workers) as pictures:
+        return _build(
+            run,
+            out_dir,
+            pictures,
+            steps=steps,
+            timelines=timelines,
+            found=found,
+            main_metric=main_metric,
+            writer=writer,
+        )
+
+
+def _build(
+    run: RunFolder,
+    out_dir: Path,
+    pictures: Timelines,
+    *,
+    steps: int,
+    timelines: bool,
+    found: dict[str, Any] | None,
+    main_metric: Mapping[str, str] | None,
+    writer: str,
+) -> Doc:
+    """:func:`build_run_report`'s document, its timelines taken from ``pictures``."""
     if found is None:
         found, _ = scenario_info()
     name = run.path.name
@@ -89,12 +140,17 @@ def build_run_report(
     for title, anchor, build in sections:
         doc.h(2, title, anchor)
         section(doc, anchor, build)
+        pictures.poll()  # an idle worker gets the next timeline
     if not scen:
         doc.h(2, "Scenarios", "scenarios")
         doc.note(run.why_missing("runs.csv"))
     for s in scen:
         doc.h(2, f"{s}: {found[s].title if s in found else s}", f"scenario-{s}")
-        section(doc, s, lambda s=s: scenario_section(doc, run, s, found, out_dir, steps, timelines))
+        section(
+            doc,
+            s,
+            lambda s=s: scenario_section(doc, run, s, found, out_dir, steps, timelines, pictures),
+        )
     doc.h(2, "Environment", "environment")
     section(doc, "environment", lambda: environment_section(doc, run, out_dir))
     return doc
@@ -109,9 +165,11 @@ def write_run_report(
     found: dict[str, Any] | None = None,
     main_metric: Mapping[str, str] | None = None,
     writer: str = BY_REPORT,
+    workers: int | None = None,
 ) -> tuple[Path, Path]:
     """Write ``report.html``, ``report.md`` and ``report/*.png`` for one run folder
-    (``writer``: the command that asked for it, named in the subtitle)."""
+    (``writer``: the command that asked for it, named in the subtitle; ``workers``: as
+    :func:`build_run_report`)."""
     run = RunFolder.load(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else run.path
     doc = build_run_report(
@@ -122,5 +180,6 @@ def write_run_report(
         found=found,
         main_metric=main_metric,
         writer=writer,
+        workers=workers,
     )
     return write_doc(doc, out)

@@ -14,8 +14,9 @@ from harness import runfolder as rf
 from harness.report.doc import Badge, Code, Doc, Link, Tip
 from harness.report.fmt import VERDICT_KINDS, clip, g3, num, rel, section, speedup_text
 from harness.report.load import TABLES, RunFolder
+from harness.report.timelines import Job, Timelines, draw
 
-__all__ = ["environment_section", "scenario_section", "variants_section"]
+__all__ = ["environment_section", "scenario_section", "timeline_job", "variants_section"]
 
 
 def _probe_cell(r: dict[str, Any]) -> Any:
@@ -178,8 +179,10 @@ def scenario_section(
     out_dir: Path,
     steps: int,
     timelines: bool,
+    pictures: Timelines | None = None,
 ) -> None:
-    """A scenario's class, severity, verdict, teaching text, timeline and profile links."""
+    """A scenario's class, severity, verdict, teaching text, timeline and profile links
+    (``pictures``: the timelines drawn ahead, else it is drawn here)."""
     sc = found.get(scen)
     doc.p(*_scenario_header(run, scen, sc))
     if sc is not None:
@@ -201,7 +204,9 @@ def scenario_section(
     if not timelines:
         doc.note("timelines left out (--no-timelines)", kind="caveat")
     else:
-        section(doc, f"{scen} timeline", lambda: _timeline(doc, run, scen, steps, out_dir))
+        section(
+            doc, f"{scen} timeline", lambda: _timeline(doc, run, scen, steps, out_dir, pictures)
+        )
     rows = _scenario_rows(run, scen)
     if not rows.empty:
         links: list[Any] = ["Profiles for the nsys GUI (nsys-ui FILE): "]
@@ -227,44 +232,24 @@ def _kept_timeline(doc: Doc, run: RunFolder, scen: str, out_dir: Path) -> bool:
     return True
 
 
-def _timeline(doc: Doc, run: RunFolder, scen: str, steps: int, out_dir: Path) -> None:
-    from analysis.plots.timeline import load_timeline, plot_pair, plot_timeline
-
+def timeline_job(run: RunFolder, scen: str, steps: int) -> tuple[Job | None, str]:
+    """What ``scen``'s timeline draws, or None and why there is none."""
     base, fix, fix_name, why = best_pair(run, scen)
     if base is None:
+        return None, why
+    return Job(scen, base, fix, fix_name, why, steps), why  # paths as given: workers share our cwd
+
+
+def _timeline(
+    doc: Doc, run: RunFolder, scen: str, steps: int, out_dir: Path, pictures: Timelines | None
+) -> None:
+    job, why = timeline_job(run, scen, steps)
+    if job is None:
         if not _kept_timeline(doc, run, scen, out_dir):
             doc.note(f"no timeline: {why}")
         return
-    b = load_timeline(base, steps=steps)
-    if fix is None:
-        doc.image(
-            f"timeline_{scen}",
-            plot_timeline(b, title=f"{scen} · baseline"),
-            f"{scen} timeline, baseline",
-            why,
-        )
-        return
-    f = load_timeline(fix, steps=steps)
-    zoom = f.span_ms > 0 and b.span_ms / f.span_ms >= 4
-    fig = plot_pair(
-        b, f, labels=("baseline", fix_name), title=f"{scen}: baseline above {fix_name}", zoom=zoom
-    )
-    idle = [d.idle_share for d in (b, f)]
-    idle_txt = (
-        f" GPU idle {idle[0]:.0%} of the baseline's steps against {idle[1]:.0%} with {fix_name}."
-        if all(i is not None for i in idle)
-        else " No GPU activity in these exports (CPU capture): only host rows are drawn."
-    )
-    doc.image(
-        f"timeline_{scen}",
-        fig,
-        f"{scen} timeline: baseline above {fix_name}",
-        f"{len(b.step_indices) or steps} steady-state steps from the middle of each measured "
-        f"window, drawn from the SQLite exports; {fix_name} is the fastest fix with an export, on "
-        "the baseline's time scale" + (" and again zoomed" if zoom else "") + "." + idle_txt
-        + " Rows: NVTX ranges per host thread, its CUDA API calls, kernels and copies per GPU "
-        "stream; hatched red: GPU idle.",
-    )  # fmt: skip
+    pic = pictures.picture(job) if pictures is not None else draw(job)
+    doc.image(pic.name, pic.png, pic.alt, pic.caption)
 
 
 _ENV_SHOWN = {
