@@ -170,20 +170,22 @@ def plan_units(
     profiled: bool,
     last: frozenset[str] = frozenset(),
 ) -> list[Unit]:
-    """Every unit of the run, in run order: every scenario's timing rounds, interleaved across
-    its variants (``timing-1`` of each variant, then ``timing-2``...), then every scenario's
-    profiles, so that nsys writing a scenario's reports in the background never runs beside a
-    timing window (only beside the next scenario's profiled workers). Scenarios in ``last``
-    run after the others (in their selected order) in both parts: those whose compiler caches
-    a background process fills meanwhile (harness.warm_compile)."""
-    order = sorted(selected, key=lambda n: n in last)
+    """Every unit of the run, in run order: the scenarios' timing rounds, each interleaved
+    across its variants (``timing-1`` of each variant, then ``timing-2``...), then their
+    profiles, so that nsys writing a scenario's reports in the background runs beside the next
+    scenario's profiled workers, not beside a timing window. Scenarios in ``last`` (those whose
+    compiler caches a background process fills meanwhile, harness.warm_compile) get the same
+    two parts after all the others' (their timing rounds wait for the reports still being
+    written: :meth:`harness.runner.Suite.ready`), which gives the warm-ups the others' whole
+    run to fill the caches in."""
     out: list[Unit] = []
-    for name in order:
-        for phase in rf.phases(cfg.harness.repeats, False):
-            out += [Unit(name, v, phase) for v in variants[name]]
-    if profiled:
-        for name in order:
-            out += [Unit(name, v, rf.PROFILE) for v in variants[name]]
+    for group in ([n for n in selected if n not in last], [n for n in selected if n in last]):
+        for name in group:
+            for phase in rf.phases(cfg.harness.repeats, False):
+                out += [Unit(name, v, phase) for v in variants[name]]
+        if profiled:
+            for name in group:
+                out += [Unit(name, v, rf.PROFILE) for v in variants[name]]
     return out
 
 

@@ -19,7 +19,9 @@ the scenario's workers get a fresh one. The export is checked against the worker
 
 from __future__ import annotations
 
+import contextlib
 import os
+import random
 import subprocess
 import threading
 import time
@@ -71,9 +73,9 @@ class ProfileServers:
         self._report_base = report_base
         self._run_dir = run_dir
         self._close_timeout_s = close_timeout_s
-        # one start at a time (in the order asked): concurrent nsys start-ups can fail, and the
-        # servers are needed only once the timing rounds are over
-        self._starts = ThreadPoolExecutor(max_workers=1, thread_name_prefix="profile-server")
+        # every scenario's server starts at once, when the run starts, so their imports are
+        # done before the first worker measures (a start that fails is tried again)
+        self._starts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-server")
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-report")
         self._live: dict[str, Session] = {}
         self._all: list[Session] = []
@@ -101,8 +103,19 @@ class ProfileServers:
         try:
             return self._make(base, log)
         except (ForkServerError, OSError):
-            time.sleep(2.0)
+            time.sleep(1.0 + random.random() * 2.0)  # not in step with another failed start
             return self._make(base, log)
+
+    def ready(self) -> None:
+        """Wait until every session started so far is serving (or has failed to start): the
+        run's first worker measures only after their imports."""
+        for session in list(self._all):
+            with contextlib.suppress(Exception):
+                session.starting.result()
+
+    def writing(self) -> bool:
+        """Whether nsys is still writing a closed session's reports."""
+        return any(s.closing is not None and not s.closing.done() for s in self._all)
 
     def server(self, scenario: str) -> tuple[Session | None, str]:
         """The scenario's live session (started now if it was not), once its server has done

@@ -186,6 +186,7 @@ class Suite:
         self.exports_s = 0.0
         self.started_utc = now_utc()
         self._waited: set[Unit] = set()
+        self._waited_reports: set[Unit] = set()
         self._live: list[Live] = []
         #: Each scenario's runs.csv rows under the state of its files (build_runs_table).
         self._rows: dict[str, Any] = {}
@@ -544,6 +545,9 @@ class Suite:
         )
         for scenario in scenarios:
             servers.start(scenario)
+        self.progress.activity(f"starting {len(scenarios)} traced fork servers (nsys)")
+        self._forkserver()  # the unprofiled one imports meanwhile
+        servers.ready()
         return servers
 
     def _server_preload(self, scenario: str) -> list[str]:
@@ -751,7 +755,13 @@ class Suite:
         return not (self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1)
 
     def ready(self, unit: Unit) -> bool:
-        """A variant whose compiler cache is being filled starts once that has ended."""
+        """A variant whose compiler cache is being filled starts once that has ended; a timing
+        worker, once nsys has written the reports of the scenarios profiled before it."""
+        if not unit.is_profile and self.servers is not None and self.servers.writing():
+            if unit not in self._waited_reports:
+                self._waited_reports.add(unit)
+                self._say(f"{unit.label} waits for nsys to write the last scenario's reports")
+            return False
         if self.warmer is None or not self.warmer.pending(unit.scenario, unit.variant):
             return True
         if unit not in self._waited:
