@@ -55,6 +55,9 @@ class ForkedProcess:
         self.pid = pid
         self.args = args
         self.returncode: int | None = None
+        self.orphaned = False
+        """Its server ended (or was closed) while it ran: its exit code is not known
+        (``returncode`` then reads -SIGKILL)."""
 
     def poll(self) -> int | None:
         """The exit code if the worker has ended, else None (never blocks)."""
@@ -69,6 +72,7 @@ class ForkedProcess:
             code = self.server.exit_of(self.pid, timeout, self.args)
             if code is None:  # the server is gone: wait for the orphan to disappear
                 code = _wait_gone(self.pid, timeout, self.args)
+                self.orphaned = True
             self.returncode = code
         return self.returncode
 
@@ -358,10 +362,14 @@ def serve(path: str, preload: list[str]) -> None:
                     _child(request, proto_fd)
                 running.add(pid)
                 say({"pid": pid})
-    except (OSError, _Stop):
+    except (BrokenPipeError, ConnectionResetError, _Stop):
         # The harness is gone (killed) or stops us: nobody is left to read a traceback. The
         # workers being run are the harness's to stop (it kills each worker's group).
         os._exit(0)
+    except BaseException:  # anything else ends the server: say what, in its log
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(70)
 
 
 #: How often a server with running children looks for their exit (seconds).
@@ -369,14 +377,20 @@ REAP_S = 0.01
 
 
 def _reap(running: set[int], say: Any) -> None:
-    """Report every child that has ended."""
-    while running:
-        pid, status = os.waitpid(-1, os.WNOHANG)
-        if pid == 0:
-            return
-        if pid in running:
-            running.discard(pid)
-            say({"pid": pid, "exit": os.waitstatus_to_exitcode(status)})
+    """Report every child that has ended (each asked for by pid: a process that nsys's
+    injection started in the server is none of ours)."""
+    for pid in list(running):
+        try:
+            done, status = os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:  # reaped by someone else: its exit code is lost
+            done, status = pid, None
+        if done == 0:
+            continue
+        running.discard(pid)
+        code = os.waitstatus_to_exitcode(status) if status is not None else -signal.SIGKILL
+        if status is None:
+            print(f"fork server: child {pid} was reaped elsewhere", file=sys.stderr, flush=True)
+        say({"pid": pid, "exit": code})
 
 
 class _Stop(Exception):

@@ -47,6 +47,10 @@ class Session:
     starting: Future[ForkServer]
     units: list[Unit] = field(default_factory=list)
     """Units whose worker ended well, in the order of their capture ranges."""
+    running: set[Unit] = field(default_factory=set)
+    """Units whose worker, forked from this session, has not ended yet."""
+    retired: bool = False
+    """No further worker is forked from it; it closes once ``running`` is empty."""
     closing: Future[str] | None = None
     """Set once the session is being closed: its result says what went wrong ('' if nothing)."""
     placed: dict[Unit, Path] = field(default_factory=dict)
@@ -130,23 +134,33 @@ class ProfileServers:
             return None, f"{exc} (see {session.log})"
         return session, ""
 
+    def forked(self, session: Session, unit: Unit) -> None:
+        """A worker of ``unit`` was forked from ``session``."""
+        session.running.add(unit)
+
     def ended(self, session: Session, unit: Unit, ok: bool) -> ReportHandle | None:
         """A worker forked from ``session`` has ended: well (``ok``: its capture range was the
         session's next), or not (the session is retired). The handle to wait for its report,
         or None."""
-        if not ok:
-            if self._live.get(session.scenario) is session:
-                self.retire(session.scenario)
-            return None
-        session.units.append(unit)
-        return ReportHandle(self, session, unit)
+        session.running.discard(unit)
+        if ok:
+            session.units.append(unit)
+        elif self._live.get(session.scenario) is session:
+            self.retire(session.scenario)
+        if session.retired and not session.running:
+            self._closing(session)
+        return ReportHandle(self, session, unit) if ok else None
 
     def retire(self, scenario: str) -> None:
-        """Close the scenario's live session in the background; a later worker of the scenario
-        gets a fresh one."""
+        """No further worker of the scenario is forked from its live session: a later one gets
+        a fresh session. The session closes in the background once its running workers have
+        ended (closing it sooner would lose their exit codes and reports)."""
         with self._lock:
             session = self._live.pop(scenario, None)
-        if session is not None:
+        if session is None:
+            return
+        session.retired = True
+        if not session.running:
             self._closing(session)
 
     def _closing(self, session: Session) -> Future[str]:
@@ -156,9 +170,13 @@ class ProfileServers:
             return session.closing
 
     def close_all(self) -> None:
-        """Close every live session (in the background)."""
+        """Close every session (in the background): no worker runs any more."""
         for scenario in list(self._live):
             self.retire(scenario)
+        for session in self._all:
+            session.running.clear()
+            if session.retired:
+                self._closing(session)
 
     def kill(self) -> None:
         """Stop every session now (the run is being torn down): a server still starting or
@@ -224,6 +242,7 @@ class ReportHandle:
         (:attr:`why` says why); TimeoutExpired after ``timeout`` seconds."""
         if self._servers._live.get(self.session.scenario) is self.session:
             self._servers.retire(self.session.scenario)
+        self.session.running.clear()  # waited for at the end: no worker of it runs any more
         closing = self._servers._closing(self.session)
         try:
             self.why = closing.result(timeout=timeout)

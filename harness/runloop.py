@@ -104,6 +104,14 @@ class Live:
             return timed_out(self.proc, self.out_dir, self.t0, self.timeout_s, self.label)
         rc = self.proc.poll()
         wall = time.perf_counter() - self.t0
+        if rc is not None and getattr(self.proc, "orphaned", False):
+            return Outcome(
+                Status.FAILED,
+                f"{self.label}: its fork server ended or was closed while it ran, so its exit "
+                f"code is not known (after {wall:.1f} s; a result.json of it is not used)",
+                rc,
+                wall,
+            )
         if rc is not None:
             return ended(rc, wall, self.out_dir, self.label, self.memory_cap_gb)
         if self.detach_when is not None and self.detach_when(self.proc):

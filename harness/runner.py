@@ -471,11 +471,17 @@ class Suite:
     def _server_mode(self, scenario: str) -> bool:
         """nsys.profile_server as it applies to ``scenario``: single-process, nsys found."""
         return (
-            self.cfg.nsys.profile_server
+            self.profile_server
             and self.nsys is not None
             and self.found[scenario].world_size <= 1
             and not self.cfg.dist.multinode
         )
+
+    @property
+    def profile_server(self) -> bool:
+        """nsys.profile_server as it applies here (None: on the CPU only)."""
+        on = self.cfg.nsys.profile_server
+        return self.device != "cuda" if on is None else on
 
     def _start_served(self, unit: Unit, out_dir: Path) -> Live | None:
         """Fork the profiled worker from its scenario's traced server; None where that server
@@ -502,6 +508,7 @@ class Suite:
             if forked:
                 proc = forked[0]
                 self._forked_from[unit] = session
+                self.servers.forked(session, unit)
         if proc is None:
             if unit.scenario not in self._server_said:
                 self._server_said.add(unit.scenario)
@@ -518,7 +525,7 @@ class Suite:
     def _make_servers(self, todo: list[Unit], run_dir: Path) -> ProfileServers | None:
         """The traced fork servers of the scenarios with profiled workers still to run, started
         now (their imports run before anything is measured); None when none applies."""
-        if self.nsys is None or not self.cfg.nsys.profile_server:
+        if self.nsys is None or not self.profile_server:
             return None
         scenarios = list(dict.fromkeys(u.scenario for u in todo if u.is_profile))
         scenarios = [s for s in scenarios if self._server_mode(s)]
@@ -757,7 +764,7 @@ class Suite:
     def ready(self, unit: Unit) -> bool:
         """A variant whose compiler cache is being filled starts once that has ended; a timing
         worker, once nsys has written the reports of the scenarios profiled before it."""
-        if not unit.is_profile and self.servers is not None and self.servers.writing():
+        if not unit.is_profile and self._writing_reports():
             if unit not in self._waited_reports:
                 self._waited_reports.add(unit)
                 self._say(f"{unit.label} waits for nsys to write the last scenario's reports")
@@ -768,6 +775,17 @@ class Suite:
             self._waited.add(unit)
             self._say(f"{unit.label} waits for its compiler-cache warm-up to end")
         return False
+
+    def _writing_reports(self) -> bool:
+        """Whether nsys still writes a report in the background (a closed session's, or a
+        profiled worker's whose nsys outlived it)."""
+        if self.servers is not None and self.servers.writing():
+            return True
+        return any(
+            o.finishing.poll() is None
+            for o in self.finishing.values()
+            if not isinstance(o.finishing, ReportHandle)
+        )
 
     def tick(self, live: list[Live], measuring: bool) -> None:
         self._live = live
@@ -1092,8 +1110,7 @@ class Suite:
             "exit_after_capture": self._leaves_after_capture(),
             "background_finalize": self.cfg.nsys.background_finalize,
             "fork_server": self.cfg.harness.fork_server,
-            "profile_server": self.servers is not None
-            or (self.cfg.nsys.profile_server and self.nsys is not None),
+            "profile_server": self.profile_server and self.nsys is not None,
         }
 
     def _export_missing(self, unit: Unit, run_dir: Path) -> bool:
