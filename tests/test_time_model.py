@@ -87,11 +87,9 @@ def test_syncs_removed_host_bound_floor(tmp_path: Path) -> None:
     assert f.predicted_speedup == pytest.approx(_observed_step(path) / host_step, rel=0.02)
 
 
-def test_input_share_near_one_is_not_a_runaway_speedup(tmp_path: Path) -> None:
+def _input_bound(tmp_path: Path, name: str) -> Path:
     """Per step: 100 ms reading input, a pinned 4 MB batch copy, 40 launches of 50 us kernels
-    (2 ms of GPU work, 0.4 ms of launch calls). Input is ~98% of the step, which read as a
-    share gives 1 / (1 - 0.98) ~ 50x or more; removed, the host's 0.4 ms run under the GPU's
-    2 ms, so the answer is step / 2.02 ms."""
+    (2 ms of GPU work, 0.4 ms of launch calls)."""
 
     def body(lp: Loop) -> None:
         lp.host(100 * MS, reads=True)
@@ -99,7 +97,14 @@ def test_input_share_near_one_is_not_a_runaway_speedup(tmp_path: Path) -> None:
         for _ in range(40):
             lp.launch(50 * US)
 
-    path = _export(tmp_path, _step(Loop(), body), "near_one")
+    return _export(tmp_path, _step(Loop(), body), name)
+
+
+def test_input_share_near_one_is_not_a_runaway_speedup(tmp_path: Path) -> None:
+    """The input-bound loop: input is ~98% of the step, which read as a share gives
+    1 / (1 - 0.98) ~ 50x or more; removed, the host's 0.4 ms run under the GPU's 2 ms, so the
+    answer is step / 2.02 ms."""
+    path = _input_bound(tmp_path, "near_one")
     f = _findings(path)["data_stall"]
     assert f.fired and f.impact > 0.95, f.reason
     after = 20 * US + 40 * 50 * US  # the GPU's step: the host hides under it
@@ -212,17 +217,10 @@ def test_calibration_fits_nsys_cost_to_the_measured_step(tmp_path: Path) -> None
 
 
 def test_calibration_refused_where_the_step_cannot_tell_nsys_cost(tmp_path: Path) -> None:
-    """A loop of few calls (100 ms of input reads, 41 calls a step): a measured step 5% off the
+    """A loop of few calls (the input-bound one: 41 calls a step): a measured step 5% off the
     traced one is the spread between processes, not 25 us a call; and a measured step ten times
     the traced iteration is not the iteration found. Both keep the default cost, and say why."""
-
-    def body(lp: Loop) -> None:
-        lp.host(100 * MS, reads=True)
-        lp.h2d(4 << 20, 200 * US, pageable=False)
-        for _ in range(40):
-            lp.launch(50 * US)
-
-    few = _export(tmp_path, _step(Loop(), body), "few_calls")
+    few = _input_bound(tmp_path, "few_calls")
     f = _calibrated(few, _observed_step(few) * 0.95 / MS)["data_stall"]
     assert f.metrics["trace_overhead_us"] == pytest.approx(7.0)
     assert "too few to calibrate" in f.prediction_note
