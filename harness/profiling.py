@@ -94,8 +94,9 @@ class ProfileServers:
             folder = rf.server_dir(self._run_dir, scenario)
             folder.mkdir(parents=True, exist_ok=True)
             base = folder / (scenario if n == 1 else f"{scenario}-{n}")
-            for old in folder.glob(f"{base.name}.*.nsys-rep"):
-                old.unlink()
+            for suffix in (rf.REPORT_SUFFIX, rf.QDSTRM_SUFFIX):  # an earlier run's, left over
+                for old in [*folder.glob(f"{base.name}.*{suffix}"), base.with_suffix(suffix)]:
+                    old.unlink(missing_ok=True)
             session = Session(scenario, base, Future())
             session.starting = self._starts.submit(self._start, base, session.log)
             self._live[scenario] = session
@@ -223,19 +224,14 @@ class ProfileServers:
 
 
 class ReportHandle:
-    """A profiled worker's report while its session writes it: what
-    :func:`harness.execute.finish` waits for (``wait``, ``pid``)."""
+    """A profiled worker's report while its session writes it (an outcome's ``finishing``,
+    waited for by the runner once the last worker has ended)."""
 
     def __init__(self, servers: ProfileServers, session: Session, unit: Unit) -> None:
         self._servers = servers
         self.session = session
         self.unit = unit
         self.args = [f"nsys ({session.base.name})"]
-
-    @property
-    def pid(self) -> int:
-        """The session's nsys process (what a kill stops)."""
-        return self.session.starting.result().proc.pid
 
     def wait(self, timeout: float | None = None) -> int:
         """0 once the unit's report is in its folder, 1 when the session ended without it
