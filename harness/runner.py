@@ -375,10 +375,13 @@ class Suite:
         """What a worker started as a new interpreter imports with torch: the fork server's
         list, less Inductor's compiler (``PRELOAD_GPU``, 8 s of a profiled worker's imports on
         the H100) unless its variant compiles; an explicit ``harness.fork_preload`` is kept."""
+        return self._preload(self.found[unit.scenario].variant(unit.variant).compiles)
+
+    def _preload(self, compiles: bool) -> list[str]:
+        """``fork_preload``, less Inductor's compiler where nothing to be run compiles (an
+        explicit ``harness.fork_preload`` is kept as it is)."""
         mods = self.fork_preload()
-        if self.cfg.harness.fork_preload is not None:
-            return mods
-        if self.found[unit.scenario].variant(unit.variant).compiles:
+        if self.cfg.harness.fork_preload is not None or compiles:
             return mods
         return [m for m in mods if m not in PRELOAD_GPU]
 
@@ -560,10 +563,7 @@ class Suite:
     def _server_preload(self, scenario: str) -> list[str]:
         """What a scenario's traced server imports besides torch: the fork server's list, less
         Inductor's compiler unless one of its variants compiles (as :meth:`unforked_preload`)."""
-        mods = self.fork_preload()
-        if self.cfg.harness.fork_preload is not None or self._compiling(scenario):
-            return mods
-        return [m for m in mods if m not in PRELOAD_GPU]
+        return self._preload(bool(self._compiling(scenario)))
 
     @property
     def overlap_capture_stop(self) -> bool:
