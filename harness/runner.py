@@ -112,6 +112,10 @@ __all__ = [
 #: Imported by the fork server when ``harness.fork_preload`` is unset (see its docstring).
 PRELOAD_ALWAYS = ("torch._dynamo",)
 PRELOAD_GPU = ("torch._inductor.compile_fx",)
+#: How a profile forked from a traced server may fail for a reason of the session's (the server
+#: ended, its exit code was lost, nsys wrote no report or another worker's): run it again on its
+#: own. A timeout or an out-of-memory is the variant's and is not run again.
+SERVED_RETRY = frozenset({Status.FAILED, Status.NO_RESULT, Status.EVIDENCE_FAILED})
 
 _kill_group = kill_group  # the name tests/test_forkserver.py imports
 _tail = tail
@@ -173,6 +177,10 @@ class Suite:
         self._served_units: set[Unit] = set()
         #: The session each running profiled worker was forked from.
         self._forked_from: dict[Unit, Session] = {}
+        #: Units forked from a traced server at least once, and those that failed there (run
+        #: again, once, as their own ``nsys profile`` after the other workers).
+        self._served_tried: set[Unit] = set()
+        self._serve_failed: list[Unit] = []
         self._write_lock = threading.Lock()
         self.stops = signals.StopSignals()
         self.progress = Progress(suite.harness.progress)
@@ -468,8 +476,13 @@ class Suite:
         )
 
     def _served(self, unit: Unit) -> bool:
-        """Whether ``unit`` is profiled as a child of its scenario's traced fork server."""
-        return self.servers is not None and self._server_mode(unit.scenario)
+        """Whether ``unit`` is profiled as a child of its scenario's traced fork server (not
+        after a served attempt failed)."""
+        return (
+            self.servers is not None
+            and self._server_mode(unit.scenario)
+            and unit not in self._serve_failed
+        )
 
     def _server_mode(self, scenario: str) -> bool:
         """nsys.profile_server as it applies to ``scenario``: single-process, nsys found."""
@@ -482,36 +495,21 @@ class Suite:
 
     @property
     def profile_server(self) -> bool:
-        """nsys.profile_server as it applies here (None: on the CPU only)."""
-        on = self.cfg.nsys.profile_server
-        return self.device != "cuda" if on is None else on
+        """Whether profiled workers are forked from traced servers (nsys.profile_server)."""
+        return bool(self.cfg.nsys.profile_server)
 
     def _start_served(self, unit: Unit, out_dir: Path) -> Live | None:
         """Fork the profiled worker from its scenario's traced server; None where that server
         could not start or fork (said once per scenario: the worker is profiled on its own)."""
         assert self.servers is not None
-        session, why = self.servers.server(unit.scenario)
-        proc = None
-        if session is not None:
-            spec = self._spec(unit, out_dir, forked=True)
-            cmd = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
-            env = worker_env(self.worker_env())
-            forked: list[Any] = []
-            try:  # held against stop signals: no worker starts unseen
-                with signals.deferred():
-                    server = session.starting.result()
-                    forked.append(server.spawn(cmd, out_dir / rf.STDOUT, out_dir / rf.STDERR, env))
-            except ForkServerError as exc:
-                why = str(exc)
-                self.servers.retire(unit.scenario)
-            except BaseException:  # a stop signal held back during the fork arrives now
-                for item in forked:
-                    stop_group(item, out_dir)
-                raise
-            if forked:
-                proc = forked[0]
-                self._forked_from[unit] = session
-                self.servers.forked(session, unit)
+        proc, why = None, ""
+        for _ in range(2):  # a server found gone at the fork: once more, from a fresh session
+            session, why = self.servers.server(unit.scenario)
+            if session is None:
+                break
+            proc, why = self._fork_served(unit, out_dir, session)
+            if proc is not None:
+                break
         if proc is None:
             if unit.scenario not in self._server_said:
                 self._server_said.add(unit.scenario)
@@ -524,6 +522,30 @@ class Suite:
             unit, proc, out_dir, self.cfg.harness.timeout_s,
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
         )  # fmt: skip
+
+    def _fork_served(self, unit: Unit, out_dir: Path, session: Session) -> tuple[Any, str]:
+        """The unit's worker forked from ``session``'s server, or None and why (the session is
+        then retired)."""
+        assert self.servers is not None
+        spec = self._spec(unit, out_dir, forked=True)
+        cmd = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+        env = worker_env(self.worker_env())
+        forked: list[Any] = []
+        try:  # held against stop signals: no worker starts unseen
+            with signals.deferred():
+                server = session.starting.result()
+                forked.append(server.spawn(cmd, out_dir / rf.STDOUT, out_dir / rf.STDERR, env))
+        except ForkServerError as exc:
+            self.servers.retire(unit.scenario)
+            return None, str(exc)
+        except BaseException:  # a stop signal held back during the fork arrives now
+            for item in forked:
+                stop_group(item, out_dir)
+            raise
+        self._forked_from[unit] = session
+        self._served_tried.add(unit)
+        self.servers.forked(session, unit)
+        return forked[0], ""
 
     def _make_servers(self, todo: list[Unit], run_dir: Path) -> ProfileServers | None:
         """The traced fork servers of the scenarios with profiled workers still to run, started
@@ -747,9 +769,34 @@ class Suite:
         if status == Status.SKIPPED:
             if rf.first_timing(unit.phase):  # once per variant, not once per phase
                 self._say(f"skipped {unit.scenario}/{unit.variant}: {outcome.error}")
+        elif status in SERVED_RETRY and self._retry_unserved(unit):
+            first = outcome.error.splitlines()[0] if outcome.error else outcome.status
+            self._say(
+                f"{unit.label}: profiling it as a child of its traced fork server failed "
+                f"({first}); it runs again as its own nsys process after the others"
+            )
         elif status.is_failure:
             self.failures.append(outcome.error)
             self._say(f"FAILED {unit.label}: {outcome.error}")
+
+    def _retry_unserved(self, unit: Unit) -> bool:
+        """Whether a failed profile is run again as its own ``nsys profile`` (once, and only
+        when it was forked from a traced server): a server's session can end or lose a report
+        for reasons of nsys's own, which the worker's variant has no part in."""
+        if unit not in self._served_tried or unit in self._serve_failed:
+            return False
+        self._serve_failed.append(unit)
+        return True
+
+    def _run_unserved(self, run_dir: Path) -> None:
+        """The profiles whose served attempt failed, each as its own ``nsys profile``, then
+        their exports."""
+        redo = [u for u in self._serve_failed if rf.unit_status(u.dir(run_dir)) != Status.OK]
+        if not redo:
+            return
+        self._say(f"profiling {len(redo)} variants again, one nsys process each")
+        RunLoop(self, redo, self.overlapping).run()
+        self.run_exports(run_dir)
 
     # -- the run loop's host (harness.runloop.Host) --------------------------------------
     def launch(self, unit: Unit) -> Live | Outcome:
@@ -929,6 +976,9 @@ class Suite:
                 self.servers.close_all()
             self.run_exports(run_dir)
             self.exports_s = time.perf_counter() - t_exports
+            t_again = time.perf_counter()
+            self._run_unserved(run_dir)
+            walls["served_again_s"] = time.perf_counter() - t_again
             walls["exports_s"] = self.exports_s
             walls["workers_s"] = t_exports - t_start
         except KeyboardInterrupt:

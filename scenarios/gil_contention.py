@@ -19,6 +19,12 @@ vectorised with numpy in the thread 14.8 and 14.9 ms; 16 and 64 thresholds 26.7 
 Under nsys's GIL trace the training thread waited for the GIL 62% of the window while the
 metrics thread held it 99% of that time.
 
+The thread's Python time depends on the host CPU, the GPU step does not: a second H100 machine
+(2026-11-26) scored 32 thresholds in 14.4 ms per step instead of ~30, and the baseline measured
+1.29x there against 1.92x on the first. The default is therefore 64 thresholds, twice the GPU
+step on the faster of the two CPUs (~29 ms; ~58 ms on the slower), and the pool has 8 workers so
+that it keeps up on both (a task takes 29-58 ms of one core; a step, 14.5 ms).
+
 Balance: ``batch`` sets both the GPU work and the predictions scored per step; ``severity`` (the
 thresholds) moves only the thread's Python time; ``depth`` and ``width`` move the GPU time (and,
 a little, the launches). The fixed loop launches in ~5 ms of a ~14.5 ms GPU step (~7 ms under
@@ -68,7 +74,7 @@ class GilSize(Size):
     """Rows per step: the GPU's work and the predictions the metrics code scores per step."""
     data_batches: int = 4
     """Distinct device-resident batches; step i uses batch i % data_batches."""
-    pool_workers: int = 4
+    pool_workers: int = 8
     """Processes of ``process_pool``'s pool (each step's scoring is one task)."""
 
     def __post_init__(self) -> None:
@@ -82,17 +88,19 @@ class GilSize(Size):
 class GilConfig(ScenarioConfig):
     """Config schema for gil_contention."""
 
-    severity: float = 32
+    severity: float = 64
     """Thresholds of the precision-recall curve the metrics code updates per prediction (one
-    Python comparison each in the baseline's thread)."""
+    Python comparison each in the baseline's thread). 64: the thread's Python then outlasts the
+    GPU step about twice over even on a fast host CPU (see the module docstring)."""
     smoke: GilSize = field(
         default_factory=lambda: GilSize(
             warmup_steps=3, steps=12, depth=1, width=8, batch=8192, data_batches=2, pool_workers=1
         )
     )
     """CPU size, a second or two per variant. As on the GPU, the thread's Python time per step
-    (~9 ms here) is longer than the loop's own step (~4 ms); at 1024 rows (~1.2 ms of Python) the
-    thread finished its work while the loop computed, and the loop hardly waited for the GIL.
+    (~9 ms here at 32 thresholds, ~18 ms at 64) is longer than the loop's own step (~4 ms); at
+    1024 rows (~1.2 ms of Python at 32) the thread finished its work while the loop computed,
+    and the loop hardly waited for the GIL.
     One pool worker: with two, on a 2-core box, the workers took both cores and the training
     process's own threads waited for a core while handing the GIL over; its loop then waited for
     the GIL 15.8% and 16.4% of the window in two runs (gil_contention fired on the fix, the

@@ -19,13 +19,20 @@ pytestmark = pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not i
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Path:
-    """faulty [baseline, crash, ideal], profiled: crash fails in its first warm-up step."""
+def served_run(tmp_path_factory) -> tuple[Path, str]:
+    """faulty [baseline, crash, orphan, ideal], profiled: crash fails in its first warm-up step,
+    orphan kills its traced fork server in its set-up (before ideal starts: the next worker
+    starts once the last is past its window). The run folder and the harness's output."""
     results = tmp_path_factory.mktemp("served")
-    args = faulty_args(results, "scenario.faulty.variants=[baseline,crash,ideal]")
+    args = faulty_args(results, "scenario.faulty.variants=[baseline,crash,orphan,ideal]")
     proc = run_cli([a for a in args if a != "nsys.enabled=false"], env=FAULTY_ENV)
     assert proc.returncode == 1, proc.stderr[-3000:]  # crash failed; the others did not
-    return only_run_dir(results)
+    return only_run_dir(results), proc.stdout + proc.stderr
+
+
+@pytest.fixture(scope="module")
+def served(served_run: tuple[Path, str]) -> Path:
+    return served_run[0]
 
 
 def _status(run: Path, variant: str) -> dict:
@@ -52,12 +59,37 @@ def test_each_forked_worker_has_its_own_report(served: Path) -> None:
 
 
 def test_a_failed_worker_retires_its_session(served: Path) -> None:
-    """crash fails before its window: its session is closed, and ideal is forked from a fresh
-    one (``faulty-2``), whose single report is ideal's."""
+    """crash fails before its window: its session is closed, and orphan is forked from a fresh
+    one (``faulty-2``); orphan kills that one's server, so ideal gets a third (``faulty-3``),
+    whose single report is ideal's."""
     assert _status(served, "crash")["status"] == "failed"
     log = (served / "servers" / "faulty" / "server.log").read_text(errors="replace")
-    assert "faulty-2" in log  # the second session's report
-    assert not list((served / "servers" / "faulty").glob("*.nsys-rep"))  # all placed
+    assert "faulty-2" in log and "faulty-3.nsys-rep" in log
+    # every report is placed but the one of the session whose server orphan killed
+    left = [p.name for p in (served / "servers" / "faulty").glob("*.nsys-rep")]
+    assert all(name.startswith("faulty-2") for name in left), left
+
+
+def test_a_worker_whose_server_ended_runs_again_on_its_own(served_run) -> None:
+    """orphan's server died under it, so its exit code was lost: it ran again as its own
+    ``nsys profile`` after the others and ended well, its report its own. crash ran again too
+    and failed again (the run's only failure)."""
+    run, output = served_run
+    said = [line for line in output.splitlines() if "runs again as its own nsys process" in line]
+    assert [line.split(":")[0] for line in said] == [
+        "faulty/crash [profile]",
+        "faulty/orphan [profile]",
+    ]
+    assert "exit code is not known" in said[1]
+    status = _status(run, "orphan")
+    assert status["status"] == "ok", status
+    prof = run / "faulty" / "orphan" / "profile"
+    # one window, of its own worker (under its own nsys, not a served one's)
+    (window,) = _window_pids(prof / "faulty__orphan.sqlite")
+    assert window not in {_status(run, v)["pid"] for v in ("baseline", "ideal")}
+    assert _status(run, "crash")["status"] == "failed"
+    assert output.count("FAILED faulty/crash [profile]") == 1
+    assert "FAILED faulty/orphan" not in output
 
 
 def test_a_report_on_the_wrong_variant_is_refused(served: Path) -> None:

@@ -1,7 +1,8 @@
 """A deliberately broken scenario for the harness's fault tests (never shipped).
 
 Selected with BOTTLENECK_SCENARIO_MODULES=tests.plugins.faulty and +scenario=faulty. Its
-variants finish, raise, hang (with child processes), run out of memory or run slowly, so tests
+variants finish, raise, hang (with child processes), run out of memory, run slowly or kill
+the traced fork server they were forked from, so tests
 can check that one variant's failure never loses another's results.
 
 Environment knobs (the worker inherits the test's environment):
@@ -14,6 +15,7 @@ exists, so a test can keep a run busy exactly as long as it needs (no fixed slee
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -112,7 +114,38 @@ class Oom(Fine):
         self.big = torch.empty(20 * 2**30, dtype=torch.uint8, device=self.ctx.device)
 
 
+class Orphan(Fine):
+    """Kills the traced fork server it was forked from (nsys.profile_server: a fork server whose
+    parent is nsys), as a server that ends under a running worker would, then finishes
+    normally; started any other way it only finishes."""
+
+    def setup(self) -> None:
+        super().setup()
+        parent = os.getppid()
+        if b"harness.forkserver" in _cmdline(parent) and b"nsys" in _cmdline(_ppid(parent)):
+            os.kill(parent, signal.SIGKILL)
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def _ppid(pid: int) -> int:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return 0
+    return next(
+        (int(line.split()[1]) for line in status.splitlines() if line.startswith("PPid:")), 0
+    )
+
+
 def build(cfg: FaultyConfig, size: FaultySize, variant: str, ctx: RunContext) -> Workload:
+    if variant == "orphan":
+        return Orphan(size, ctx, 0.0)
     if variant == "crash":
         return Crash(size, ctx, 0.0)
     if variant == "hang":
@@ -136,6 +169,11 @@ SCENARIO = Scenario(
         Variant(name="hang", kind="fix", summary="sleeps past any timeout"),
         Variant(name="ideal", kind="ideal", summary="finishes, fast"),
         Variant(name="oom", kind="fix", summary="allocates 20 GiB in its first step"),
+        Variant(
+            name="orphan",
+            kind="fix",
+            summary="kills the traced fork server it was forked from, then finishes",
+        ),
         Variant(name="slow", kind="fix", summary="sleeps $FAULTY_SLOW_S (1.5) s a step"),
     ),
     severity=Severity(meaning="unused", unit="1", low=0, high=10, why_default="test only"),
