@@ -362,7 +362,7 @@ def serve(path: str, preload: list[str]) -> None:
                     _child(request, proto_fd)
                 running.add(pid)
                 say({"pid": pid})
-    except (BrokenPipeError, ConnectionResetError, _Stop):
+    except (BrokenPipeError, ConnectionResetError):
         # The harness is gone (killed) or stops us: nobody is left to read a traceback. The
         # workers being run are the harness's to stop (it kills each worker's group).
         os._exit(0)
@@ -393,12 +393,16 @@ def _reap(running: set[int], say: Any) -> None:
         say({"pid": pid, "exit": code})
 
 
-class _Stop(Exception):
-    """SIGTERM or SIGHUP to the server: leave quietly."""
-
-
-def _stop(signum: int, frame: Any) -> None:
-    raise _Stop(signum)
+def _noted(signum: int, frame: Any) -> None:
+    """SIGTERM or SIGHUP to the server: said in its log, and otherwise ignored. The harness
+    stops a server through its socket (and kills its group when that fails); a stray signal
+    must not end it under running workers. On the H100 (2026-11-26) two traced servers ended
+    under a running worker, and a third's log showed a SIGTERM taken inside a fork."""
+    print(
+        f"fork server: signal {signum} at {time.time():.3f}, ignored (stopped through its socket)",
+        file=sys.stderr,
+        flush=True,
+    )
 
 
 def _children_in_bad_fork(torch: Any) -> bool:
@@ -415,12 +419,12 @@ def _children_in_bad_fork(torch: Any) -> bool:
 
 
 def _quiet_signals() -> None:
-    """The server lives in a session of its own and is stopped by EOF on its socket; a Ctrl-C
+    """The server lives in a session of its own and is stopped by EOF on its socket: a Ctrl-C
     meant for the harness (SIGINT to a group, should it reach us) is ignored, SIGTERM and
-    SIGHUP end it without a traceback."""
+    SIGHUP are logged and ignored (:func:`_noted`)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
-    signal.signal(signal.SIGTERM, _stop)
-    signal.signal(signal.SIGHUP, _stop)
+    signal.signal(signal.SIGTERM, _noted)
+    signal.signal(signal.SIGHUP, _noted)
 
 
 if __name__ == "__main__":

@@ -366,7 +366,7 @@ class Suite:
         if self.forks is not None and self.forks.alive:
             return self.forks
         try:
-            self.forks = ForkServer(preload=self.fork_preload())
+            self.forks = ForkServer(self.server_env(), preload=self.fork_preload())
         except (ForkServerError, OSError) as exc:
             self._forks_failed = True
             self._say(f"fork server unavailable ({exc}); workers start as new interpreters")
@@ -419,6 +419,15 @@ class Suite:
             "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
             "TRITON_CACHE_DIR": str(cache / "triton"),
         }
+
+    def server_env(self) -> dict[str, str]:
+        """A fork server's environment: the parent's, with the workers' compiler caches where
+        the parent sets none. Importing Inductor resolves its cache folder (and sets
+        TORCHINDUCTOR_CACHE_DIR to /tmp's default where unset), so a server started without
+        them handed its forked workers other caches than the background warmer filled: on the
+        H100 (2026-11-26) the compiled variants' first timing runs still compiled for 57 and
+        64 s after the warmer had filled the harness's cache."""
+        return {**self.worker_env(), **os.environ}
 
     def report_base(self, unit: Unit, run_dir: Path) -> Path:
         """The profile's report path without its suffix (.nsys-rep, .qdstrm, .sqlite)."""
@@ -569,7 +578,7 @@ class Suite:
                 cuda_graph_trace=self.cfg.nsys.cuda_graph_trace,
                 extra_args=self.cfg.nsys.extra_args,
             )
-            env = {**os.environ, **nsys_mod.SERVER_ENV}
+            env = {**self.server_env(), **nsys_mod.SERVER_ENV}
             return ForkServer(env, self._server_preload(scenario), command_prefix=cmd, log=log)
 
         servers = ProfileServers(
