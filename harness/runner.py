@@ -504,8 +504,9 @@ class Suite:
 
     @property
     def profile_server(self) -> bool:
-        """Whether profiled workers are forked from traced servers (nsys.profile_server)."""
-        return bool(self.cfg.nsys.profile_server)
+        """nsys.profile_server as it applies here (None: on the CPU only)."""
+        on = self.cfg.nsys.profile_server
+        return self.device != "cuda" if on is None else on
 
     def _start_served(self, unit: Unit, out_dir: Path) -> Live | None:
         """Fork the profiled worker from its scenario's traced server; None where that server
