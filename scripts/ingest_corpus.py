@@ -6,8 +6,12 @@
 
 Each CALL_OUT is one device call's $OUT (corpus-exports.tar, corpus-timing.csv). For every
 export: the tables no reader uses (UNREAD, and the ENUM_* tables not in READ_ENUMS), the
-columns no reader uses (UNREAD_COLUMNS) and then the strings no row refers to are dropped, and
-every timed row after the ``--iterations``-th steady iteration (found by the detectors' own
+columns no reader uses (UNREAD_COLUMNS), in a report with kernels the OS-runtime calls no
+detector reads by default (read_calls: every list-valued ``*_calls`` threshold and
+analysis.detect._host.WAIT_CALLS; a compiling thread's mmap64/munmap/stat64 rows were 62% of
+clean_compile_short's rows, 3.2 MB after xz with them, 0.96 MB without; an override naming
+another call finds none in these exports) and then the strings no row refers to are dropped,
+and every timed row after the ``--iterations``-th steady iteration (found by the detectors' own
 iteration search, no NVTX needed) is removed with scripts/trim_export.py, so start-up,
 compilation and autotuning stay whole; then xz -9e into ``DEST/exports/NAME.sqlite.xz``. The
 cut never comes before ``--iterations`` of the script's own steps (its timed `none` step, from
@@ -22,9 +26,12 @@ cut). Prints one line per export: raw and committed size, iterations kept; then 
 total against BUDGET_MB.
 
     python scripts/ingest_corpus.py --prune FILE [FILE ...]  # a test fixture, in place
+    python scripts/ingest_corpus.py --prune FILE [FILE ...] --osrt  # a committed export
 
 ``--prune`` drops the same tables, columns and strings from other exports (.sqlite or .sqlite.xz,
-xz -9e again), without any cut: the real exports under tests/data.
+xz -9e again), without any cut: the real exports under tests/data, which keep every OS-runtime
+call (their tests read them all); with ``--osrt`` the unread OS-runtime calls too, as ingesting
+does: the committed corpus exports, without cutting them again.
 """
 
 from __future__ import annotations
@@ -50,12 +57,14 @@ import measure  # noqa: E402  corpus/measure.py
 from analysis import trace as T  # noqa: E402
 from analysis.detect import _steady as S  # noqa: E402
 from analysis.detect import load_thresholds  # noqa: E402
+from analysis.detect._host import WAIT_CALLS  # noqa: E402
 from scripts.trim_export import first_activity, trim  # noqa: E402
 
+KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 #: Steady iterations kept after start-up (module docstring).
 ITERATIONS = 8
-#: The corpus exports' share of the repository's 12 MiB (README.md; 27 exports, 6.87 MB after the
-#: pruning): a larger total is flagged.
+#: The corpus exports' share of the repository's 12 MiB (README.md; 29 exports, 6.84 MB after the
+#: pruning of the unread OS-runtime calls): a larger total is flagged.
 BUDGET_MB = 7.0
 #: Tables no reader uses (analysis/sql/*.sql, analysis/trace.py, analysis/detect/, harness/):
 #: call chains, CUDA event records and graph-building events, nsys's own bookkeeping, the
@@ -163,13 +172,46 @@ def _tables(db: sqlite3.Connection) -> dict[str, str]:
     return {name: sql or "" for name, sql in rows}
 
 
-def drop_unread(path: Path) -> None:
+def read_calls() -> tuple[str, ...]:
+    """The OS-runtime calls some detector reads by default: every list-valued ``*_calls`` key
+    of the diagnosis thresholds (``host.file_calls``, ``gil_contention.wait_calls``,
+    ``stage_imbalance.wait_calls``) and ``analysis.detect._host.WAIT_CALLS``."""
+    names = set(WAIT_CALLS)
+    for section in load_thresholds().values():
+        if isinstance(section, dict):
+            for key, value in section.items():
+                if key.endswith("_calls") and isinstance(value, list):
+                    names.update(str(v) for v in value)
+    return tuple(sorted(names))
+
+
+def _drop_unread_calls(db: sqlite3.Connection) -> None:
+    """Delete the OSRT_API rows of calls not in :func:`read_calls` (a compiling thread's
+    hundreds of thousands of mmap64/munmap/stat64 rows: 90% of a whole-process capture's
+    rows, read by no detector). Only in a report with kernels: in one without, every
+    OS-runtime call of a process's main thread is a pipeline rank's idle (stage_imbalance)
+    and the span of all activity is the window."""
+    tables = _tables(db)
+    if not {"OSRT_API", "StringIds", KERNEL} <= set(tables):
+        return
+    if db.execute(f"SELECT 1 FROM {KERNEL} LIMIT 1").fetchone() is None:
+        return
+    names = read_calls()
+    marks = ", ".join("?" * len(names))
+    kept = f"SELECT id FROM StringIds WHERE value IN ({marks})"
+    db.execute(f"DELETE FROM OSRT_API WHERE nameId NOT IN ({kept})", names)
+
+
+def drop_unread(path: Path, *, calls: bool = False) -> None:
     """Drop what no reader uses from an export in place: the UNREAD tables, the ENUM_* tables
-    not in READ_ENUMS, the UNREAD_COLUMNS, then the strings no row refers to any more; VACUUM
-    (freed pages would stay). Rows, rowids, the columns kept and their declarations are as they
-    were; a column SQLite cannot drop (one an index uses) is kept."""
+    not in READ_ENUMS, the UNREAD_COLUMNS, with ``calls`` the OS-runtime calls no detector
+    reads by default (:func:`read_calls`), then the strings no row refers to any more; VACUUM
+    (freed pages would stay). Rows (but those calls'), rowids, the columns kept and their
+    declarations are as they were; a column SQLite cannot drop (one an index uses) is kept."""
     db = sqlite3.connect(path)
     try:
+        if calls:
+            _drop_unread_calls(db)
         for t in _tables(db):
             if t in UNREAD or (t.startswith("ENUM_") and t not in READ_ENUMS):
                 db.execute(f'DROP TABLE "{t}"')
@@ -212,7 +254,7 @@ def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / raw.name
         shutil.copyfile(raw, work)
-        drop_unread(work)
+        drop_unread(work, calls=True)
         cut, found = cut_ns(work, iterations, step_ms * 1e6)
         if cut is not None:
             db = sqlite3.connect(work)
@@ -228,7 +270,7 @@ def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) 
     return f"{raw.stem}: {mb:.1f} MB -> {kb:.0f} KB xz, iterations kept: {kept}"
 
 
-def prune_file(path: Path) -> str:
+def prune_file(path: Path, calls: bool = False) -> str:
     """:func:`drop_unread` on one export in place (an ``.xz`` one decompressed, then compressed
     again as the corpus is); a line for the log."""
     before = path.stat().st_size
@@ -236,10 +278,10 @@ def prune_file(path: Path) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp) / path.stem
             work.write_bytes(lzma.decompress(path.read_bytes()))
-            drop_unread(work)
+            drop_unread(work, calls=calls)
             path.write_bytes(_xz(work.read_bytes()))
     else:
-        drop_unread(path)
+        drop_unread(path, calls=calls)
     return f"{path}: {before / 1e3:.0f} KB -> {path.stat().st_size / 1e3:.0f} KB"
 
 
@@ -319,10 +361,15 @@ def main(argv: list[str] | None = None) -> int:
         metavar="FILE",
         help="only drop the unread tables, columns and strings of these exports, in place",
     )
+    p.add_argument(
+        "--osrt",
+        action="store_true",
+        help="with --prune: also the OS-runtime calls no detector reads (as ingesting does)",
+    )
     args = p.parse_args(argv)
     if args.prune:
         for path in args.prune:
-            print(prune_file(path), flush=True)
+            print(prune_file(path, args.osrt), flush=True)
         return 0
     if not args.calls and not args.recut:
         p.error("name the calls' $OUT folders, or --recut (or --prune FILE)")

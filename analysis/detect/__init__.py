@@ -69,7 +69,7 @@ def diagnose(
     each with its predicted speedup (:mod:`analysis.detect.predict`); ``step_ms``: the
     program's mean step measured without nsys, where known (it calibrates the prediction)."""
     cfg = load_thresholds(thresholds)
-    lost = gpu_activity_lost(trace)
+    lost = gpu_activity_lost(trace) or C.no_steady_state(trace, cfg)
     if lost:
         found = [Finding(k, State.NOT_JUDGED, reason=lost) for k in CLASSES]
     else:

@@ -62,6 +62,9 @@ class Steady:
     """Mode ``iterations``: the found iterations' edges (ns, n + 1 of them); None otherwise."""
     edges_on_host: bool = False
     """Whether ``edges`` are host times (NVTX ranges) rather than GPU item starts."""
+    untrusted: str | None = None
+    """Mode ``activity`` on a GPU report: why the GPU work found repeating was not taken as
+    the loop (:func:`analysis.detect._steady.gpu_search`); None when nothing repeated."""
 
     @property
     def span_ns(self) -> int:
@@ -114,13 +117,13 @@ def steady(trace: T.Trace, cfg: Mapping[str, Any]) -> Steady:
     cache = _cache(trace)
     if key in cache:
         return cache[key]
-    result = None
+    result, untrusted = None, None
     if use_nvtx:
         result = _suite_window(trace)
     if result is None:
-        result = _iteration_window(trace, wcfg)
+        result, untrusted = _iteration_window(trace, wcfg)
     if result is None:
-        result = _activity_window(trace, skip)
+        result = replace(_activity_window(trace, skip), untrusted=untrusted)
     cache[key] = result = replace(result, min_call_ns=min_call_ns)
     return result
 
@@ -143,14 +146,15 @@ def _suite_window(trace: T.Trace) -> Steady | None:
     )  # fmt: skip
 
 
-def _iteration_window(trace: T.Trace, wcfg: Mapping[str, Any]) -> Steady | None:
-    """Repeating iterations found in the GPU work (else in NVTX ranges of any name)."""
+def _iteration_window(trace: T.Trace, wcfg: Mapping[str, Any]) -> tuple[Steady | None, str | None]:
+    """Repeating iterations found in the GPU work (else in NVTX ranges of any name); without
+    them, why the GPU work that repeats is not the loop (None: nothing repeats)."""
     if not bool(wcfg.get("find_iterations", True)):
-        return None
-    it = S.gpu_iterations(trace, wcfg) if has_gpu(trace) else None
+        return None, None
+    it, untrusted = S.gpu_search(trace, wcfg) if has_gpu(trace) else (None, None)
     it = it or S.nvtx_iterations(trace, wcfg)
     if it is None:
-        return None
+        return None, untrusted
     lo, hi = int(it.starts[0]), int(it.starts[-1])
     tids = launcher_tids(trace, lo, hi, most_first=True)
     return Steady(
@@ -158,7 +162,7 @@ def _iteration_window(trace: T.Trace, wcfg: Mapping[str, Any]) -> Steady | None:
         f"steady state: {it.n} iterations of {it.source}, after "
         f"{it.skipped_ns / 1e9:.2f} s of start-up",
         edges=it.starts, edges_on_host=it.on_host,
-    )  # fmt: skip
+    ), None  # fmt: skip
 
 
 def _activity_window(trace: T.Trace, skip: float) -> Steady:
@@ -178,6 +182,29 @@ def _activity_window(trace: T.Trace, skip: float) -> Steady:
         f"no NVTX steps and no repeating work: window = {how} minus the first {skip:.0%} "
         "(start-up); rates per second",
     )  # fmt: skip
+
+
+#: Why a GPU report whose repeating work cannot be the loop is not judged (every class says it).
+NO_STEADY_STATE = (
+    "no steady state to judge: the report has no suite `step` ranges and no repeating NVTX "
+    "range, and the GPU work that repeats cannot be the loop (the best, {why}), so the only "
+    "window left, the span of GPU activity, would be mostly start-up (weight upload, "
+    "autotuning, compilation); capture the loop alone (nsys --capture-range with "
+    "cudaProfilerStart/Stop) or run more steps, or judge that span anyway with "
+    "diagnosis.window.find_iterations=false"
+)
+
+
+def no_steady_state(trace: T.Trace, cfg: Mapping[str, Any]) -> str | None:
+    """:data:`NO_STEADY_STATE` when the window fell back to the span of GPU activity although
+    GPU work repeats, only not as a loop would (a weight upload's copies, a side stream's
+    memsets in an autotuning phase), else None: a verdict on that span would read the
+    compiler's or autotuner's work as the loop's. Where nothing repeats at all (a capture of a
+    few steps) the span stays the last resort."""
+    st = steady(trace, cfg)
+    if st.mode != "activity" or st.untrusted is None:
+        return None
+    return NO_STEADY_STATE.format(why=st.untrusted)
 
 
 # --- GPU activity ------------------------------------------------------------------------------

@@ -84,48 +84,107 @@ class _Anchor:
     positions: np.ndarray  # of the anchor in the sequence
     modal: np.ndarray  # per segment between consecutive anchors: has the modal content
 
+    @property
+    def stretch(self) -> tuple[int, int]:
+        """Positions (in the sequence) of the first modal segment's start and the last's end."""
+        seg = np.flatnonzero(self.modal)
+        return int(self.positions[seg[0]]), int(self.positions[seg[-1] + 1])
+
+
+@dataclass(frozen=True)
+class _Groups:
+    """The item codes grouped: each distinct code, how often it occurs, each item's code index,
+    and every item's position, code by code (``bounds[u]:bounds[u + 1]`` for code ``u``)."""
+
+    uniq: np.ndarray
+    counts: np.ndarray
+    inv: np.ndarray
+    by_code: np.ndarray
+    bounds: np.ndarray
+
+
+def _grouped(codes: np.ndarray) -> _Groups:
+    """:class:`_Groups` from one stable sort: trying every code as the anchor then costs one
+    pass over the items, not one per code (and no more than ``np.unique`` did alone)."""
+    by_code = np.argsort(codes, kind="stable")
+    ordered = codes[by_code]
+    bounds = np.concatenate([[0], np.flatnonzero(ordered[1:] != ordered[:-1]) + 1, [codes.size]])
+    counts = np.diff(bounds)
+    inv = np.empty(codes.size, np.intp)
+    inv[by_code] = np.repeat(np.arange(counts.size), counts)
+    return _Groups(ordered[bounds[:-1]], counts, inv, by_code, bounds)
+
+
+def _try_anchor(code: int, pos: np.ndarray, cum: np.ndarray, min_repeats: int) -> _Anchor | None:
+    """The anchor at positions ``pos``, or None when its commonest segment (content and
+    length) repeats fewer than ``min_repeats`` times."""
+    length = np.diff(pos).astype(np.uint64)
+    key = (cum[pos[1:]] - cum[pos[:-1]]) ^ (length * np.uint64(0x9E3779B97F4A7C15))
+    keys, kcount = np.unique(key, return_counts=True)
+    best = int(np.argmax(kcount))
+    if kcount[best] < min_repeats:
+        return None
+    modal = key == keys[best]
+    period = int(length[np.argmax(modal)])
+    return _Anchor(code, period, int(kcount[best]) * period, pos, modal)
+
+
+def _anchors(
+    codes: np.ndarray,
+    min_repeats: int,
+    candidates: int = 0,
+    min_cover: float = 0.3,
+    min_local_cover: float = 0.9,
+) -> list[_Anchor]:
+    """The anchors whose repeating segments cover at least ``min_cover`` of the stream's items
+    or at least ``min_local_cover`` of the items from their first segment to their last (a
+    short loop after a long autotuning or compile phase holds few of the stream's items but
+    nearly all of its own stretch; a layer that repeats inside a step holds a small part of
+    both).
+
+    Every code that occurs often enough is tried (``candidates`` > 0: only that many, the
+    most frequent first): a kernel that runs once a step is rare beside each layer's kernels,
+    and rarer still beside an autotuner's or compiler's trial runs of the same kernels, so the
+    most frequent codes may hold no step anchor at all."""
+    g = _grouped(codes)
+    order = np.argsort(-g.counts, kind="stable")
+    order = order[g.counts[order] >= min_repeats + 1]
+    if candidates > 0:
+        order = order[:candidates]
+    rng = np.random.default_rng(12345)
+    weight = rng.integers(1, 2**62, size=g.uniq.size, dtype=np.int64).astype(np.uint64)
+    cum = np.concatenate([[np.uint64(0)], np.cumsum(weight[g.inv], dtype=np.uint64)])
+    found = []
+    for u in order:
+        pos = g.by_code[g.bounds[u] : g.bounds[u + 1]]
+        anchor = _try_anchor(int(g.uniq[u]), pos, cum, min_repeats)
+        if anchor is None:
+            continue
+        a, b = anchor.stretch
+        if anchor.cover >= min_cover * codes.size or anchor.cover >= min_local_cover * (b - a):
+            found.append(anchor)
+    return found
+
+
+def _pick(found: list[_Anchor]) -> _Anchor | None:
+    """The anchor covering the most items; among those within 10% of it, the longest period
+    (one anchor per step, not one per layer); None when nothing qualified (what repeats is a
+    detail, not the loop)."""
+    if not found:
+        return None
+    top = max(a.cover for a in found)
+    return max((a for a in found if a.cover >= 0.9 * top), key=lambda a: (a.period, a.cover))
+
 
 def _best_anchor(
     codes: np.ndarray,
     min_repeats: int,
-    candidates: int,
+    candidates: int = 0,
     min_cover: float = 0.3,
     min_local_cover: float = 0.9,
 ) -> _Anchor | None:
-    """The anchor whose repeating segments cover the most items, among those that cover at
-    least ``min_cover`` of the stream's items or at least ``min_local_cover`` of the items from
-    their first segment to their last (a short loop after a long autotuning or compile phase
-    holds few of the stream's items but nearly all of its own stretch; a layer that repeats
-    inside a step holds a small part of both); among those within 10% of the best cover, the
-    longest period (one anchor per step, not one per layer)."""
-    uniq, inv, counts = np.unique(codes, return_inverse=True, return_counts=True)
-    order = np.argsort(-counts, kind="stable")
-    order = order[counts[order] >= min_repeats + 1][:candidates]
-    if order.size == 0:
-        return None
-    rng = np.random.default_rng(12345)
-    weight = rng.integers(1, 2**62, size=uniq.size, dtype=np.int64).astype(np.uint64)
-    cum = np.concatenate([[np.uint64(0)], np.cumsum(weight[inv], dtype=np.uint64)])
-    found: list[_Anchor] = []
-    for u in order:
-        pos = np.flatnonzero(inv == u)
-        length = np.diff(pos).astype(np.uint64)
-        key = (cum[pos[1:]] - cum[pos[:-1]]) ^ (length * np.uint64(0x9E3779B97F4A7C15))
-        keys, kcount = np.unique(key, return_counts=True)
-        best = int(np.argmax(kcount))
-        if kcount[best] < min_repeats:
-            continue
-        modal = key == keys[best]
-        period = int(length[np.argmax(modal)])
-        cover = int(kcount[best]) * period
-        seg = np.flatnonzero(modal)
-        stretch = int(pos[seg[-1] + 1] - pos[seg[0]])
-        if cover >= min_cover * codes.size or cover >= min_local_cover * stretch:
-            found.append(_Anchor(int(uniq[u]), period, cover, pos, modal))
-    if not found:  # what repeats is a detail, not the loop
-        return None
-    top = max(a.cover for a in found)
-    return max((a for a in found if a.cover >= 0.9 * top), key=lambda a: (a.period, a.cover))
+    """:func:`_pick` of :func:`_anchors`: the best anchor of one stream, trusted or not."""
+    return _pick(_anchors(codes, min_repeats, candidates, min_cover, min_local_cover))
 
 
 def _trim(starts: np.ndarray, ends: np.ndarray, outlier: float) -> tuple[np.ndarray, np.ndarray]:
@@ -140,34 +199,98 @@ def _trim(starts: np.ndarray, ends: np.ndarray, outlier: float) -> tuple[np.ndar
     return starts[first : last + 1], ends[first : last + 1]
 
 
-def gpu_iterations(trace: T.Trace, cfg: Mapping[str, Any]) -> Iterations | None:
-    """Iterations from repeating GPU work, or None when nothing repeats often enough.
+def _repeat_ns(anchor: _Anchor, start: np.ndarray) -> int:
+    """The time (ns) the anchor's modal segments take (``start``: its stream's item starts)."""
+    at = start[anchor.positions]
+    return int((at[1:] - at[:-1])[anchor.modal].sum())
 
-    Judged per stream of the busiest device (a loader's or DALI's kernels on their own
-    streams interleave with the training loop's and would break its repeats); the stream
-    whose repeats cover the most items wins.
-    """
-    min_rep = int(cfg.get("min_repeats", 5))
-    seq = _gpu_sequence(trace)
-    if seq["code"].size < 2 * min_rep:
-        return None
+
+def _later_ns(found: list[_Anchor], start: np.ndarray) -> np.ndarray:
+    """Per anchor, the most time any other anchor's repeats take that begin only after its
+    last repeat ends (0 where none do): a later, longer run of repeats is the stretch the
+    program settles into."""
+    lo = np.array([start[a.stretch[0]] for a in found], np.int64)
+    hi = np.array([start[a.stretch[1]] for a in found], np.int64)
+    ns = np.array([_repeat_ns(a, start) for a in found], np.int64)
+    order = np.argsort(lo, kind="stable")
+    suffix = np.maximum.accumulate(np.append(ns[order], 0)[::-1])[::-1]
+    return suffix[np.searchsorted(lo[order], hi)]
+
+
+def _distrust(
+    anchor: _Anchor,
+    start: np.ndarray,
+    dev_start: np.ndarray,
+    later_ns: int,
+    cfg: Mapping[str, Any],
+) -> str | None:
+    """Why the anchor's repeats cannot be the loop, or None (``start``: its stream's item
+    starts; ``dev_start``: the device's, sorted; ``later_ns``: :func:`_later_ns`). Their
+    stream must hold ``min_device_share`` of the device's items in their stretch (else a side
+    stream's detail: a cuDNN handle's few identical memsets beside an autotuner's thousands of
+    trial kernels); no later run of repeats may take longer (else a phase the program left,
+    such as a weight upload's thousands of identical copies before a shorter loop); and no
+    more than ``max_after_share`` of the device's items from their start on may follow them
+    (the same, where the loop that follows does not repeat as a whole)."""
+    a, b = anchor.stretch
+    i, j = (int(x) for x in np.searchsorted(dev_start, [start[a], start[b]]))
+    share = (b - a) / max(j - i, 1)
+    if share < float(cfg.get("min_device_share", 0.3)):
+        return f"on a stream holding {share:.1%} of the GPU's items in their stretch"
+    if later_ns > _repeat_ns(anchor, start):
+        return f"followed by repeats taking longer ({later_ns / 1e6:.1f} ms)"
+    after = dev_start.size - j
+    if after > float(cfg.get("max_after_share", 0.5)) * (dev_start.size - i):
+        return f"followed by {after} of the GPU's {dev_start.size - i} items from their start"
+    return None
+
+
+def _stream_anchor(
+    seq: dict[str, np.ndarray], cfg: Mapping[str, Any]
+) -> tuple[tuple[_Anchor, np.ndarray] | None, str | None]:
+    """The trusted anchor, and its stream's item starts, of the stream whose trusted repeats
+    cover the most items (the busiest streams of the busiest device searched); else None and
+    why the best untrusted repeats were left out (None when nothing repeats)."""
     devs, dcount = np.unique(seq["dev"], return_counts=True)
     on_dev = seq["dev"] == devs[np.argmax(dcount)]
+    dev_start = seq["start"][on_dev]
     streams, scount = np.unique(seq["stream"][on_dev], return_counts=True)
     best: tuple[_Anchor, np.ndarray] | None = None
+    why: tuple[int, str] | None = None
     for stream in streams[np.argsort(-scount, kind="stable")][: int(cfg.get("streams", 3))]:
         mine = on_dev & (seq["stream"] == stream)
-        anchor = _best_anchor(
+        start = seq["start"][mine]
+        found = _anchors(
             seq["code"][mine],
-            min_rep,
-            int(cfg.get("anchor_candidates", 24)),
+            int(cfg.get("min_repeats", 5)),
+            int(cfg.get("anchor_candidates", 0)),
             float(cfg.get("min_cover_share", 0.3)),
             float(cfg.get("min_local_cover_share", 0.9)),
         )
-        if anchor is not None and (best is None or anchor.cover > best[0].cover):
-            best = (anchor, seq["start"][mine])
+        trusted = []
+        for anchor, later in zip(found, _later_ns(found, start) if found else [], strict=True):
+            reason = _distrust(anchor, start, dev_start, int(later), cfg)
+            if reason is None:
+                trusted.append(anchor)
+            elif why is None or anchor.cover > why[0]:
+                n, k = anchor.cover // anchor.period, anchor.period
+                why = (anchor.cover, f"{n} repeats of {k} GPU item{'s' * (k > 1)}, {reason}")
+        pick = _pick(trusted)
+        if pick is not None and (best is None or pick.cover > best[0].cover):
+            best = (pick, start)
+    return best, None if best is not None or why is None else why[1]
+
+
+def gpu_search(trace: T.Trace, cfg: Mapping[str, Any]) -> tuple[Iterations | None, str | None]:
+    """:func:`gpu_iterations`, and when it finds none although some GPU work repeats, why
+    those repeats were not trusted as the loop (else None)."""
+    min_rep = int(cfg.get("min_repeats", 5))
+    seq = _gpu_sequence(trace)
+    if seq["code"].size < 2 * min_rep:
+        return None, None
+    best, why = _stream_anchor(seq, cfg)
     if best is None:
-        return None
+        return None, why
     anchor, start = best
     at = start[anchor.positions]
     seg_start, seg_end = at[:-1][anchor.modal], at[1:][anchor.modal]
@@ -176,13 +299,24 @@ def gpu_iterations(trace: T.Trace, cfg: Mapping[str, Any]) -> Iterations | None:
         seg_start[skip:], seg_end[skip:], float(cfg.get("outlier_factor", 3.0))
     )
     if seg_start.size < min_rep:
-        return None
+        return None, None
     what = "kernel" if anchor.code >= 0 else "copy or graph replay"
     return Iterations(
         np.concatenate([seg_start, seg_end[-1:]]),
         f"repeating GPU work ({anchor.period} items per iteration, anchored on a {what})",
         int(seg_start[0] - seq["start"][0]),
-    )
+    ), None
+
+
+def gpu_iterations(trace: T.Trace, cfg: Mapping[str, Any]) -> Iterations | None:
+    """Iterations from repeating GPU work, or None when nothing repeats often enough or what
+    repeats cannot be the loop (:func:`_distrust`).
+
+    Judged per stream of the busiest device (a loader's or DALI's kernels on their own
+    streams interleave with the training loop's and would break its repeats); the stream
+    whose trusted repeats cover the most items wins.
+    """
+    return gpu_search(trace, cfg)[0]
 
 
 def nvtx_iterations(trace: T.Trace, cfg: Mapping[str, Any]) -> Iterations | None:

@@ -114,10 +114,27 @@ class WindowThresholds(_Section):
     """... or at least this share of the items from their first repeat to their last: a short
     loop after a long autotuning or compile phase holds few of the stream's items but nearly all
     of its own stretch."""
-    anchor_candidates: int = 24
-    """The most frequent GPU items tried as an iteration's anchor."""
+    anchor_candidates: int = 0
+    """How many GPU item codes, the most frequent first, are tried as an iteration's anchor; 0:
+    every code that occurs ``min_repeats`` + 1 times. A kernel that runs once a step is rare
+    beside each layer's kernels and an autotuner's or compiler's trial runs of them: on a
+    whole-process capture of a 50-step loop after cuDNN autotuning (corpus
+    ``clean_cudnn_short``) the first of them ranked 55th of 216 codes, and the 24 most frequent
+    held no step anchor."""
     streams: int = 3
     """The busiest streams of the busiest GPU searched for repeats."""
+    min_device_share: float = 0.3
+    """The stream whose repeats are the loop must hold at least this share of the busiest
+    GPU's items from their first repeat to their last (less: a side stream's detail, such as a
+    cuDNN handle's few identical memsets spread over an autotuning phase). On the corpus and
+    the fixtures the loop's stream holds 0.47 to 1 of them."""
+    max_after_share: float = 0.5
+    """... and at most this share of the busiest GPU's items from their first repeat on may
+    follow their last (more: a phase the program left, such as a weight upload's copies or a
+    compiler's trial runs, not the loop it settles into). On the corpus and the fixtures at
+    most 0.11 follow the loop. Repeats followed by a later run of repeats that takes longer
+    are such a phase too. Where every run of repeats found fails these rules, the report is not
+    judged rather than judged on the span of GPU activity (mostly start-up)."""
     startup_skip_share: float = 0.2
     """Last resort, when nothing repeats: drop this share of the span from the first kernel (or
     first activity) to the last as start-up."""
@@ -323,6 +340,11 @@ class PredictConfig(_Section):
     calibrate_max_overhead_us: float = 50.0
     """The largest cost per call the fit may find (nsys's measured cost: 6-21 us a call). With
     a calibration the speedup is over the measured step, whatever cost the fit reached."""
+    calibrated_bar: bool = True
+    """A finding that fired on the trace but whose calibrated prediction saves less than its
+    class's ``min_saving_share`` of the measured step is cleared: the rest of its share was
+    nsys's own cost per call (a loop of 1,029 launches a step took 50 ms traced, 28 ms
+    untraced; the corpus' clean_cudnn_short). False: the trace alone decides."""
     data_dispatch_percentile: float = 75.0
     """Removing the input work: every other gap of the host is capped at this percentile of the
     window's dispatch gaps. A busy input pipeline slows the loop's own host beyond its

@@ -4,7 +4,9 @@ The classes the time model replays (``_model.CAUSE_OF``) get their prediction fr
 ``exposed_comm`` from its own exposed share (the collectives' unhidden time gone, nothing else
 moved); ``stage_imbalance`` from the balanced split's bound its detector reads. A prediction a
 detector sets on its finding itself is kept. A finding that was not judged, or that the model cannot
-replay, carries no number and a ``prediction_note`` saying why.
+replay, carries no number and a ``prediction_note`` saying why. Where the prediction is
+calibrated to the untraced step, a fired finding whose predicted saving falls under its class's
+bar is cleared (``predict.calibrated_bar``).
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from typing import Any
 
 from analysis import trace as T
 from analysis.detect import _model as M
-from analysis.findings import Finding
+from analysis.findings import Finding, State
 
 __all__ = ["attach", "trace_only"]
 
@@ -33,7 +35,10 @@ def attach(
         elif not enabled:
             f.prediction_note = "predictions are off (diagnosis.predict.enabled=false)"
         elif f.klass in M.CAUSE_OF:
-            _from_model(f, M.predict(trace, cfg, f.klass, step_ms))
+            p = M.predict(trace, cfg, f.klass, step_ms)
+            _from_model(f, p)
+            if p.calibrated and step_ms and cfg.get("predict", {}).get("calibrated_bar", True):
+                _settle(f, cfg, step_ms)
         elif f.klass == "exposed_comm":
             _exposed(f)
         elif f.klass == "stage_imbalance":
@@ -63,6 +68,25 @@ def _from_model(f: Finding, p: M.Prediction) -> None:
     f.metrics["model_fit"] = round(float(p.model_fit or 0.0), 4)
     f.metrics["observed_step_ms"] = round(float(p.observed_step_ms or 0.0), 4)
     f.metrics["trace_overhead_us"] = round(float(p.trace_overhead_us or 0.0), 3)
+
+
+def _settle(f: Finding, cfg: Mapping[str, Any], step_ms: float) -> None:
+    """Clear a fired finding whose calibrated prediction saves less than its class's bar of
+    the measured step (``predict.calibrated_bar``): what the trace showed above that was
+    nsys's own cost per call, which the untraced program does not pay."""
+    bar = cfg.get(f.klass, {}).get("min_saving_share")
+    if not f.fired or f.predicted_speedup is None or bar is None:
+        return
+    saving = 1.0 - 1.0 / max(f.predicted_speedup, 1e-9)
+    if saving >= float(bar):
+        return
+    f.state = State.CLEAR
+    f.reason += (
+        f"; cleared: calibrated to the untraced step ({step_ms:.3g} ms), removing it saves an "
+        f"estimated {100 * saving:.1f}% (< {100 * float(bar):g}%): the rest of the traced share "
+        "was nsys's cost per call"
+    )
+    f.impact = round(max(saving, 0.0), 4)
 
 
 def _balanced(f: Finding) -> None:

@@ -1,0 +1,149 @@
+"""Whole-process captures whose loop is short beside a long start-up (issue 23 item 5): the
+steady state is the loop the program settles into, found by a kernel that runs once a step
+however rare it is beside the layers' kernels and the autotuner's trials of them; repeats that
+cannot be the loop (a weight upload's copies, a side stream's memsets) are never taken for it,
+and where nothing else repeats the report is not judged rather than judged on its start-up."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis import trace as T
+from analysis.detect import _common as C
+from analysis.detect import _steady as S
+from analysis.detect import diagnose, load_thresholds
+from analysis.findings import State
+from tests._synthetic import Loop
+
+MS, US = 1_000_000, 1_000
+STEPS = 40
+
+
+def _conv_loop(lp: Loop, steps: int) -> None:
+    """``steps`` steps of 3 stages x 26 convolutions (each conv 3 times a step, between
+    different neighbours) and a loss kernel once a step."""
+    for _ in range(steps):
+        for stage in range(3):
+            for layer in range(26):
+                lp.launch(100 * US, f"conv{layer}")
+            lp.launch(50 * US, f"bn{stage}")
+        lp.launch(20 * US, "loss")
+
+
+def _autotuned(path: Path) -> Path:
+    """cuDNN-style autotuning (every conv tried 20 times, 0.2 s of host work first), then
+    ``STEPS`` steps: the 26 convs are the most frequent kernels, and none of them is a step."""
+    lp = Loop()
+    lp.host(200 * MS, reads=True)
+    for _ in range(20):
+        for layer in range(26):
+            lp.launch(300 * US, f"conv{layer}")
+        lp.sync()
+    _conv_loop(lp, STEPS)
+    return lp.write(path)
+
+
+def test_a_once_a_step_kernel_is_the_anchor_however_rare(tmp_path: Path) -> None:
+    """The 24 most frequent codes are convs whose stretches repeat once a step each but cover
+    a third of it: no anchor among them (the window fell back to the span of GPU activity);
+    trying every code finds the step (82 items) anchored on `loss` or a `bn`."""
+    path = _autotuned(tmp_path / "autotuned.sqlite")
+    with T.open_trace(path) as tr:
+        st = C.steady(tr, load_thresholds())
+        top24 = C.steady(tr, load_thresholds({"window": {"anchor_candidates": 24}}))
+        found = diagnose(tr, {"predict": {"untraced": False}})
+    assert st.mode == "iterations", st.note
+    assert st.n_steps == STEPS - 2  # the first skipped, the last ends at the capture's edge
+    assert "82 items per iteration" in st.note
+    assert st.span_ns == pytest.approx((STEPS - 2) * (78 * 100 + 3 * 50 + 20) * US, rel=0.01)
+    assert top24.mode == "activity" and top24.untrusted is None  # nothing repeats: last resort
+    assert [f.klass for f in found if f.fired] == []
+
+
+def test_a_weight_upload_is_not_the_loop(tmp_path: Path) -> None:
+    """3000 identical copies (a weight upload, 60 ms) repeat over more items than the 40 steps
+    after them (240 ms): the most items, but a later run of repeats takes longer, so they are a
+    phase the program left, and the loop is the window."""
+    lp = Loop()
+    for _ in range(3000):
+        lp.h2d(1 << 20, 20 * US, pageable=False)
+    lp.sync()
+    for _ in range(STEPS):
+        lp.launch(20 * US, "begin")
+        for j in range(19):
+            lp.launch(300 * US, f"layer{j % 5}")
+    path = lp.write(tmp_path / "upload.sqlite")
+    with T.open_trace(path) as tr:
+        st = C.steady(tr, load_thresholds())
+        first_kernel = int(tr.query(f"SELECT MIN(start) FROM {C.KERNEL}")[1][0][0])
+        by_cover = S._best_anchor(S._gpu_sequence(tr)["code"], 5)
+    assert st.mode == "iterations" and st.n_steps == STEPS - 2, st.note
+    assert st.lo > first_kernel
+    assert by_cover is not None and by_cover.code < 0 and by_cover.period == 1  # the upload
+
+
+def _autotune_only(path: Path) -> Path:
+    """A capture that ends inside autotuning: 1100 trial kernels, never the same twice, and a
+    workspace memset-like kernel on a side stream every 100 of them."""
+    lp = Loop()
+    for i in range(1100):
+        lp.launch(200 * US, f"trial{i}")
+        if i % 100 == 0:
+            lp.launch(5 * US, "workspace")
+    lp.write(path)
+    with sqlite3.connect(path) as db:
+        db.execute(
+            f"UPDATE {C.KERNEL} SET streamId = 13 WHERE shortName = "
+            "(SELECT id FROM StringIds WHERE value = 'workspace')"
+        )
+    return path
+
+
+def test_a_side_streams_repeats_are_not_the_loop(tmp_path: Path) -> None:
+    """The only repeats are 11 workspace kernels on a side stream among 1100 others: not the
+    loop, and with nothing else repeating nothing is judged (the span of GPU activity is all
+    autotuning). Allowed to, the side stream's repeats would have been the window."""
+    path = _autotune_only(tmp_path / "autotune.sqlite")
+    with T.open_trace(path) as tr:
+        st = C.steady(tr, load_thresholds())
+        found = diagnose(tr, {"predict": {"untraced": False}})
+        side = C.steady(tr, load_thresholds({"window": {"min_device_share": 0.0}}))
+        it = S.gpu_iterations(tr, load_thresholds()["window"])
+    assert it is None
+    assert st.mode == "activity" and st.untrusted is not None
+    assert "holding 1.0% of the GPU's items" in st.untrusted
+    assert {f.state for f in found} == {State.NOT_JUDGED}
+    assert all(f.reason.startswith("no steady state to judge") for f in found)
+    assert side.mode == "iterations" and side.n_steps == 9
+
+
+def test_nothing_repeating_keeps_the_last_resort(tmp_path: Path) -> None:
+    """A report whose GPU work never repeats is judged on the span of its activity, as before:
+    only repeats that cannot be the loop make a report not judged."""
+    lp = Loop()
+    for i in range(200):
+        lp.launch(200 * US, f"k{i}")
+    path = lp.write(tmp_path / "once.sqlite")
+    with T.open_trace(path) as tr:
+        st = C.steady(tr, load_thresholds())
+        found = diagnose(tr, {"predict": {"untraced": False}})
+    assert st.mode == "activity" and st.untrusted is None
+    assert State.NOT_JUDGED not in {f.state for f in found if f.klass != "stage_imbalance"}
+
+
+def test_every_code_is_tried_in_one_pass() -> None:
+    """The anchors tried are every code that occurs min_repeats + 1 times, and the grouping
+    gives each its positions in order (what the per-code scan of the whole stream gave)."""
+    rng = np.random.default_rng(7)
+    codes = np.concatenate([rng.integers(0, 500, 3000), np.tile(np.arange(900, 960), 20)])
+    uniq, inv, counts = np.unique(codes, return_inverse=True, return_counts=True)
+    g = S._grouped(codes)
+    assert (g.uniq == uniq).all() and (g.counts == counts).all() and (g.inv == inv).all()
+    for u in range(uniq.size):
+        assert (g.by_code[g.bounds[u] : g.bounds[u + 1]] == np.flatnonzero(inv == u)).all()
+    anchor = S._best_anchor(codes, 5)
+    assert anchor is not None and anchor.period == 60 and anchor.cover == 19 * 60
