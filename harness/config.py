@@ -65,7 +65,7 @@ class NsysConfig:
     writes the report (8-12 s each on the H100: QdstrmImporter, one CPU core). Only the next
     profiled run (whose step times give the probe effect) shares the box with it, never a
     timing run. False: wait for nsys after every profiled variant."""
-    profile_server: bool | None = None
+    profile_server: bool = True
     """Profile each scenario's single-process variants through one traced fork server: one
     ``nsys profile`` per scenario, started with the run, around a server that imports torch
     once and forks each profiled worker; every worker's capture range (cudaProfilerStart/Stop
@@ -73,12 +73,12 @@ class NsysConfig:
     (``--capture-range-end=repeat``), written in the background once the scenario's last
     profiled worker has ended (harness/profiling.py). It saves each profiled worker a fresh
     interpreter's imports (11 s on the H100) and half of cudaProfilerStop. A worker that fails
-    there runs again, once, as its own ``nsys profile`` after the others. None (default): on
-    the CPU only. On the H100 with nsys 2025.3 (three runs, 2026-11-26) a SIGTERM reached 4 of
-    the 5 traced servers and nsys took no capture after it (13, 11 and 8 of 17 served workers
-    had their reports; the rest ran again on their own), so a GPU run profiles one ``nsys
-    profile`` per worker unless this is true. False: never. torchrun workers are always
-    profiled on their own."""
+    there runs again, once, as its own ``nsys profile`` after the others: on the H100 with nsys
+    2025.3 (2026-11-26) a SIGTERM reached 4 of the 5 traced servers and nsys took no capture
+    after it, so 4, 6 and 9 of 17 served workers ran again in three runs; even so the profiled
+    workers took 279-283 s of wall against 511 s with one ``nsys profile`` each (194e593).
+    False: one ``nsys profile`` per profiled worker. torchrun workers are always profiled on
+    their own."""
     exit_after_capture: bool = True
     """On a GPU, a profiled worker leaves through ``os._exit`` once its result is written: its
     capture range has stopped by then, and cudaProfilerStop returns only once nsys holds the

@@ -504,9 +504,8 @@ class Suite:
 
     @property
     def profile_server(self) -> bool:
-        """nsys.profile_server as it applies here (None: on the CPU only)."""
-        on = self.cfg.nsys.profile_server
-        return self.device != "cuda" if on is None else on
+        """Whether profiled workers are forked from traced servers (nsys.profile_server)."""
+        return bool(self.cfg.nsys.profile_server)
 
     def _start_served(self, unit: Unit, out_dir: Path) -> Live | None:
         """Fork the profiled worker from its scenario's traced server; None where that server

@@ -23,15 +23,15 @@ def test_the_reference_run_reads_as_a_table(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| | before | after |"
     rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in lines[2:]}
-    # the 2026-11-26 run, both calls: 18 profiled processes (forked from traced servers, held
-    # at the gate like timing ones; four ran again on their own), 88 s waiting in
-    # cudaProfilerStop, 352 s of timing work
-    assert rows["all_calls_s"] == "| all_calls_s | 665 | 665 |"
+    # the run of 2026-11-27, both calls: 18 profiled processes (forked from traced servers and
+    # held at the gate like timing ones; six ran again on their own), 93 s waiting in
+    # cudaProfilerStop, 230 s of timing work
+    assert rows["all_calls_s"] == "| all_calls_s | 653 | 653 |"
     assert rows["profile: processes"] == "| profile: processes | 18 | 18 |"
-    assert rows["profile: capture_stop_s"] == "| profile: capture_stop_s | 88 | 88 |"
+    assert rows["profile: capture_stop_s"] == "| profile: capture_stop_s | 93 | 93 |"
     assert rows["profile: teardown_s"] == "| profile: teardown_s | 13 | 13 |"
-    assert rows["timing: wall_s"] == "| timing: wall_s | 352 | 352 |"
-    assert rows["profile: hold_s"] == "| profile: hold_s | 25 | 25 |"
+    assert rows["timing: wall_s"] == "| timing: wall_s | 230 | 230 |"
+    assert rows["profile: hold_s"] == "| profile: hold_s | 6 | 6 |"
 
 
 def test_a_folder_without_timings_is_refused(tmp_path, capsys):
