@@ -2,12 +2,13 @@
 # On the GPU machine, after `source .gpu-stage/bin/env.sh`: why traced fork servers lose captures.
 # Runs +scenario=forced_sync (one timing round, served profiles) under three settings and prints,
 # per traced server, its captures, the signals it logged and which profiles ran again:
-#   default | nsys.exit_after_capture=false | nsys.extra_args=[--kill=none]
+#   default | nsys.exit_after_capture=false | nsys.extra_args=["--kill=none"] (nsys's --kill
+#   default, sigterm, signals the target's process group when nsys ends its session)
 set -uo pipefail
 out=${OUT:-/var/tmp/served-probe}
 mkdir -p "$out"
 i=0
-for extra in "" "nsys.exit_after_capture=false" "nsys.extra_args=[--kill=none]"; do
+for extra in "" "nsys.exit_after_capture=false" 'nsys.extra_args=["--kill=none"]'; do
   i=$((i + 1))
   dir=/var/tmp/served-probe/$i
   rm -rf "$dir"
