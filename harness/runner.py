@@ -496,16 +496,11 @@ class Suite:
     def _server_mode(self, scenario: str) -> bool:
         """nsys.profile_server as it applies to ``scenario``: single-process, nsys found."""
         return (
-            self.profile_server
+            self.cfg.nsys.profile_server
             and self.nsys is not None
             and self.found[scenario].world_size <= 1
             and not self.cfg.dist.multinode
         )
-
-    @property
-    def profile_server(self) -> bool:
-        """Whether profiled workers are forked from traced servers (nsys.profile_server)."""
-        return bool(self.cfg.nsys.profile_server)
 
     def _start_served(self, unit: Unit, out_dir: Path) -> Live | None:
         """Fork the profiled worker from its scenario's traced server; None where that server
@@ -559,7 +554,7 @@ class Suite:
     def _make_servers(self, todo: list[Unit], run_dir: Path) -> ProfileServers | None:
         """The traced fork servers of the scenarios with profiled workers still to run, started
         now (their imports run before anything is measured); None when none applies."""
-        if self.nsys is None or not self.profile_server:
+        if self.nsys is None or not self.cfg.nsys.profile_server:
             return None
         scenarios = list(dict.fromkeys(u.scenario for u in todo if u.is_profile))
         scenarios = [s for s in scenarios if self._server_mode(s)]
@@ -1169,7 +1164,7 @@ class Suite:
             "exit_after_capture": self._leaves_after_capture(),
             "background_finalize": self.cfg.nsys.background_finalize,
             "fork_server": self.cfg.harness.fork_server,
-            "profile_server": self.profile_server and self.nsys is not None,
+            "profile_server": self.cfg.nsys.profile_server and self.nsys is not None,
         }
 
     def _export_missing(self, unit: Unit, run_dir: Path) -> bool:

@@ -60,7 +60,6 @@ from analysis.detect import load_thresholds  # noqa: E402
 from analysis.detect._host import WAIT_CALLS  # noqa: E402
 from scripts.trim_export import first_activity, trim  # noqa: E402
 
-KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 #: Steady iterations kept after start-up (module docstring).
 ITERATIONS = 8
 #: The corpus exports' share of the repository's 12 MiB (README.md; 29 exports, 6.84 MB after the
@@ -151,7 +150,7 @@ def cut_ns(path: Path, iterations: int, step_ns: float = 0.0) -> tuple[int | Non
     wcfg = load_thresholds()["window"]
     with T.open_trace(path) as tr:
         it = S.gpu_iterations(tr, wcfg) or S.nvtx_iterations(tr, wcfg)
-        kernels = "CUPTI_ACTIVITY_KIND_KERNEL"
+        kernels = S.KERNEL
         _, rows = tr.query(
             f'SELECT MAX("end") FROM {kernels}' if tr.has(kernels) else "SELECT NULL"
         )
@@ -192,9 +191,9 @@ def _drop_unread_calls(db: sqlite3.Connection) -> None:
     OS-runtime call of a process's main thread is a pipeline rank's idle (stage_imbalance)
     and the span of all activity is the window."""
     tables = _tables(db)
-    if not {"OSRT_API", "StringIds", KERNEL} <= set(tables):
+    if not {"OSRT_API", "StringIds", S.KERNEL} <= set(tables):
         return
-    if db.execute(f"SELECT 1 FROM {KERNEL} LIMIT 1").fetchone() is None:
+    if db.execute(f"SELECT 1 FROM {S.KERNEL} LIMIT 1").fetchone() is None:
         return
     names = read_calls()
     marks = ", ".join("?" * len(names))

@@ -80,7 +80,7 @@ def test_a_weight_upload_is_not_the_loop(tmp_path: Path) -> None:
     with T.open_trace(path) as tr:
         st = C.steady(tr, load_thresholds())
         first_kernel = int(tr.query(f"SELECT MIN(start) FROM {C.KERNEL}")[1][0][0])
-        by_cover = S._best_anchor(S._gpu_sequence(tr)["code"], 5)
+        by_cover = S._pick(S._anchors(S._gpu_sequence(tr)["code"], 5))
     assert st.mode == "iterations" and st.n_steps == STEPS - 2, st.note
     assert st.lo > first_kernel
     assert by_cover is not None and by_cover.code < 0 and by_cover.period == 1  # the upload
@@ -145,5 +145,5 @@ def test_every_code_is_tried_in_one_pass() -> None:
     assert (g.uniq == uniq).all() and (g.counts == counts).all() and (g.inv == inv).all()
     for u in range(uniq.size):
         assert (g.by_code[g.bounds[u] : g.bounds[u + 1]] == np.flatnonzero(inv == u)).all()
-    anchor = S._best_anchor(codes, 5)
+    anchor = S._pick(S._anchors(codes, 5))
     assert anchor is not None and anchor.period == 60 and anchor.cover == 19 * 60

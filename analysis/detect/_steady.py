@@ -176,17 +176,6 @@ def _pick(found: list[_Anchor]) -> _Anchor | None:
     return max((a for a in found if a.cover >= 0.9 * top), key=lambda a: (a.period, a.cover))
 
 
-def _best_anchor(
-    codes: np.ndarray,
-    min_repeats: int,
-    candidates: int = 0,
-    min_cover: float = 0.3,
-    min_local_cover: float = 0.9,
-) -> _Anchor | None:
-    """:func:`_pick` of :func:`_anchors`: the best anchor of one stream, trusted or not."""
-    return _pick(_anchors(codes, min_repeats, candidates, min_cover, min_local_cover))
-
-
 def _trim(starts: np.ndarray, ends: np.ndarray, outlier: float) -> tuple[np.ndarray, np.ndarray]:
     """Drop leading and trailing iterations that took over ``outlier`` x the median (a
     compile or autotune inside the first, a tear-down after the last)."""
