@@ -66,19 +66,24 @@ class NsysConfig:
     profiled run (whose step times give the probe effect) shares the box with it, never a
     timing run. False: wait for nsys after every profiled variant."""
     profile_server: bool = True
-    """Profile each scenario's single-process variants through one traced fork server: one
-    ``nsys profile`` per scenario, started with the run, around a server that imports torch
-    once and forks each profiled worker; every worker's capture range (cudaProfilerStart/Stop
-    on a GPU, its NVTX ``measure`` range on the CPU) becomes a report of its own
+    """Profile each scenario's single-process variants through traced fork servers: an
+    ``nsys profile`` session around a server that imports torch once and forks each profiled
+    worker, started with the run; every worker's capture range (cudaProfilerStart/Stop on a
+    GPU, its NVTX ``measure`` range on the CPU) becomes a report of its own
     (``--capture-range-end=repeat``), written in the background once the scenario's last
     profiled worker has ended (harness/profiling.py). It saves each profiled worker a fresh
-    interpreter's imports (11 s on the H100) and half of cudaProfilerStop. A worker that fails
-    there runs again, once, as its own ``nsys profile`` after the others: on the H100 with nsys
-    2025.3 (2026-11-26) a SIGTERM reached 4 of the 5 traced servers and nsys took no capture
-    after it, so 4, 6 and 9 of 17 served workers ran again in three runs; even so the profiled
-    workers took 279-283 s of wall against 511 s with one ``nsys profile`` each (194e593).
+    interpreter's imports (11 s on the H100) and half of cudaProfilerStop: the profiled
+    workers took 279-283 s of wall against 511 s with one ``nsys profile`` each (194e593). A
+    worker that fails there runs again, once, as its own ``nsys profile`` after the others.
     False: one ``nsys profile`` per profiled worker. torchrun workers are always profiled on
     their own."""
+    server_lanes: int = 2
+    """Traced sessions per scenario (``profile_server``). A worker forked while a sibling of
+    its session is inside its capture range loses its capture, and nsys 2025.3 then ends the
+    session (4, 6 and 9 of 17 served workers ran again in three H100 runs of 2026-11-26/27,
+    with one session per scenario). With two, the next worker is forked from the session
+    that runs none, while the last one's capture is taken; with one, it is forked only once
+    the last one's cudaProfilerStop has returned."""
     exit_after_capture: bool = True
     """On a GPU, a profiled worker leaves through ``os._exit`` once its result is written: its
     capture range has stopped by then, and cudaProfilerStop returns only once nsys holds the
@@ -93,6 +98,8 @@ class NsysConfig:
             )
         if self.export_timeout_s <= 0:
             raise ValueError(f"nsys.export_timeout_s must be > 0, got {self.export_timeout_s}")
+        if self.server_lanes < 1:
+            raise ValueError(f"nsys.server_lanes must be >= 1, got {self.server_lanes}")
 
 
 @dataclass(kw_only=True)
@@ -176,12 +183,18 @@ class HarnessConfig:
     any worker warms up or measures; scenarios with such variants run last, so the cold
     compile (about a minute per variant on the H100) leaves the critical path. None: on a GPU
     only (the CPU smoke sizes compile in seconds); False: the first timing run compiles."""
+    warm_parallel: int = 2
+    """Compiler-cache warm-ups run at once (``warm_compile``). Paused while workers measure,
+    one at a time took 241 s and 118 s of wall for 87 s and 79 s of work on the H100
+    (2026-11-27), so the second compiled variant's first run waited 42 s for its cache."""
 
     def __post_init__(self) -> None:
         if self.max_window_s is not None and self.max_window_s <= 0:
             raise ValueError(
                 f"harness.max_window_s must be > 0 seconds or null, got {self.max_window_s}"
             )
+        if self.warm_parallel < 1:
+            raise ValueError(f"harness.warm_parallel must be >= 1, got {self.warm_parallel}")
         if self.max_warmup_s is not None and self.max_warmup_s <= 0:
             raise ValueError(
                 f"harness.max_warmup_s must be > 0 seconds or null, got {self.max_warmup_s}"

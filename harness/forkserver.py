@@ -34,6 +34,7 @@ import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import traceback
 from pathlib import Path
@@ -267,6 +268,8 @@ def _child(request: dict[str, Any], proto_fd: int) -> None:
     """In the forked child: become a worker process and never return."""
     code = 1
     try:
+        if hasattr(signal, "pthread_sigmask"):  # the server blocks these (_quiet_signals)
+            signal.pthread_sigmask(signal.SIG_UNBLOCK, _STRAY)
         os.setsid()  # a session and process group of its own, as a spawned worker
         os.close(proto_fd)
         null = os.open(os.devnull, os.O_RDONLY)
@@ -394,15 +397,40 @@ def _reap(running: set[int], say: Any) -> None:
 
 
 def _noted(signum: int, frame: Any) -> None:
-    """SIGTERM or SIGHUP to the server: said in its log, and otherwise ignored. The harness
-    stops a server through its socket (and kills its group when that fails); a stray signal
-    must not end it under running workers. On the H100 (2026-11-26) two traced servers ended
-    under a running worker, and a third's log showed a SIGTERM taken inside a fork."""
+    """SIGTERM or SIGHUP to the server where ``sigwaitinfo`` is missing: said in its log."""
+    _say_signal(signum, None)
+
+
+def _say_signal(signum: int, sender: int | None) -> None:
+    """A SIGTERM or SIGHUP to the server: said in its log (with its sender's pid and command
+    line where known) and otherwise ignored. The harness stops a server through its socket
+    (and kills its group when that fails); a stray signal must not end it under running
+    workers. On the H100 (2026-11-26/27) traced servers got a SIGTERM from an unknown sender,
+    and nsys took no capture after it."""
+    who = ""
+    if sender is not None:
+        try:
+            cmd = Path(f"/proc/{sender}/cmdline").read_bytes().replace(b"\0", b" ").strip()
+        except OSError:
+            cmd = b"?"
+        who = f" from pid {sender} ({cmd[:160].decode(errors='replace')})"
     print(
-        f"fork server: signal {signum} at {time.time():.3f}, ignored (stopped through its socket)",
+        f"fork server: signal {signum}{who} at {time.time():.3f}, ignored (stopped through "
+        "its socket)",
         file=sys.stderr,
         flush=True,
     )
+
+
+def _signal_watch() -> None:
+    """Take SIGTERM and SIGHUP in a thread of their own, to name their sender."""
+    while True:
+        info = signal.sigwaitinfo(_STRAY)
+        _say_signal(info.si_signo, info.si_pid)
+
+
+#: Signals a server logs and ignores (it is stopped through its socket).
+_STRAY = {signal.SIGTERM, signal.SIGHUP}
 
 
 def _children_in_bad_fork(torch: Any) -> bool:
@@ -421,8 +449,13 @@ def _children_in_bad_fork(torch: Any) -> bool:
 def _quiet_signals() -> None:
     """The server lives in a session of its own and is stopped by EOF on its socket: a Ctrl-C
     meant for the harness (SIGINT to a group, should it reach us) is ignored, SIGTERM and
-    SIGHUP are logged and ignored (:func:`_noted`)."""
+    SIGHUP are logged with their sender and otherwise ignored (blocked, and taken by
+    :func:`_signal_watch`; each forked child unblocks them first)."""
     signal.signal(signal.SIGINT, signal.SIG_IGN)
+    if hasattr(signal, "sigwaitinfo"):
+        signal.pthread_sigmask(signal.SIG_BLOCK, _STRAY)
+        threading.Thread(target=_signal_watch, name="signal-watch", daemon=True).start()
+        return
     signal.signal(signal.SIGTERM, _noted)
     signal.signal(signal.SIGHUP, _noted)
 

@@ -1,4 +1,4 @@
-"""Profiled workers forked from one traced fork server per scenario (``nsys.profile_server``).
+"""Profiled workers forked from traced fork servers, two per scenario (``nsys.profile_server``).
 
 A profiled worker started as ``nsys profile python -m harness.worker`` pays a fresh interpreter's
 imports (about 11 s on the H100 machine, with or without nsys) and holds in cudaProfilerStop
@@ -15,6 +15,15 @@ Which report is whose: the k-th worker that ended well in a session had the k-th
 A worker that ends otherwise may leave its range open, so its session is retired: the rest of
 the scenario's workers get a fresh one. The export is checked against the worker's pid
 (:func:`check_owner`).
+
+Lanes (``nsys.server_lanes``): a child forked while a sibling of the same session is inside its
+capture range loses its own capture, and nsys 2025.3 then ends the session (its agent sends the
+server a SIGTERM; ``scripts/device/nsys_repeat_probe.py``, H100 2026-11-27: 1 of 3 captures when
+each child was forked at the last one's cudaProfilerStart, 3 of 3 when forked after the last
+one's cudaProfilerStop had returned, 6 of 6 when the children of two sessions alternated). So
+each scenario has two sessions, and the next worker is forked from one that runs no worker:
+it sets up while the last one's capture is taken, as with one process per worker. Where no
+session is free the runner forks only once the running worker's stop has returned.
 """
 
 from __future__ import annotations
@@ -35,6 +44,9 @@ from harness.forkserver import START_TIMEOUT_S, ForkServer, ForkServerError
 from harness.runfolder import Unit
 
 __all__ = ["ProfileServers", "ReportHandle", "Session", "check_owner"]
+
+#: Tries to start one traced server (nsys start-ups at once can collide).
+START_ATTEMPTS = 3
 
 
 @dataclass
@@ -70,10 +82,13 @@ class ProfileServers:
         report_base: Callable[[Unit], Path],
         run_dir: Path,
         close_timeout_s: float,
+        lanes: int = 2,
     ) -> None:
         """``make(base, log)``: start a traced fork server writing ``base.<k>.nsys-rep``;
-        ``report_base(unit)``: where a unit's report goes (without suffix)."""
+        ``report_base(unit)``: where a unit's report goes (without suffix); ``lanes``: live
+        sessions per scenario."""
         self._make = make
+        self._lanes = lanes
         self._report_base = report_base
         self._run_dir = run_dir
         self._close_timeout_s = close_timeout_s
@@ -81,35 +96,40 @@ class ProfileServers:
         # done before the first worker measures (a start that fails is tried again)
         self._starts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-server")
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-report")
-        self._live: dict[str, Session] = {}
+        self._live: dict[str, list[Session]] = {}
         self._all: list[Session] = []
         self._lock = threading.Lock()
 
-    def start(self, scenario: str) -> None:
-        """Start the scenario's session in the background (its server imports torch)."""
+    def start(self, scenario: str, lanes: int | None = None) -> None:
+        """Start the scenario's sessions in the background (each server imports torch), as
+        many as it lacks of ``lanes`` (default: all its lanes)."""
         with self._lock:
-            if scenario in self._live:
-                return
-            n = sum(s.scenario == scenario for s in self._all) + 1
-            folder = rf.server_dir(self._run_dir, scenario)
-            folder.mkdir(parents=True, exist_ok=True)
-            base = folder / (scenario if n == 1 else f"{scenario}-{n}")
-            for suffix in (rf.REPORT_SUFFIX, rf.QDSTRM_SUFFIX):  # an earlier run's, left over
-                for old in [*folder.glob(f"{base.name}.*{suffix}"), base.with_suffix(suffix)]:
-                    old.unlink(missing_ok=True)
-            session = Session(scenario, base, Future())
-            session.starting = self._starts.submit(self._start, base, session.log)
-            self._live[scenario] = session
-            self._all.append(session)
+            live = self._live.setdefault(scenario, [])
+            while len(live) < (self._lanes if lanes is None else lanes):
+                live.append(self._new_session(scenario))
+
+    def _new_session(self, scenario: str) -> Session:
+        n = sum(s.scenario == scenario for s in self._all) + 1
+        folder = rf.server_dir(self._run_dir, scenario)
+        folder.mkdir(parents=True, exist_ok=True)
+        base = folder / (scenario if n == 1 else f"{scenario}-{n}")
+        for suffix in (rf.REPORT_SUFFIX, rf.QDSTRM_SUFFIX):  # an earlier run's, left over
+            for old in [*folder.glob(f"{base.name}.*{suffix}"), base.with_suffix(suffix)]:
+                old.unlink(missing_ok=True)
+        session = Session(scenario, base, Future())
+        session.starting = self._starts.submit(self._start, base, session.log)
+        self._all.append(session)
+        return session
 
     def _start(self, base: Path, log: Path) -> ForkServer:
-        """Start a traced server; once more after a failed start (an nsys start-up can fail
-        while another nsys starts on the machine: its agent's endpoint is taken)."""
-        try:
-            return self._make(base, log)
-        except (ForkServerError, OSError):
-            time.sleep(1.0 + random.random() * 2.0)  # not in step with another failed start
-            return self._make(base, log)
+        """Start a traced server; up to twice more after a failed start (an nsys start-up can
+        fail while another nsys starts on the machine: its agent's endpoint is taken)."""
+        for _ in range(START_ATTEMPTS - 1):
+            try:
+                return self._make(base, log)
+            except (ForkServerError, OSError):
+                time.sleep(1.0 + random.random() * 2.0)  # not in step with another failed start
+        return self._make(base, log)
 
     def ready(self) -> None:
         """Wait until every session started so far is serving (or has failed to start): the
@@ -123,17 +143,31 @@ class ProfileServers:
         return any(s.closing is not None and not s.closing.done() for s in self._all)
 
     def server(self, scenario: str) -> tuple[Session | None, str]:
-        """The scenario's live session (started now if it was not), once its server has done
-        its imports; None and why where it could not start (the worker is then profiled on its
-        own)."""
-        self.start(scenario)
-        session = self._live[scenario]
-        try:
-            session.starting.result()
-        except (ForkServerError, OSError) as exc:
-            self.retire(scenario)
-            return None, f"{exc} (see {session.log})"
-        return session, ""
+        """A live session of the scenario, one that runs no worker where there is one (a fresh
+        one is started where none is left: a retired lane is not replaced), once its server has
+        done its imports; None and why where none could start (the worker is then profiled on
+        its own)."""
+        self.start(scenario, lanes=1)
+        why = ""
+        for session in sorted(self._live[scenario], key=lambda s: not self._idle(s)):
+            try:
+                session.starting.result()
+            except (ForkServerError, OSError) as exc:
+                self.retire_session(session)
+                why = f"{exc} (see {session.log})"
+                continue
+            return session, ""
+        return None, why
+
+    def free(self, scenario: str) -> bool:
+        """Whether a session of the scenario serves and runs no worker: the next worker may be
+        forked while another one's capture is being taken."""
+        return any(self._idle(s) for s in self._live.get(scenario, []))
+
+    @staticmethod
+    def _idle(session: Session) -> bool:
+        done = session.starting.done()
+        return done and session.starting.exception() is None and not session.running
 
     def forked(self, session: Session, unit: Unit) -> None:
         """A worker of ``unit`` was forked from ``session``."""
@@ -146,20 +180,32 @@ class ProfileServers:
         session.running.discard(unit)
         if ok:
             session.units.append(unit)
-        elif self._live.get(session.scenario) is session:
-            self.retire(session.scenario)
+        else:
+            self.retire_session(session)
         if session.retired and not session.running:
             self._closing(session)
         return ReportHandle(self, session, unit) if ok else None
 
     def retire(self, scenario: str) -> None:
-        """No further worker of the scenario is forked from its live session: a later one gets
-        a fresh session. The session closes in the background once its running workers have
-        ended (closing it sooner would lose their exit codes and reports)."""
+        """No further worker of the scenario is forked from its live sessions (its last one
+        has ended)."""
         with self._lock:
-            session = self._live.pop(scenario, None)
-        if session is None:
-            return
+            sessions = self._live.pop(scenario, [])
+        for session in sessions:
+            self._retired(session)
+
+    def retire_session(self, session: Session) -> None:
+        """No further worker is forked from ``session``: a later one gets another session."""
+        with self._lock:
+            live = self._live.get(session.scenario, [])
+            if session not in live:
+                return
+            live.remove(session)
+        self._retired(session)
+
+    def _retired(self, session: Session) -> None:
+        """The session closes in the background once its running workers have ended (closing
+        it sooner would lose their exit codes and reports)."""
         session.retired = True
         if not session.running:
             self._closing(session)
@@ -236,8 +282,7 @@ class ReportHandle:
     def wait(self, timeout: float | None = None) -> int:
         """0 once the unit's report is in its folder, 1 when the session ended without it
         (:attr:`why` says why); TimeoutExpired after ``timeout`` seconds."""
-        if self._servers._live.get(self.session.scenario) is self.session:
-            self._servers.retire(self.session.scenario)
+        self._servers.retire_session(self.session)
         self.session.running.clear()  # waited for at the end: no worker of it runs any more
         closing = self._servers._closing(self.session)
         try:

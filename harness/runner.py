@@ -540,7 +540,7 @@ class Suite:
                 server = session.starting.result()
                 forked.append(server.spawn(cmd, out_dir / rf.STDOUT, out_dir / rf.STDERR, env))
         except ForkServerError as exc:
-            self.servers.retire(unit.scenario)
+            self.servers.retire_session(session)
             return None, str(exc)
         except BaseException:  # a stop signal held back during the fork arrives now
             for item in forked:
@@ -577,7 +577,11 @@ class Suite:
             return ForkServer(env, self._server_preload(scenario), command_prefix=cmd, log=log)
 
         servers = ProfileServers(
-            make, lambda u: self.report_base(u, run_dir), run_dir, self.cfg.harness.timeout_s
+            make,
+            lambda u: self.report_base(u, run_dir),
+            run_dir,
+            self.cfg.harness.timeout_s,
+            self.cfg.nsys.server_lanes,
         )
         for scenario in scenarios:
             servers.start(scenario)
@@ -809,8 +813,16 @@ class Suite:
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
         """``unit`` may start while ``current`` tears down: single-process workers of one node
-        (a fork server runs its children side by side)."""
-        return not (self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1)
+        (a fork server runs its children side by side); a served profile, once a session of its
+        scenario runs no worker or ``current``'s capture has been taken (a worker forked while
+        a sibling's capture range is open loses its own: harness/profiling.py)."""
+        if self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1:
+            return False
+        session = self._forked_from.get(current.unit)
+        if session is None or session.scenario != unit.scenario or not self._served(unit):
+            return True
+        assert self.servers is not None
+        return current.state == WorkerState.TEARDOWN or self.servers.free(unit.scenario)
 
     def ready(self, unit: Unit) -> bool:
         """A variant whose compiler cache is being filled starts once that has ended; a timing
@@ -1034,7 +1046,9 @@ class Suite:
             cmd = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
             return launch(cmd, folder, self.worker_env()), folder
 
-        return CompileWarmer(targets, start, self._say, self.cfg.harness.timeout_s)
+        return CompileWarmer(
+            targets, start, self._say, self.cfg.harness.timeout_s, self.cfg.harness.warm_parallel
+        )
 
     def _wind_up(
         self, run_dir: Path, manifest: dict[str, Any], state: RunState

@@ -5,9 +5,11 @@ per machine: about a minute per variant on the H100, in its first timing run's s
 run's critical path. Here a separate process (``harness.worker`` with ``warm_only``) builds and
 sets up that variant ahead of time, which fills the shared Inductor and Triton caches
 (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so the real runs find them warm. It runs at
-the lowest CPU priority (SCHED_IDLE), one variant at a time, and is paused (SIGSTOP to its
-process group) whenever a worker warms up or measures, so no measured phase runs beside it.
-The runner does not start a variant's first worker before its warm-up has ended.
+the lowest CPU priority (SCHED_IDLE), ``harness.warm_parallel`` variants at a time, and is paused
+(SIGSTOP to its process group) whenever a worker warms up or measures, so no measured phase runs
+beside it. The runner does not start a variant's first worker before its warm-up has ended.
+Paused 64% of the time on the H100 (2026-11-27: 154 of 241 s), one warm-up after the other held
+``kernel_flood``'s second compiled variant 42 s; two at a time halve that timeline.
 """
 
 from __future__ import annotations
@@ -45,8 +47,19 @@ class WarmTarget:
         return (self.scenario, self.variant)
 
 
+@dataclass
+class _Running:
+    """A warm-up process now running (or paused)."""
+
+    target: WarmTarget
+    proc: Any
+    where: Path
+    t0: float = field(default_factory=time.perf_counter)
+    paused_at: float | None = None
+
+
 class CompileWarmer:
-    """Runs the warm-ups of ``targets`` one after another.
+    """Runs the warm-ups of ``targets``, ``parallel`` at a time, in order.
 
     ``start(scenario, variant)`` launches one warm-up process and returns it together with its
     folder (for the error message); ``say`` prints a line. A warm-up running longer than
@@ -59,16 +72,14 @@ class CompileWarmer:
         start: Callable[[str, str], tuple[Any, Path]],
         say: Callable[[str], None],
         timeout_s: float = 900.0,
+        parallel: int = 1,
     ) -> None:
         self.targets = [WarmTarget(s, v) for s, v in targets]
         self.timeout_s = timeout_s
+        self.parallel = parallel
         self._start = start
         self._say = say
-        self._proc: Any = None
-        self._where = Path()
-        self._current: WarmTarget | None = None
-        self._t0 = 0.0
-        self._paused_at: float | None = None
+        self._running: list[_Running] = []
 
     def pending(self, scenario: str, variant: str) -> bool:
         """Whether the variant's warm-up has not ended yet (its first worker waits)."""
@@ -76,90 +87,91 @@ class CompileWarmer:
                    for t in self.targets)  # fmt: skip
 
     def tick(self, measuring: bool) -> None:
-        """Pause while a worker measures; otherwise go on, reap, start the next warm-up."""
+        """Pause while a worker measures; otherwise go on, reap, start the next warm-ups."""
         self._reap()
-        if self._proc is not None and time.perf_counter() - self._t0 > self.timeout_s:
-            name = self._name(self._current) if self._current else "?"
-            self.close()
-            self._say(
-                f"the compiler-cache warm-up of {name} ran past {self.timeout_s:g} s and was "
-                "stopped; its first timing run compiles instead"
-            )
-            return
-        if self._proc is not None:
-            self._pause(measuring)
-            return
+        for run in list(self._running):
+            if time.perf_counter() - run.t0 > self.timeout_s:
+                self._stop(run)
+                self._say(
+                    f"the compiler-cache warm-up of {self._name(run.target)} ran past "
+                    f"{self.timeout_s:g} s and was stopped; its first timing run compiles instead"
+                )
+        for run in self._running:
+            self._pause(run, measuring)
         if measuring:
             return
-        nxt = next((t for t in self.targets if t.status == "queued"), None)
-        if nxt is None:
-            return
-        try:
-            self._proc, self._where = self._start(nxt.scenario, nxt.variant)
-        except OSError as exc:
-            nxt.status = "failed"
-            self._say(f"could not start the compiler-cache warm-up of {self._name(nxt)}: {exc}")
-            return
-        nxt.status, self._current, self._t0 = "running", nxt, time.perf_counter()
-        nxt.started_at = time.time()
-        self._say(
-            f"warming the compiler cache for {self._name(nxt)} in the background "
-            "(lowest CPU priority, paused while a worker measures)"
-        )
+        while len(self._running) < self.parallel:
+            nxt = next((t for t in self.targets if t.status == "queued"), None)
+            if nxt is None:
+                return
+            try:
+                proc, where = self._start(nxt.scenario, nxt.variant)
+            except OSError as exc:
+                nxt.status = "failed"
+                self._say(f"could not start the compiler-cache warm-up of {self._name(nxt)}: {exc}")
+                continue
+            self._running.append(_Running(nxt, proc, where))
+            nxt.status, nxt.started_at = "running", time.time()
+            self._say(
+                f"warming the compiler cache for {self._name(nxt)} in the background "
+                "(lowest CPU priority, paused while a worker measures)"
+            )
 
-    def _pause(self, pause: bool) -> None:
-        if pause and self._paused_at is None:
-            pause_group(self._proc, True)
-            self._paused_at = time.time()
-        elif not pause and self._paused_at is not None:
-            pause_group(self._proc, False)
-            self._end_pause()
+    @staticmethod
+    def _pause(run: _Running, pause: bool) -> None:
+        if pause and run.paused_at is None:
+            pause_group(run.proc, True)
+            run.paused_at = time.time()
+        elif not pause and run.paused_at is not None:
+            pause_group(run.proc, False)
+            CompileWarmer._end_pause(run)
 
-    def _end_pause(self) -> None:
+    @staticmethod
+    def _end_pause(run: _Running) -> None:
         """Book the pause that ends now."""
-        if self._paused_at is None or self._current is None:
+        if run.paused_at is None:
             return
         now = time.time()
-        self._current.paused_s += now - self._paused_at
-        self._current.pauses.append((self._paused_at, now))
-        self._paused_at = None
+        run.target.paused_s += now - run.paused_at
+        run.target.pauses.append((run.paused_at, now))
+        run.paused_at = None
 
     def _reap(self) -> None:
-        if self._proc is None:
-            return
-        rc = self._proc.poll()
-        if rc is None:
-            return
-        target = self._current
-        assert target is not None
-        self._end_pause()  # it cannot end while stopped; keep the books right anyway
-        target.ended_at = time.time()
-        target.returncode = rc
-        target.wall_s = time.perf_counter() - self._t0
-        target.status = "ok" if rc == 0 else "failed"
-        if rc == 0:
-            self._say(
-                f"compiler cache for {self._name(target)} filled in {target.wall_s:.0f} s "
-                f"({target.paused_s:.0f} s of it paused)"
-            )
-        else:
-            self._say(
-                f"the compiler-cache warm-up of {self._name(target)} failed (exit code {rc}; "
-                f"see {self._where / 'stderr.log'}); its first timing run compiles instead"
-            )
-        self._proc, self._current = None, None
+        for run in list(self._running):
+            rc = run.proc.poll()
+            if rc is None:
+                continue
+            target = run.target
+            self._end_pause(run)  # it cannot end while stopped; keep the books right anyway
+            target.ended_at = time.time()
+            target.returncode = rc
+            target.wall_s = time.perf_counter() - run.t0
+            target.status = "ok" if rc == 0 else "failed"
+            self._running.remove(run)
+            if rc == 0:
+                self._say(
+                    f"compiler cache for {self._name(target)} filled in {target.wall_s:.0f} s "
+                    f"({target.paused_s:.0f} s of it paused)"
+                )
+            else:
+                self._say(
+                    f"the compiler-cache warm-up of {self._name(target)} failed (exit code "
+                    f"{rc}; see {run.where / 'stderr.log'}); its first timing run compiles "
+                    "instead"
+                )
+
+    def _stop(self, run: _Running) -> None:
+        self._end_pause(run)
+        stop_group(run.proc, run.where)
+        run.target.status = "stopped"
+        run.target.wall_s = time.perf_counter() - run.t0
+        run.target.ended_at = time.time()
+        self._running.remove(run)
 
     def close(self) -> None:
-        """Stop a warm-up still running (the run ends or stops)."""
-        if self._proc is None:
-            return
-        self._end_pause()
-        stop_group(self._proc, self._where)
-        assert self._current is not None
-        self._current.status = "stopped"
-        self._current.wall_s = time.perf_counter() - self._t0
-        self._current.ended_at = time.time()
-        self._proc, self._current = None, None
+        """Stop the warm-ups still running (the run ends or stops)."""
+        for run in list(self._running):
+            self._stop(run)
 
     def summary(self) -> list[dict[str, Any]]:
         """One record per target, for wall_time.json."""

@@ -99,7 +99,7 @@ def test_fork_servers_start_with_the_workers_compiler_caches(monkeypatch) -> Non
 
 def test_a_stray_sigterm_does_not_end_a_server(tmp_path) -> None:
     """The server is stopped through its socket; a SIGTERM (on the H100 one reached a traced
-    server while it forked) is said in its log and otherwise ignored."""
+    server while it forked) is said in its log, with its sender, and otherwise ignored."""
     import os
     import signal
     import sys
@@ -121,4 +121,4 @@ def test_a_stray_sigterm_does_not_end_a_server(tmp_path) -> None:
         assert server.alive
     finally:
         server.close()
-    assert "signal 15" in log.read_text()
+    assert f"signal 15 from pid {os.getpid()} (" in log.read_text()

@@ -104,3 +104,33 @@ def test_the_run_warms_a_compiled_variant_in_the_background(cli, tmp_path, cache
         beside = warm["started_at"] < hi and warm["ended_at"] > lo
         if beside:  # then it was stopped the whole time
             assert any(a <= lo and hi <= b for a, b in warm["pauses"]), (lo, hi, warm)
+
+
+def test_two_warm_ups_run_at_once_and_pause_together(tmp_path):
+    """harness.warm_parallel=2: both start while nothing measures, both are stopped while a
+    worker measures, and each books its own pause."""
+    procs: list[subprocess.Popen[bytes]] = []
+
+    def start(scenario: str, variant: str) -> tuple[subprocess.Popen[bytes], Path]:
+        cmd = [sys.executable, "-c", "import time; time.sleep(1.0)"]
+        procs.append(subprocess.Popen(cmd, start_new_session=True))
+        return procs[-1], tmp_path
+
+    said: list[str] = []
+    warmer = CompileWarmer([("k", "a"), ("k", "b"), ("k", "c")], start, said.append, parallel=2)
+    warmer.tick(measuring=False)
+    assert len(procs) == 2  # a and b at once; c waits for one of them
+    warmer.tick(measuring=True)
+    assert all(_stopped(p.pid) for p in procs)
+    time.sleep(1.5)
+    assert all(p.poll() is None for p in procs)  # neither ran out while stopped
+    deadline = time.monotonic() + 60
+    while warmer.pending("k", "c") and time.monotonic() < deadline:
+        warmer.tick(measuring=False)
+        time.sleep(0.05)
+    summary = {t["variant"]: t for t in warmer.summary()}
+    assert [summary[v]["status"] for v in "abc"] == ["ok", "ok", "ok"]
+    assert summary["a"]["paused_s"] >= 1.5 and summary["b"]["paused_s"] >= 1.5
+    assert summary["c"]["pauses"] == []
+    assert summary["c"]["started_at"] >= min(summary["a"]["ended_at"], summary["b"]["ended_at"])
+    warmer.close()
