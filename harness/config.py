@@ -77,6 +77,12 @@ class NsysConfig:
     worker that fails there runs again, once, as its own ``nsys profile`` after the others.
     False: one ``nsys profile`` per profiled worker. torchrun workers are always profiled on
     their own."""
+    capture_lead_steps: int = 2
+    """On a GPU, steps a profiled worker runs inside its capture range before its measured
+    window (and its NVTX ``measure`` range, which the diagnosis reads): the first steps after
+    cudaProfilerStart run slow under nsys (H100, 2026-11-27: 98 ms against 40 ms for
+    forced_sync's sync_free, 59 and 41 ms against 21 ms for sync_loading's ideal), which put
+    up to 9% into probe effects taken from the window's mean step."""
     server_lanes: int = 2
     """Traced sessions per scenario (``profile_server``). A worker forked while a sibling of
     its session is inside its capture range loses its capture, and nsys 2025.3 then ends the
@@ -98,6 +104,8 @@ class NsysConfig:
             )
         if self.export_timeout_s <= 0:
             raise ValueError(f"nsys.export_timeout_s must be > 0, got {self.export_timeout_s}")
+        if self.capture_lead_steps < 0:
+            raise ValueError(f"nsys.capture_lead_steps must be >= 0, got {self.capture_lead_steps}")
         if self.server_lanes < 1:
             raise ValueError(f"nsys.server_lanes must be >= 1, got {self.server_lanes}")
 
@@ -163,12 +171,13 @@ class HarnessConfig:
     it, then waits before its warm-up until the current one has exited, so no warm-up or
     window runs beside another worker. Never two forked or two torchrun workers at once.
     False: each worker starts once the previous one has exited."""
-    overlap_capture_stop: bool = False
+    overlap_capture_stop: bool = True
     """On a GPU, with ``overlap``: the held worker goes on while the previous one, a profiled
     worker of the same scenario past its window, waits in cudaProfilerStop for nsys to take its
-    capture (6-11 s on the H100) while nsys works beside it. Off by default: on the H100
-    (2026-11-25) it never took effect (imports under nsys, 10-12 s, outlast the stop, 8-11 s),
-    so its cost to the probe effect is unmeasured. False: warm up once the previous exited."""
+    capture (3-5 s per profiled worker on the H100 with served profiling, 2026-11-27: 67 s of a
+    526 s run, all of it on the critical path) while nsys works beside it. With served
+    profiling the two run in different sessions (``nsys.server_lanes``). Probe effects with it
+    are in results/reference/h100/README.md. False: warm up once the previous exited."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
     ranks; all with ``fork_server=false``) import the fork server's preload modules

@@ -94,7 +94,8 @@ class ProfileServers:
         self._close_timeout_s = close_timeout_s
         # every scenario's server starts at once, when the run starts, so their imports are
         # done before the first worker measures (a start that fails is tried again)
-        self._starts = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-server")
+        # (threads that wait on a start each: all of them at once, in one wave of imports)
+        self._starts = ThreadPoolExecutor(max_workers=32, thread_name_prefix="profile-server")
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-report")
         self._live: dict[str, list[Session]] = {}
         self._all: list[Session] = []

@@ -348,6 +348,9 @@ class Suite:
             gate_timeout_s=self.cfg.harness.timeout_s,
             exit_after_capture=unit.is_profile and self._leaves_after_capture(),
             warm_only=warm_only,
+            capture_lead_steps=self.cfg.nsys.capture_lead_steps
+            if unit.is_profile and self.device == "cuda"
+            else 0,
         )
         path = out_dir / rf.SPEC
         write_json(path, asdict(spec))

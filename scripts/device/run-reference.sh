@@ -27,11 +27,13 @@ if [ -n "$run" ] && [ -f "$run/timings.csv" ]; then
   python3 scripts/device/wall_table.py "$run" || true  # where the time went (both calls' workers)
 fi
 if [ -n "${OUT:-}" ] && [ -n "$run" ]; then
-  tar -C "$run" -cJf "$OUT/$name-tables.tar.xz" --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' .
+  # xz on every core: one thread took over 60 s for a cold run's exports (2026-11-27)
+  tar -C "$run" -cf - --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' . \
+    | xz -T0 -6 > "$OUT/$name-tables.tar.xz"
   # What comes back is capped at 16 MB a file and 8 files:  cat NAME-sqlite.tar.xz.* | tar -xJ
   if [ "${SQLITE_MAX_MB:-40}" != 0 ]; then  # 0: tables only
-    (cd "$run" && find . -name '*.sqlite' -size -"${SQLITE_MAX_MB:-40}"M -print0 | tar --null -T - -cJf - ) \
-      | split -b 15M -d -a 1 - "$OUT/$name-sqlite.tar.xz."
+    (cd "$run" && find . -name '*.sqlite' -size -"${SQLITE_MAX_MB:-40}"M -print0 | tar --null -T - -cf - ) \
+      | xz -T0 -6 | split -b 15M -d -a 1 - "$OUT/$name-sqlite.tar.xz."
   fi
   ls -la "$OUT"
 fi
