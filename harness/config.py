@@ -171,13 +171,14 @@ class HarnessConfig:
     it, then waits before its warm-up until the current one has exited, so no warm-up or
     window runs beside another worker. Never two forked or two torchrun workers at once.
     False: each worker starts once the previous one has exited."""
-    overlap_capture_stop: bool = True
+    overlap_capture_stop: bool = False
     """On a GPU, with ``overlap``: the held worker goes on while the previous one, a profiled
     worker of the same scenario past its window, waits in cudaProfilerStop for nsys to take its
-    capture (3-5 s per profiled worker on the H100 with served profiling, 2026-11-27: 67 s of a
-    526 s run, all of it on the critical path) while nsys works beside it. With served
-    profiling the two run in different sessions (``nsys.server_lanes``). Probe effects with it
-    are in results/reference/h100/README.md. False: warm up once the previous exited."""
+    capture while nsys works beside it (with served profiling the two are in different
+    sessions: ``nsys.server_lanes``). Unmeasured: on the H100 the profiled workers held 30 s in
+    all for it (2026-11-27, 3-4 s each), the most it could save; the reference run of that day
+    had it on, but served workers did not honour it then. False: warm up once the previous
+    exited."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
     ranks; all with ``fork_server=false``) import the fork server's preload modules

@@ -528,6 +528,7 @@ class Suite:
         return Live(
             unit, proc, out_dir, self.cfg.harness.timeout_s,
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
+            quiet_past_window=self.overlap_capture_stop,
         )  # fmt: skip
 
     def _fork_served(self, unit: Unit, out_dir: Path, session: Session) -> tuple[Any, str]:

@@ -110,3 +110,31 @@ def test_the_runner_waits_for_the_capture_where_no_lane_is_free(tmp_path) -> Non
     current.state = WorkerState.TEARDOWN
     assert suite.may_overlap(current, _unit("sync_free"))
     servers.close_all()
+
+
+class _Forking(_Server):
+    """A stand-in server that also forks: it hands back a process that never ends."""
+
+    def spawn(self, cmd, stdout, stderr, env):
+        return type("Proc", (), {"pid": 4242, "args": cmd, "poll": lambda self: None})()
+
+
+def test_a_served_worker_honours_overlap_capture_stop(tmp_path) -> None:
+    """harness.overlap_capture_stop reaches workers forked from a traced server too (at
+    c6fae69 only workers under their own nsys had it)."""
+    from harness.config import compose
+    from harness.nsys import Nsys
+    from harness.runner import Suite
+
+    for on in (True, False):
+        raw, cfg = compose(["+scenario=forced_sync", f"harness.overlap_capture_stop={on}"])
+        suite = Suite(cfg, raw)
+        suite.device = "cuda"
+        suite.nsys = Nsys(path="nsys", version="stand-in")
+        servers = ProfileServers(lambda b, log: _Forking(), lambda u: tmp_path, tmp_path, 60.0)
+        suite.servers = servers
+        out = tmp_path / f"served-{on}"
+        out.mkdir()
+        live = suite._start_served(_unit("baseline"), out)
+        assert live is not None and live.quiet_past_window is on
+        servers.close_all()
