@@ -17,7 +17,9 @@ from tests.conftest import REPO
 REFERENCE = REPO / "results" / "reference"
 
 #: A folder's pictures may take this much in all (palette PNGs; see harness/report/doc.fig_png).
-MAX_PICTURES_BYTES = 400_000
+#: The H100 report of 2026-11-27 takes 432 kB: its sync_loading timeline alone is 183 kB (DALI's
+#: 15 decode streams, each kernel drawn), already a 199-colour palette image.
+MAX_PICTURES_BYTES = 450_000
 
 #: Folders whose report is written when their run is replaced (strict: once the report is there,
 #: this mark fails and asks to be removed).

@@ -23,15 +23,15 @@ def test_the_reference_run_reads_as_a_table(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| | before | after |"
     rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in lines[2:]}
-    # the run of 2026-11-27, both calls: 18 profiled processes (forked from traced servers and
-    # held at the gate like timing ones; six ran again on their own), 93 s waiting in
-    # cudaProfilerStop, 230 s of timing work
-    assert rows["all_calls_s"] == "| all_calls_s | 653 | 653 |"
+    # the run of 2026-11-27 (c6fae69), one call: 18 profiled processes forked from two traced
+    # servers per scenario (none ran again), 64 s waiting in cudaProfilerStop, 26 s held at the
+    # gate while the previous one waited there, 251 s of timing work
+    assert rows["all_calls_s"] == "| all_calls_s | 470 | 470 |"
     assert rows["profile: processes"] == "| profile: processes | 18 | 18 |"
-    assert rows["profile: capture_stop_s"] == "| profile: capture_stop_s | 93 | 93 |"
-    assert rows["profile: teardown_s"] == "| profile: teardown_s | 13 | 13 |"
-    assert rows["timing: wall_s"] == "| timing: wall_s | 230 | 230 |"
-    assert rows["profile: hold_s"] == "| profile: hold_s | 6 | 6 |"
+    assert rows["profile: capture_stop_s"] == "| profile: capture_stop_s | 64 | 64 |"
+    assert rows["profile: teardown_s"] == "| profile: teardown_s | 20 | 20 |"
+    assert rows["timing: wall_s"] == "| timing: wall_s | 251 | 251 |"
+    assert rows["profile: hold_s"] == "| profile: hold_s | 26 | 26 |"
 
 
 def test_a_folder_without_timings_is_refused(tmp_path, capsys):
