@@ -29,13 +29,20 @@ def _stopped(pid: int) -> bool:
     return _state(pid) == "T"
 
 
-def test_a_warm_up_runs_only_while_nothing_measures(tmp_path):
+def _sleepers(tmp_path: Path):
+    """A ``start`` for CompileWarmer whose warm-ups each sleep 1 s, and the processes it made."""
     procs: list[subprocess.Popen[bytes]] = []
 
     def start(scenario: str, variant: str) -> tuple[subprocess.Popen[bytes], Path]:
         cmd = [sys.executable, "-c", "import time; time.sleep(1.0)"]
         procs.append(subprocess.Popen(cmd, start_new_session=True))
         return procs[-1], tmp_path
+
+    return procs, start
+
+
+def test_a_warm_up_runs_only_while_nothing_measures(tmp_path):
+    procs, start = _sleepers(tmp_path)
 
     said: list[str] = []
     warmer = CompileWarmer([("k", "a"), ("k", "b")], start, said.append)
@@ -109,12 +116,7 @@ def test_the_run_warms_a_compiled_variant_in_the_background(cli, tmp_path, cache
 def test_two_warm_ups_run_at_once_and_pause_together(tmp_path):
     """harness.warm_parallel=2: both start while nothing measures, both are stopped while a
     worker measures, and each books its own pause."""
-    procs: list[subprocess.Popen[bytes]] = []
-
-    def start(scenario: str, variant: str) -> tuple[subprocess.Popen[bytes], Path]:
-        cmd = [sys.executable, "-c", "import time; time.sleep(1.0)"]
-        procs.append(subprocess.Popen(cmd, start_new_session=True))
-        return procs[-1], tmp_path
+    procs, start = _sleepers(tmp_path)
 
     said: list[str] = []
     warmer = CompileWarmer([("k", "a"), ("k", "b"), ("k", "c")], start, said.append, parallel=2)

@@ -63,6 +63,7 @@ def _child(i: int, log: str, go: int | None, setsid: bool, keeper: bool) -> None
             _log(log, ev="keeper")
             while True:
                 time.sleep(3600)
+        import nvtx
         import torch
 
         dev = "cuda" if GPU else "cpu"
@@ -77,13 +78,12 @@ def _child(i: int, log: str, go: int | None, setsid: bool, keeper: bool) -> None
         _log(log, ev="start", child=i)
         if GPU:
             torch.cuda.profiler.start()
-        torch.cuda.nvtx.range_push("probe_window") if GPU else _nvtx_push()
-        t = time.perf_counter()
-        while time.perf_counter() - t < WINDOW_S:
-            x = torch.tanh(x @ x)
-            if GPU:
-                torch.cuda.synchronize()
-        torch.cuda.nvtx.range_pop() if GPU else _nvtx_pop()
+        with nvtx.annotate("probe_window"):  # the capture range on a CPU machine
+            t = time.perf_counter()
+            while time.perf_counter() - t < WINDOW_S:
+                x = torch.tanh(x @ x)
+                if GPU:
+                    torch.cuda.synchronize()
         t = time.perf_counter()
         if GPU:
             torch.cuda.profiler.stop()
@@ -92,18 +92,6 @@ def _child(i: int, log: str, go: int | None, setsid: bool, keeper: bool) -> None
         _log(log, ev="error", child=i, error=repr(exc)[:300])
     finally:
         os._exit(0)
-
-
-def _nvtx_push() -> None:
-    import nvtx
-
-    nvtx.push_range("probe_window")
-
-
-def _nvtx_pop() -> None:
-    import nvtx
-
-    nvtx.pop_range()
 
 
 def _signals(log: str) -> None:
