@@ -171,13 +171,19 @@ class HarnessConfig:
     it, then waits before its warm-up until the current one has exited, so no warm-up or
     window runs beside another worker. Never two forked or two torchrun workers at once.
     False: each worker starts once the previous one has exited."""
-    overlap_capture_stop: bool = False
+    setup_batch: int = 4
+    """With ``overlap``: single-process workers of one scenario (not ``Scenario.setup_alone``)
+    are started up to this many at once while none measures, so their set-ups run side by
+    side; each then waits at its gate and they measure one after the other, never beside a
+    set-up. On the H100 a timing worker's set-up left the GPU idle 1-2 s, a compiled
+    variant's 8-10 s with a warm cache (2026-11-27). 1: one at a time."""
+    overlap_capture_stop: bool = True
     """On a GPU, with ``overlap``: the held worker goes on while the previous one, a profiled
     worker of the same scenario past its window, waits in cudaProfilerStop for nsys to take its
     capture while nsys works beside it (with served profiling the two are in different
-    sessions: ``nsys.server_lanes``). Unmeasured: on the H100 the profiled workers held 30 s in
-    all for it (2026-11-27, 3-4 s each), the most it could save; the reference run of that day
-    had it on, but served workers did not honour it then. False: warm up once the previous
+    sessions: ``nsys.server_lanes``). On the H100 each profiled worker's stop took 3-5 s,
+    64 s of the 2026-11-27 reference run's critical path; nsys already converts a closed
+    session's captures beside the next scenario's windows. False: warm up once the previous
     exited."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
@@ -203,6 +209,8 @@ class HarnessConfig:
             raise ValueError(
                 f"harness.max_window_s must be > 0 seconds or null, got {self.max_window_s}"
             )
+        if self.setup_batch < 1:
+            raise ValueError(f"harness.setup_batch must be >= 1, got {self.setup_batch}")
         if self.warm_parallel < 1:
             raise ValueError(f"harness.warm_parallel must be >= 1, got {self.warm_parallel}")
         if self.max_warmup_s is not None and self.max_warmup_s <= 0:

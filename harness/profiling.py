@@ -93,7 +93,8 @@ class ProfileServers:
         self._run_dir = run_dir
         self._close_timeout_s = close_timeout_s
         # every scenario's server starts at once, when the run starts, so their imports are
-        # done before the first worker measures (a start that fails is tried again)
+        # done before the first worker measures (the runner holds its gate; a start that fails
+        # is tried again)
         # (threads that wait on a start each: all of them at once, in one wave of imports)
         self._starts = ThreadPoolExecutor(max_workers=32, thread_name_prefix="profile-server")
         self._pool = ThreadPoolExecutor(max_workers=8, thread_name_prefix="profile-report")
@@ -138,6 +139,10 @@ class ProfileServers:
         for session in list(self._all):
             with contextlib.suppress(Exception):
                 session.starting.result()
+
+    def starting(self) -> bool:
+        """Whether a session's server is still starting (nsys and the imports of torch)."""
+        return any(not s.starting.done() for s in self._all)
 
     def writing(self) -> bool:
         """Whether nsys is still writing a closed session's reports."""

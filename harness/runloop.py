@@ -1,15 +1,17 @@
-"""The run loop: one worker measures at a time, the next one starts while it tears down.
+"""The run loop: one worker measures at a time; the next ones start while nothing measures.
 
 A unit's worker goes through import, set-up, (held), warm-up, window, tear-down and says where
-it is in ``.progress.json`` (:class:`harness.runfolder.WorkerState`). The loop keeps at most two
-workers alive: once the current one's measured window is over (a profiled worker then waits
-8-14 s in cudaProfilerStop while nsys takes its capture, on the H100), the next one is started
-so that its imports and set-up run beside that tear-down; it then waits at its gate, before its
-warm-up, until the current one has exited (and the scenario's exports, if it was the scenario's
-last, are done). So no warm-up or window ever runs beside another worker's; only nsys writing an
-earlier report in the background may (``nsys.background_finalize``), and, on a GPU, nsys taking
-a profiled worker's capture while that worker waits in cudaProfilerStop
-(``harness.overlap_capture_stop``).
+it is in ``.progress.json`` (:class:`harness.runfolder.WorkerState`). Once the current worker's
+measured window is over (a profiled worker then waits 3-14 s in cudaProfilerStop while nsys
+takes its capture, on the H100), the next ones are started: up to ``batch`` workers of one
+scenario at once (``harness.setup_batch``), so that their imports and set-ups run beside that
+tear-down and beside each other. Each then waits at its gate, before its warm-up, until every
+other live worker has exited or waits at its own gate (and the host lets it measure: no report
+being written before a timing worker). So no warm-up or window ever runs beside another
+worker's set-up, warm-up or window; only nsys writing an earlier report in the background may
+(``nsys.background_finalize``), and, on a GPU, nsys taking a profiled worker's capture while
+that worker waits in cudaProfilerStop (``harness.overlap_capture_stop``). No worker starts
+while one measures.
 
 The loop itself knows processes and states, not what a unit means: launching, recording and
 exporting are the runner's (:class:`Host`).
@@ -141,6 +143,13 @@ class Host(Protocol):
     def ready(self, unit: Unit) -> bool:
         """Whether ``unit`` may be launched now (False while its compiler cache is filled)."""
 
+    def may_measure(self, unit: Unit) -> bool:
+        """Whether ``unit``'s worker, set up and held, may warm up now (False while nsys
+        writes a report that a timing worker must not measure beside)."""
+
+    def sets_up_together(self, unit: Unit) -> bool:
+        """Whether ``unit``'s worker may set up beside other workers setting up."""
+
     def tick(self, live: list[Live], measuring: bool) -> None:
         """Once per loop turn: progress display, background work paused while ``measuring``."""
 
@@ -148,11 +157,13 @@ class Host(Protocol):
 class RunLoop:
     """Runs ``units`` in order through ``host``, overlapping tear-downs with start-ups."""
 
-    def __init__(self, host: Host, units: Iterable[Unit], overlap: bool) -> None:
+    def __init__(self, host: Host, units: Iterable[Unit], overlap: bool, batch: int = 1) -> None:
         self.host = host
         self.queue: deque[Unit] = deque(units)
         self.live: list[Live] = []
         self.overlap = overlap
+        self.batch = batch
+        """Workers that may set up at once (``harness.setup_batch``)."""
 
     def run(self) -> None:
         """Until every unit has ended; on any exception (a stop signal) the live workers'
@@ -201,16 +212,11 @@ class RunLoop:
             self.host.scenario_done(scenario)
 
     def _launch_next(self) -> bool:
-        if not self.queue or len(self.live) >= 2 or not self.host.ready(self.queue[0]):
+        if not self.queue or not self.host.ready(self.queue[0]):
             return False
         unit = self.queue[0]
-        if self.live:
-            current = self.live[0]
-            current.refresh()
-            if not (self.overlap and current.past_window and current.single):
-                return False
-            if not self.host.may_overlap(current, unit):
-                return False
+        if self.live and not self._may_join(unit):
+            return False
         self.queue.popleft()
         item = self.host.launch(unit)
         if isinstance(item, Outcome):  # not run here (skipped): recorded at once
@@ -220,20 +226,49 @@ class RunLoop:
         self.live.append(item)
         return True
 
-    def _open_gate(self) -> bool:
-        """The oldest worker held at its gate goes on once every other one has exited, or
-        only waits past its window (``Live.quiet_past_window``)."""
-        held = [x for x in self.live if not x.opened and x.state == WorkerState.HELD]
-        if not held:
+    def _may_join(self, unit: Unit) -> bool:
+        """Whether ``unit`` may start beside the live workers: with ``overlap``, while none
+        of them measures and at most one is past its window, and, where some have not reached
+        their gate yet, as one more of their batch (same scenario, each free to set up beside
+        the others, none held yet: a batch is launched in one go and then measured in turn)."""
+        if not self.overlap:
             return False
-        item = held[0]
+        for item in self.live:
+            item.refresh()
+        if any(not x.single or (x.opened and not x.past_window) for x in self.live):
+            return False
+        if sum(x.opened for x in self.live) > 1:  # past their windows: one at a time
+            return False
+        starting = [x for x in self.live if not x.opened]
+        if starting:
+            together = [unit] + [x.unit for x in starting]
+            if (
+                len(starting) >= self.batch
+                or any(x.state == WorkerState.HELD for x in starting)
+                or any(u.scenario != unit.scenario for u in together)
+                or not all(self.host.sets_up_together(u) for u in together)
+            ):
+                return False
+        return all(self.host.may_overlap(x, unit) for x in self.live)
+
+    def _open_gate(self) -> bool:
+        """The oldest worker held at its gate goes on once every other one has exited, waits
+        at its own gate, or only waits past its window (``Live.quiet_past_window``)."""
+        waiting = [x for x in self.live if not x.opened]
+        if not waiting or waiting[0].state != WorkerState.HELD:
+            return False  # the oldest one first; nothing measures beside a set-up
+        item = waiting[0]
         # Only beside a worker of the same scenario: the exit of a scenario's last worker
         # starts its exports, which nothing may measure beside.
         others = [x for x in self.live if x is not item]
         if not all(
-            x.quiet_past_window and x.past_window and x.unit.scenario == item.unit.scenario
+            x.state == WorkerState.HELD
+            if not x.opened
+            else x.quiet_past_window and x.past_window and x.unit.scenario == item.unit.scenario
             for x in others
         ):
+            return False
+        if not self.host.may_measure(item.unit):
             return False
         self.host.tick(self.live, True)  # background work pauses before the warm-up starts
         item.open_gate()

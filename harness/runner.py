@@ -590,9 +590,7 @@ class Suite:
         for scenario in scenarios:
             servers.start(scenario)
         self.progress.activity(f"starting {len(scenarios)} traced fork servers (nsys)")
-        self._forkserver()  # the unprofiled one imports meanwhile
-        servers.ready()
-        return servers
+        return servers  # the first workers set up meanwhile; they measure once it is done
 
     def _server_preload(self, scenario: str) -> list[str]:
         """What a scenario's traced server imports besides torch: the fork server's list, less
@@ -807,7 +805,7 @@ class Suite:
         if not redo:
             return
         self._say(f"profiling {len(redo)} variants again, one nsys process each")
-        RunLoop(self, redo, self.overlapping).run()
+        RunLoop(self, redo, self.overlapping, self.cfg.harness.setup_batch).run()
         self.run_exports(run_dir)
 
     # -- the run loop's host (harness.runloop.Host) --------------------------------------
@@ -829,19 +827,32 @@ class Suite:
         return current.state == WorkerState.TEARDOWN or self.servers.free(unit.scenario)
 
     def ready(self, unit: Unit) -> bool:
-        """A variant whose compiler cache is being filled starts once that has ended; a timing
-        worker, once nsys has written the reports of the scenarios profiled before it."""
-        if not unit.is_profile and self._writing_reports():
-            if unit not in self._waited_reports:
-                self._waited_reports.add(unit)
-                self._say(f"{unit.label} waits for nsys to write the last scenario's reports")
-            return False
+        """A variant whose compiler cache is being filled starts once that has ended."""
         if self.warmer is None or not self.warmer.pending(unit.scenario, unit.variant):
             return True
         if unit not in self._waited:
             self._waited.add(unit)
             self._say(f"{unit.label} waits for its compiler-cache warm-up to end")
         return False
+
+    def may_measure(self, unit: Unit) -> bool:
+        """A worker warms up once the traced fork servers have started (their imports), a
+        timing worker once nsys has written the reports of the scenarios profiled before it
+        (either may set up meanwhile)."""
+        if self.servers is not None and self.servers.starting():
+            return False
+        if unit.is_profile or not self._writing_reports():
+            return True
+        if unit not in self._waited_reports:
+            self._waited_reports.add(unit)
+            self._say(f"{unit.label} waits for nsys to write the last scenario's reports")
+        return False
+
+    def sets_up_together(self, unit: Unit) -> bool:
+        """Single-process workers of a scenario whose set-up neither measures nor leaves
+        threads working (``Scenario.setup_alone``)."""
+        found = self.found[unit.scenario]
+        return found.world_size <= 1 and not found.setup_alone and not self.cfg.dist.multinode
 
     def _writing_reports(self) -> bool:
         """Whether nsys still writes a report in the background (a closed session's, or a
@@ -990,7 +1001,7 @@ class Suite:
                     "CUDA process at a time, so workers do not overlap and no compiler-cache "
                     "warm-up runs beside them"
                 )
-            RunLoop(self, todo, self.overlapping).run()
+            RunLoop(self, todo, self.overlapping, self.cfg.harness.setup_batch).run()
             t_exports = time.perf_counter()
             if self.servers is not None:
                 self.servers.close_all()

@@ -311,6 +311,10 @@ class Scenario:
     """Callable (cfg, size, variant_name, ctx) -> Workload."""
     world_size: int = 1
     """Processes per variant; above 1 the worker is launched through torchrun."""
+    setup_alone: bool = False
+    """Its workers set up with no other worker setting up beside them (harness.setup_batch):
+    for a scenario whose set-up measures something (a loader's own rate) or leaves threads
+    working after it (loader workers filling their prefetch queues)."""
     expected_diagnosis: str = ""
     """What the nsys export must show on the baseline and not on the fixes."""
     limit_note: str = ""

@@ -29,12 +29,14 @@ def say(state):
     with open(tmp, "w") as fh:
         json.dump({"state": state, "stage": None, "at": time.time()}, fh)
     os.replace(tmp, os.path.join(out, ".progress.json"))
+times = {"setup_from": time.time()}
 say("setup")
-time.sleep(0.1)
+time.sleep(float(sys.argv[3]) if len(sys.argv) > 3 else 0.1)
+times["setup_to"] = time.time()
 say("held")
 while not os.path.exists(os.path.join(out, ".go")):
     time.sleep(0.005)
-times = {"measure_from": time.time()}
+times["measure_from"] = time.time()
 say("warmup"); time.sleep(0.2)
 say("window"); time.sleep(0.3)
 times["measure_to"] = time.time()
@@ -50,10 +52,20 @@ class FakeHost:
     """Launches stand-in workers; records what the loop did and when."""
 
     def __init__(
-        self, tmp: Path, teardown_s: dict[str, float], stop_after: str = "", quiet: bool = False
+        self,
+        tmp: Path,
+        teardown_s: dict[str, float],
+        stop_after: str = "",
+        quiet: bool = False,
+        setup_s: dict[str, float] | None = None,
+        alone: tuple[str, ...] = (),
     ) -> None:
         self.tmp = tmp
         self.quiet = quiet
+        self.setup_s = setup_s or {}
+        self.alone = alone
+        self.writing_until = 0.0
+        """A report is being written until then (epoch seconds): timing workers must wait."""
         self.teardown_s = teardown_s
         self.stop_after = stop_after
         self.ended_at: dict[str, float] = {}
@@ -69,7 +81,10 @@ class FakeHost:
             return Outcome(Status.SKIPPED, "not here")
         out = self.out(unit)
         out.mkdir(parents=True)
-        cmd = [sys.executable, "-c", WORKER, str(out), str(self.teardown_s.get(unit.variant, 0))]
+        cmd = [
+            sys.executable, "-c", WORKER, str(out), str(self.teardown_s.get(unit.variant, 0)),
+            str(self.setup_s.get(unit.variant, 0.1)),
+        ]  # fmt: skip
         proc = subprocess.Popen(cmd, start_new_session=True)
         self.procs.append(proc)
         self.launched_at[unit.variant] = time.time()
@@ -89,6 +104,12 @@ class FakeHost:
 
     def ready(self, unit: Unit) -> bool:
         return True
+
+    def may_measure(self, unit: Unit) -> bool:
+        return unit.is_profile or time.time() >= self.writing_until
+
+    def sets_up_together(self, unit: Unit) -> bool:
+        return unit.scenario not in self.alone
 
     def tick(self, live: list[Live], measuring: bool) -> None:
         if self.stop_after and any(x.unit.variant == self.stop_after for x in live):
@@ -186,3 +207,61 @@ def test_a_paused_process_group_is_still_stopped_at_once(tmp_path):
     kill_group(proc, grace_s=30.0)
     assert time.perf_counter() - t0 < 25
     assert proc.returncode == -signal.SIGTERM
+
+
+def _spans(host: FakeHost, units: list[Unit]) -> dict[str, dict[str, float]]:
+    return {u.variant: host.times(u.variant, u.scenario) for u in units}
+
+
+def _no_set_up_or_window_beside_a_window(spans: dict[str, dict[str, float]]) -> None:
+    """No worker sets up, warms up or measures while another one warms up or measures."""
+    for name, own in spans.items():
+        for other, t in spans.items():
+            if other == name:
+                continue
+            for a, b in (("setup_from", "setup_to"), ("measure_from", "measure_to")):
+                overlap = min(own["measure_to"], t[b]) - max(own["measure_from"], t[a])
+                assert overlap <= 0, (name, other, a, overlap)
+
+
+def test_a_batch_sets_up_side_by_side_and_measures_in_turn(tmp_path):
+    """harness.setup_batch=3: three workers of a scenario start together, their 1 s set-ups
+    run at once, then each measures alone; the fourth starts only once the third is past its
+    window (never during a window), so the four take about two set-ups, not four."""
+    host = FakeHost(tmp_path, {}, setup_s={v: 1.0 for v in "abcd"})
+    units = [Unit("s", v, "timing-1") for v in "abcd"]
+    RunLoop(host, units, overlap=True, batch=3).run()
+    spans = _spans(host, units)
+    first_window = min(t["measure_from"] for t in spans.values())
+    assert all(host.launched_at[v] < first_window for v in "abc")  # launched together
+    assert all(spans[v]["setup_to"] <= first_window for v in "abc")  # all set up first
+    assert host.launched_at["d"] >= spans["c"]["measure_to"]
+    assert [v for v, _ in sorted(spans.items(), key=lambda i: i[1]["measure_from"])] == list(
+        "abcd"
+    )  # in order
+    _no_set_up_or_window_beside_a_window(spans)
+    # 3 windows of 0.5 s after one 1 s set-up: b's window starts within ~2.5 s of a's launch
+    assert spans["c"]["measure_from"] - host.launched_at["a"] < 3.0
+
+
+@pytest.mark.parametrize("alone", [True, False], ids=["setup_alone", "other_scenario"])
+def test_a_batch_holds_one_scenario_that_sets_up_together(tmp_path, alone):
+    """A scenario whose set-up measures (Scenario.setup_alone) starts one worker at a time;
+    a batch never takes in the next scenario's workers."""
+    host = FakeHost(tmp_path, {}, alone=("s",) if alone else ())
+    units = [Unit("s", "a", "timing-1"), Unit("s" if alone else "t", "b", "timing-1")]
+    RunLoop(host, units, overlap=True, batch=4).run()
+    spans = _spans(host, units)
+    assert host.launched_at["b"] >= spans["a"]["measure_to"]
+    _no_set_up_or_window_beside_a_window(spans)
+
+
+def test_a_timing_worker_sets_up_while_a_report_is_written_and_measures_after(tmp_path):
+    """While nsys writes a report a timing worker may start and set up, but it warms up only
+    once the report is written (Host.may_measure)."""
+    host = FakeHost(tmp_path, {})
+    host.writing_until = time.time() + 1.5
+    units = [Unit("s", "a", "timing-1")]
+    RunLoop(host, units, overlap=True, batch=2).run()
+    assert host.launched_at["a"] < host.writing_until - 1.0
+    assert host.times("a")["measure_from"] >= host.writing_until

@@ -9,6 +9,9 @@ per class).
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -58,8 +61,18 @@ def load_thresholds(overrides: Mapping[str, Any] | None = None) -> dict[str, Any
     """The thresholds as a plain nested dict (``cfg["host_sync"]["min_saving_share"]``): the
     schema's defaults (:class:`analysis.detect.config.DiagnosisConfig`) with ``overrides``
     (nested, or the whole dict of a run's config) merged in, validated: an unknown key or a value
-    out of range raises :class:`~analysis.detect.config.ThresholdError` naming the key."""
-    return diagnosis_thresholds(overrides)
+    out of range raises :class:`~analysis.detect.config.ThresholdError` naming the key.
+    Validated once per distinct ``overrides`` (a run judges each export with the same ones)."""
+    try:
+        key = json.dumps(overrides or {}, sort_keys=True)
+    except TypeError:  # not plain data (e.g. an OmegaConf node): validated every time
+        return diagnosis_thresholds(overrides)
+    return copy.deepcopy(_validated(key))
+
+
+@functools.lru_cache(maxsize=32)
+def _validated(overrides_json: str) -> dict[str, Any]:
+    return diagnosis_thresholds(json.loads(overrides_json))
 
 
 def diagnose(
