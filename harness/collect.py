@@ -43,6 +43,11 @@ TIMING_PARTS = (*WORKER_PARTS, "teardown_s", "finalize_s", "export_s")
 #: When the worker was launched and when it ended (epoch seconds): what ran beside what.
 STAMPS = ("launched_at", "ended_at")
 
+#: When it was set up (then held at its gate), began its warm-up and ended its window (epoch
+#: seconds, the worker's own clock): the run's critical path is these windows and the gaps
+#: between them.
+MEASURE_STAMPS = ("setup_ended_at", "warmup_started_at", "window_ended_at")
+
 
 def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
     """One row per worker process: its wall time split into :data:`TIMING_PARTS`, its launch
@@ -56,6 +61,7 @@ def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
             rows.append(row)
             stages.update(dict.fromkeys(k for k in row if _is_stage_column(k)))
     columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS, *STAMPS]
+    columns += list(MEASURE_STAMPS)
     columns += [*IMPORT_PARTS, *stages]
     return pd.DataFrame(rows, columns=columns)
 
@@ -101,6 +107,7 @@ def _timing_row(run_dir: Path, unit: Unit) -> dict[str, Any] | None:
     row["finalize_s"] = status.get("finalize_s")
     row["export_s"] = status.get("export_s")
     row.update({key: status.get(key) for key in STAMPS})
+    row.update({key: timing.get(key) for key in MEASURE_STAMPS})
     row.update({key: timing.get(key) for key in IMPORT_PARTS})
     for name, seconds in (timing.get("setup_stages_s") or {}).items():
         row[setup_stage_column(str(name))] = seconds
@@ -129,7 +136,23 @@ def wall_time_record(
     record["workers_busy_s"] = busy
     overlap = float(stamped["wall_s"].sum()) - busy if len(stamped) else 0.0
     record["workers_overlap_s"] = max(0.0, overlap)  # walls and stamps differ by rounding
+    record.update(_measuring(table))
     return record
+
+
+def _measuring(table: pd.DataFrame) -> dict[str, float]:
+    """``measuring_s``: the time some worker warmed up or measured (the union of its spans);
+    ``between_measurements_s``: the rest of the time from the first warm-up to the last window's
+    end, when the GPU waited on set-ups, gates and tear-downs."""
+    cols = ["warmup_started_at", "window_ended_at"]
+    if not set(cols) <= set(table):
+        return {}
+    spans = table.dropna(subset=cols)
+    if spans.empty:
+        return {}
+    measuring = _union_length(spans[cols[0]], spans[cols[1]])
+    reach = float(spans[cols[1]].max()) - float(spans[cols[0]].min())
+    return {"measuring_s": measuring, "between_measurements_s": max(0.0, reach - measuring)}
 
 
 def _union_length(starts: Any, ends: Any) -> float:

@@ -119,7 +119,8 @@ class HarnessConfig:
     resume: str | None = None
     """An earlier run folder to finish: variants that already finished are skipped."""
     timeout_s: float = 900.0
-    """Wall-clock limit for one worker process (one variant, one phase)."""
+    """Wall-clock limit for one worker process (one variant, one phase), not counting the time
+    it waits at its gate while the workers started before it measure."""
     repeats: int = 2
     """Unprofiled timing runs per variant, interleaved across variants for side-by-side ratios.
     Two rounds give the bootstrap both between-process and within-window spread; each more

@@ -64,6 +64,9 @@ class Live:
     stage: str | None = None
     since: float = 0.0
     """When the current state and stage were first seen (``time.perf_counter``)."""
+    held_s: float = 0.0
+    """Seconds it waited at its gate (for the workers measuring before it): not counted
+    against ``timeout_s``."""
 
     def __post_init__(self) -> None:
         self.opened = not self.gated
@@ -96,13 +99,20 @@ class Live:
 
     def open_gate(self) -> None:
         """Let a worker held before its warm-up go on."""
+        self.held_s = self.held_now()
         (self.out_dir / rf.GO).touch()
         self.opened = True
+
+    def held_now(self) -> float:
+        """Seconds waited at its gate so far."""
+        if not self.opened and self.state == WorkerState.HELD:
+            return self.held_s + time.perf_counter() - self.since
+        return self.held_s
 
     def poll(self) -> Outcome | None:
         """How it ended (timed out, exited, or, under nsys, its worker gone while nsys still
         writes the report); None while it runs."""
-        if time.perf_counter() - self.t0 > self.timeout_s:
+        if time.perf_counter() - self.t0 - self.held_now() > self.timeout_s:
             return timed_out(self.proc, self.out_dir, self.t0, self.timeout_s, self.label)
         rc = self.proc.poll()
         wall = time.perf_counter() - self.t0

@@ -345,7 +345,8 @@ class Suite:
             report_progress=True,
             gate=single and not warm_only,
             parent_pid=os.getpid(),
-            gate_timeout_s=self.cfg.harness.timeout_s,
+            # held while up to a whole batch sets up and measures before it
+            gate_timeout_s=self.cfg.harness.timeout_s * (self.cfg.harness.setup_batch + 1),
             exit_after_capture=unit.is_profile and self._leaves_after_capture(),
             warm_only=warm_only,
             capture_lead_steps=self.cfg.nsys.capture_lead_steps

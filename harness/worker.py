@@ -334,6 +334,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     try:
         if spec.warm_only:  # the compiler cache is filled: nothing is measured here
             return {"warm_only": True, "setup_s": setup_s, "import_s": import_s}
+        setup_ended_at = time.time()  # set up: from here it only waits at its gate
         if spec.gate and not distributed:
             hold_s = wait_at_gate(spec)
         _say_progress(spec, rf.WorkerState.WARMUP)
@@ -372,6 +373,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "warmup_s": warmup_s,
         "window_s": window_s,
         "capture_stop_s": stop_s,
+        "setup_ended_at": setup_ended_at,
         "warmup_started_at": warmup_started_at,
         "window_ended_at": window_ended_at,
         "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),

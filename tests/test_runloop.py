@@ -265,3 +265,26 @@ def test_a_timing_worker_sets_up_while_a_report_is_written_and_measures_after(tm
     RunLoop(host, units, overlap=True, batch=2).run()
     assert host.launched_at["a"] < host.writing_until - 1.0
     assert host.times("a")["measure_from"] >= host.writing_until
+
+
+def test_a_worker_held_behind_a_slow_batch_mate_is_not_timed_out(tmp_path):
+    """harness.timeout_s counts a worker's own work, not its wait at the gate: b, set up in
+    0.1 s, waits while a sets up for 2.5 s; with a 2 s limit it still runs, and a, slow in its
+    set-up, is the one past the limit."""
+
+    class Limited(FakeHost):
+        def launch(self, unit: Unit) -> Live | Outcome:
+            item = super().launch(unit)
+            assert isinstance(item, Live)
+            item.timeout_s = 2.0
+            return item
+
+        def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
+            self.outcomes[unit.variant] = outcome.status
+            return []
+
+    host = Limited(tmp_path, {}, setup_s={"a": 2.5, "b": 0.1, "c": 1.0})
+    host.outcomes = {}
+    units = [Unit("s", v, "timing-1") for v in "abc"]
+    RunLoop(host, units, overlap=True, batch=3).run()
+    assert host.outcomes == {"a": Status.TIMEOUT, "b": Status.OK, "c": Status.OK}

@@ -48,3 +48,42 @@ def test_smoke_runs_every_variant(name, smoke_run):
         else:
             assert v.needs_gpu in runs.loc[v.name, "error"]
     assert runs.loc[scen.baseline.name, "speedup"] == pytest.approx(1.0)
+
+
+#: Seconds of slack between two clock readings (smoke windows last a few milliseconds).
+CLOCK_SLACK_S = 0.001
+
+
+def test_batches_set_up_together_and_measure_alone(smoke_run):
+    """harness.setup_batch: workers of a scenario started together set up side by side, but no
+    warm-up or window ran beside another worker's set-up, warm-up, window or tear-down: beside
+    it another worker was at most waiting at its gate (set up, held), and some were."""
+    _, run_dir = smoke_run
+    timings = pd.read_csv(run_dir / "timings.csv")
+    timings = timings[timings["status"] == "ok"]
+    spans = []
+    for row in timings.itertuples():
+        folder = run_dir / row.scenario / row.variant / row.phase
+        timing = json.loads((folder / "result.json").read_text())["timing"]
+        gate = timing["setup_ended_at"]
+        spans.append(
+            (row.launched_at, gate, timing["warmup_started_at"], timing["window_ended_at"],
+             row.ended_at, f"{row.scenario}/{row.variant}/{row.phase}")
+        )  # fmt: skip
+    held_beside = 0
+    for launched, gate, start, end, ended, name in spans:
+        assert launched <= gate + CLOCK_SLACK_S and start <= end <= ended, name
+        for o_launched, o_gate, o_start, _, o_ended, other in spans:
+            if other == name:
+                continue
+            busy = [(o_launched, o_gate), (o_start, o_ended)]  # all but its wait at the gate
+            for lo, hi in busy:
+                assert min(end, hi) - max(start, lo) <= CLOCK_SLACK_S, (name, other, lo, hi)
+            held_beside += min(end, o_start) - max(start, o_gate) > 0
+    assert held_beside > 0  # batches did run
+    wall = json.loads((run_dir / "wall_time.json").read_text())
+    measured = sum(end - start for _, _, start, end, _, _ in spans)  # spans never overlap
+    assert wall["measuring_s"] == pytest.approx(measured, abs=1e-6)
+    first = min(start for _, _, start, _, _, _ in spans)
+    last = max(end for _, _, _, end, _, _ in spans)
+    assert wall["between_measurements_s"] == pytest.approx(last - first - measured, abs=1e-6)

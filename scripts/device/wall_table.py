@@ -58,6 +58,8 @@ def column(run: Path) -> dict[str, str]:
             cells[f"{kind}: {p}"] = (
                 _s(part[p].sum()) if p in part and part[p].notna().any() else "–"
             )
+    cells["measuring: warm-ups and windows (s)"] = _s(wall.get("measuring_s"))
+    cells["between measurements (s)"] = _s(wall.get("between_measurements_s"))
     cells["worker time beside another worker (s)"] = _s(wall.get("workers_overlap_s"))
     cells["time a worker ran (s)"] = _s(wall.get("workers_busy_s"))
     warm = wall.get("warm_compile") or []
