@@ -1189,6 +1189,7 @@ class Suite:
         return {
             "overlap": self.overlapping,
             "overlap_capture_stop": self.overlap_capture_stop,
+            "setup_batch": self.cfg.harness.setup_batch if self.overlapping else 1,
             "preload_unforked": self.cfg.harness.preload_unforked,
             "warm_compile": self.warming,
             "exit_after_capture": self._leaves_after_capture(),

@@ -82,6 +82,7 @@ def test_batches_set_up_together_and_measure_alone(smoke_run):
             held_beside += min(end, o_start) - max(start, o_gate) > 0
     assert held_beside > 0  # batches did run
     wall = json.loads((run_dir / "wall_time.json").read_text())
+    assert wall["settings"]["setup_batch"] == 4  # the default, recorded
     measured = sum(end - start for _, _, start, end, _, _ in spans)  # spans never overlap
     assert wall["measuring_s"] == pytest.approx(measured, abs=1e-6)
     first = min(start for _, _, start, _, _, _ in spans)

@@ -23,15 +23,19 @@ def test_the_reference_run_reads_as_a_table(capsys):
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "| | before | after |"
     rows = {ln.split(" | ")[0].lstrip("| "): ln for ln in lines[2:]}
-    # the run of 2026-11-27 (c6fae69), one call: 18 profiled processes forked from two traced
-    # servers per scenario (none ran again), 64 s waiting in cudaProfilerStop, 26 s held at the
-    # gate while the previous one waited there, 251 s of timing work
-    assert rows["all_calls_s"] == "| all_calls_s | 470 | 470 |"
+    # the run of 2026-11-27 (7716222), one call: 18 profiled processes forked from two traced
+    # servers per scenario, 64 s waiting in cudaProfilerStop (beside the next one's window),
+    # timing workers started up to 4 at once (433 s of their wall, most of it held at the gate),
+    # 212 s warming up or measuring and 134 s between those from the first to the last
+    assert rows["all_calls_s"] == "| all_calls_s | 402 | 402 |"
     assert rows["profile: processes"] == "| profile: processes | 18 | 18 |"
     assert rows["profile: capture_stop_s"] == "| profile: capture_stop_s | 64 | 64 |"
     assert rows["profile: teardown_s"] == "| profile: teardown_s | 20 | 20 |"
-    assert rows["timing: wall_s"] == "| timing: wall_s | 251 | 251 |"
-    assert rows["profile: hold_s"] == "| profile: hold_s | 26 | 26 |"
+    assert rows["timing: wall_s"] == "| timing: wall_s | 433 | 433 |"
+    assert rows["profile: hold_s"] == "| profile: hold_s | 56 | 56 |"
+    measuring, between = "measuring: warm-ups and windows (s)", "between measurements (s)"
+    assert rows[measuring] == f"| {measuring} | 212 | 212 |"
+    assert rows[between] == f"| {between} | 134 | 134 |"
 
 
 def test_a_folder_without_timings_is_refused(tmp_path, capsys):
