@@ -142,7 +142,8 @@ class Host(Protocol):
         """Start the unit's worker, or say why it does not run (an outcome, e.g. skipped)."""
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
-        """Whether ``unit`` may start while ``current`` tears down."""
+        """Whether ``unit`` may start beside ``current`` (tearing down, or setting up in the
+        batch ``unit`` would join)."""
 
     def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
         """Record how a unit ended; units to run again next (normally none)."""

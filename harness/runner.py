@@ -815,10 +815,11 @@ class Suite:
         return self.start(unit, self.run_dir)
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
-        """``unit`` may start while ``current`` tears down: single-process workers of one node
-        (a fork server runs its children side by side); a served profile, once a session of its
-        scenario runs no worker or ``current``'s capture has been taken (a worker forked while
-        a sibling's capture range is open loses its own: harness/profiling.py)."""
+        """``unit`` may start beside ``current`` (tearing down, or setting up in its batch):
+        single-process workers of one node (a fork server runs its children side by side); a
+        served profile, once a session of its scenario runs no worker or ``current``'s capture
+        has been taken (a worker forked while a sibling's capture range is open loses its own:
+        harness/profiling.py)."""
         if self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1:
             return False
         session = self._forked_from.get(current.unit)
