@@ -143,11 +143,6 @@ class HarnessConfig:
     and severities stay as they are; only the number of measured steps shrinks. None: off."""
     min_steps: int = 5
     """The fewest measured steps a shortened window keeps."""
-    min_warmup_s: float | None = None
-    """Warm-up floor per worker: after its planned steps the warm-up goes on until it has run
-    this long (a 4 ms step's 10 warm-up steps last 40 ms, too short for the GPU's clocks to
-    come up after the GPU sat idle). Not applied to torchrun workers. None: the planned
-    steps."""
     max_warmup_s: float | None = 5.0
     """Warm-up budget per worker: the warm-up ends once it has run this long and at least 4
     steps (a 1 s data-bound baseline step warms up in 5 steps, not 10). Compilation and CUDA
@@ -219,10 +214,6 @@ class HarnessConfig:
             raise ValueError(f"harness.setup_batch must be >= 1, got {self.setup_batch}")
         if self.warm_parallel < 1:
             raise ValueError(f"harness.warm_parallel must be >= 1, got {self.warm_parallel}")
-        if self.min_warmup_s is not None and self.min_warmup_s <= 0:
-            raise ValueError(
-                f"harness.min_warmup_s must be > 0 seconds or null, got {self.min_warmup_s}"
-            )
         if self.max_warmup_s is not None and self.max_warmup_s <= 0:
             raise ValueError(
                 f"harness.max_warmup_s must be > 0 seconds or null, got {self.max_warmup_s}"

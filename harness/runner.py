@@ -341,7 +341,6 @@ class Suite:
             max_window_s=self.cfg.harness.window_budget_s(unit.phase),
             min_steps=self.cfg.harness.min_steps,
             max_warmup_s=self.cfg.harness.max_warmup_s,
-            min_warmup_s=self.cfg.harness.min_warmup_s,
             preload=self.unforked_preload(unit) if preload else [],
             report_progress=True,
             gate=single and not warm_only,

@@ -82,9 +82,6 @@ class WorkerSpec:
     max_warmup_s: float | None = None
     """harness.max_warmup_s: end the warm-up early once it has run this long and at least
     ``MIN_WARMUP_STEPS`` steps (single-process workers only); None runs every warm-up step."""
-    min_warmup_s: float | None = None
-    """harness.min_warmup_s: go on warming up past the planned steps until it has run this
-    long (single-process workers only); None: the planned steps."""
     preload: list[str] = field(default_factory=list)
     """Modules imported right after torch (``import_preload_s``, part of ``import_s``): what
     the fork server imports for forked workers, so that a worker started as a new interpreter
@@ -215,15 +212,12 @@ def _warm_up(
     t0 = time.perf_counter()
     # Ranks must run the same steps (each one holds collectives): no early end there.
     budget = None if distributed else spec.max_warmup_s
-    floor = None if distributed else spec.min_warmup_s
     ends: list[float] = []
-    i = 0
-    while i < planned or (floor is not None and (not ends or ends[-1] - t0 < floor)):
+    for i in range(planned):
         with markers.phase(markers.STEP):
             workload.step(i)
         ends.append(time.perf_counter())
-        i += 1
-        if i <= planned and warmup_done(budget, len(ends), ends[-1] - t0):
+        if warmup_done(budget, len(ends), ends[-1] - t0):
             break
     sync()
     t_end = time.perf_counter()

@@ -4,13 +4,11 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
-from types import SimpleNamespace
 
 import pytest
 
 from harness.config import HarnessConfig
-from harness.worker import MIN_WARMUP_STEPS, _warm_up, warmup_done, window_steps
+from harness.worker import MIN_WARMUP_STEPS, warmup_done, window_steps
 from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir, smoke_args
 
 
@@ -38,8 +36,6 @@ def test_window_budget_is_validated():
         HarnessConfig(export_workers=0)
     with pytest.raises(ValueError, match="max_warmup_s"):
         HarnessConfig(max_warmup_s=0)
-    with pytest.raises(ValueError, match="min_warmup_s"):
-        HarnessConfig(min_warmup_s=0)
     with pytest.raises(ValueError, match="profile_max_window_s"):
         HarnessConfig(profile_max_window_s=-1)
 
@@ -55,31 +51,6 @@ def test_window_budget_is_validated():
 )
 def test_warmup_done(budget, done, elapsed, expected):
     assert warmup_done(budget, done, elapsed) is expected
-
-
-class _Sleeper:
-    """A workload whose steps sleep 20 ms."""
-
-    def __init__(self) -> None:
-        self.steps: list[int] = []
-
-    def step(self, index: int) -> None:
-        self.steps.append(index)
-        time.sleep(0.02)
-
-
-@pytest.mark.parametrize("floor", [None, 0.3])
-def test_a_warmup_floor_goes_on_past_the_planned_steps(floor):
-    """harness.min_warmup_s: two planned steps of 20 ms, then more until 0.3 s have passed;
-    without it, the two planned steps."""
-    spec = SimpleNamespace(max_warmup_s=5.0, min_warmup_s=floor)
-    work = _Sleeper()
-    steps, seconds, _ = _warm_up(spec, work, 2, False, lambda: None)
-    assert work.steps == list(range(steps))  # the step index goes on
-    if floor is None:
-        assert steps == 2
-    else:
-        assert steps > 2 and seconds >= floor
 
 
 def test_window_budget_per_phase():
