@@ -832,9 +832,7 @@ class Suite:
         """A variant whose compiler cache is being filled starts once that has ended."""
         if self.warmer is None or not self.warmer.pending(unit.scenario, unit.variant):
             return True
-        if unit not in self._waited:
-            self._waited.add(unit)
-            self._say(f"{unit.label} waits for its compiler-cache warm-up to end")
+        self._say_waiting(unit, self._waited, "its compiler-cache warm-up to end")
         return False
 
     def may_measure(self, unit: Unit) -> bool:
@@ -845,10 +843,14 @@ class Suite:
             return False
         if unit.is_profile or not self._writing_reports():
             return True
-        if unit not in self._waited_reports:
-            self._waited_reports.add(unit)
-            self._say(f"{unit.label} waits for nsys to write the last scenario's reports")
+        self._say_waiting(unit, self._waited_reports, "nsys to write the last scenario's reports")
         return False
+
+    def _say_waiting(self, unit: Unit, said: set[Unit], what: str) -> None:
+        """Say once per unit (``said``) what it waits for."""
+        if unit not in said:
+            said.add(unit)
+            self._say(f"{unit.label} waits for {what}")
 
     def sets_up_together(self, unit: Unit) -> bool:
         """Single-process workers of a scenario whose set-up neither measures nor leaves

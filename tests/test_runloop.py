@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -175,22 +176,30 @@ def test_a_stop_signal_kills_every_live_worker(tmp_path):
     assert all(p.poll() is not None for p in host.procs)  # both stopped, none left behind
 
 
+class Limited(FakeHost):
+    """Stand-in workers with a time limit of their own; how each unit ended, by variant."""
+
+    def __init__(self, *args: Any, limit_s: float, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self.limit_s = limit_s
+        self.outcomes: dict[str, Status] = {}
+
+    def launch(self, unit: Unit) -> Live | Outcome:
+        item = super().launch(unit)
+        assert isinstance(item, Live)
+        item.timeout_s = self.limit_s
+        return item
+
+    def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
+        self.outcomes[unit.variant] = Status(outcome.status)
+        return []
+
+
 def test_a_worker_past_its_time_limit_is_killed_and_recorded(tmp_path):
-    class Slow(FakeHost):
-        def launch(self, unit: Unit) -> Live | Outcome:
-            item = super().launch(unit)
-            assert isinstance(item, Live)
-            item.timeout_s = 1.0
-            return item
-
-        def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
-            self.outcome = outcome
-            return []
-
-    host = Slow(tmp_path, {"a": 60.0})
+    host = Limited(tmp_path, {"a": 60.0}, limit_s=1.0)
     t0 = time.perf_counter()
     RunLoop(host, [Unit("s", "a", "timing-1")], overlap=True).run()
-    assert host.outcome.status == Status.TIMEOUT
+    assert host.outcomes["a"] == Status.TIMEOUT
     assert time.perf_counter() - t0 < 30  # the 60 s tear-down did not run out
     assert host.procs[0].poll() is not None
 
@@ -272,19 +281,7 @@ def test_a_worker_held_behind_a_slow_batch_mate_is_not_timed_out(tmp_path):
     0.1 s, waits while a sets up for 2.5 s; with a 2 s limit it still runs, and a, slow in its
     set-up, is the one past the limit."""
 
-    class Limited(FakeHost):
-        def launch(self, unit: Unit) -> Live | Outcome:
-            item = super().launch(unit)
-            assert isinstance(item, Live)
-            item.timeout_s = 2.0
-            return item
-
-        def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
-            self.outcomes[unit.variant] = outcome.status
-            return []
-
-    host = Limited(tmp_path, {}, setup_s={"a": 2.5, "b": 0.1, "c": 1.0})
-    host.outcomes = {}
+    host = Limited(tmp_path, {}, limit_s=2.0, setup_s={"a": 2.5, "b": 0.1, "c": 1.0})
     units = [Unit("s", v, "timing-1") for v in "abc"]
     RunLoop(host, units, overlap=True, batch=3).run()
     assert host.outcomes == {"a": Status.TIMEOUT, "b": Status.OK, "c": Status.OK}
