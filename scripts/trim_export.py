@@ -5,7 +5,11 @@
 Keeps the rows of every timed table (kernels, copies, memsets, graph replays, CUDA API, sync
 records, NVTX, OS runtime) that start within [first activity + from_ms, + keep_ms], and every
 other table whole (strings, enums, threads, GPU info, metadata); NVTX ranges that enclose the
-span (``measure``) are kept, clipped to it. Then VACUUM, and ``--xz`` compresses OUT to OUT.xz.
+span (``measure``) are kept, clipped to it. ``--gpu-only`` empties the host-side tables (CUDA
+API, sync records, CUDA events, OS runtime): a fixture for what the GPUs did (e.g. NCCL kernels
+across ranks), a fraction of the size. ``--margin-ms`` also keeps the GPU activity (kernels, copies,
+memsets) that started up to that long before or after the span: a rank's kernel at an edge can
+wait for a peer's that started beyond it. Then VACUUM, and ``--xz`` compresses OUT to OUT.xz.
 """
 
 from __future__ import annotations
@@ -28,6 +32,14 @@ TIMED = (
     "OSRT_API",
     "OSRT_CALLCHAINS",
     "NVTX_EVENTS",
+)
+#: The host-side tables ``--gpu-only`` empties.
+HOST_SIDE = (
+    "CUPTI_ACTIVITY_KIND_RUNTIME",
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION",
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
+    "OSRT_API",
+    "OSRT_CALLCHAINS",
 )
 
 
@@ -53,7 +65,17 @@ def _domain_create_id(db: sqlite3.Connection, tables: set[str]) -> int:
     return 75
 
 
-def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
+#: GPU activity tables, which ``--margin-ms`` keeps beyond the span.
+GPU_ACTIVITY = (
+    "CUPTI_ACTIVITY_KIND_KERNEL",
+    "CUPTI_ACTIVITY_KIND_MEMCPY",
+    "CUPTI_ACTIVITY_KIND_MEMSET",
+)
+
+
+def trim(
+    src: Path, out: Path, from_ms: float, keep_ms: float, gpu_only: bool = False, margin_ms: float = 0
+) -> None:
     shutil.copyfile(src, out)
     db = sqlite3.connect(out)
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
@@ -65,7 +87,9 @@ def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
         cols = {r[1] for r in db.execute(f'PRAGMA table_info("{t}")')}
         if "start" not in cols:
             continue
-        if t == "NVTX_EVENTS":  # ranges inside the span, and those enclosing it clipped to it
+        if gpu_only and t in HOST_SIDE:
+            db.execute(f"DELETE FROM {t}")
+        elif t == "NVTX_EVENTS":  # ranges inside the span, and those enclosing it clipped to it
             # domain creations are kept wherever they lie: they name the domains (nsys's
             # "GIL Trace") of the events kept
             db.execute(
@@ -88,7 +112,8 @@ def trim(src: Path, out: Path, from_ms: float, keep_ms: float) -> None:
         elif t == "OSRT_CALLCHAINS":
             db.execute(f"DELETE FROM {t}")
         else:
-            db.execute(f"DELETE FROM {t} WHERE start < ? OR start >= ?", (lo, hi))
+            margin = int(margin_ms * 1e6) if t in GPU_ACTIVITY else 0
+            db.execute(f"DELETE FROM {t} WHERE start < ? OR start >= ?", (lo - margin, hi + margin))
     db.commit()
     db.execute("VACUUM")
     db.close()
@@ -101,8 +126,10 @@ def main() -> None:
     ap.add_argument("--from-ms", type=float, default=0.0)
     ap.add_argument("--keep-ms", type=float, required=True)
     ap.add_argument("--xz", action="store_true")
+    ap.add_argument("--gpu-only", action="store_true", help="empty the host-side tables")
+    ap.add_argument("--margin-ms", type=float, default=0.0, help="GPU activity kept beyond the span")
     a = ap.parse_args()
-    trim(a.src, a.out, a.from_ms, a.keep_ms)
+    trim(a.src, a.out, a.from_ms, a.keep_ms, a.gpu_only, a.margin_ms)
     if a.xz:
         with (
             a.out.open("rb") as fh,

@@ -1,5 +1,6 @@
 """stage_imbalance on real nsys exports: two-rank gloo pipelines and DDP captured on the CPU
-(nsys 2022.4, OS runtime only), DDP on 2 GPUs (nsys 2025.3), single-rank reports.
+(nsys 2022.4, OS runtime only), DDP on 2 GPUs (nsys 2025.3), single-rank reports. The 2-GPU
+pipeline, whose waits are matched across the ranks, is in tests/test_comm.py.
 
 The CPU captures are the corpus scripts run under
 ``nsys profile --trace=nvtx,osrt --sample=none --cpuctxsw=none python -m torch.distributed.run
@@ -85,13 +86,15 @@ def test_ddp_in_lockstep_is_clear_and_fires_without_the_lockstep_rule() -> None:
 
 
 def test_ddp_on_two_gpus_is_clear() -> None:
-    """ddp_exposed_comm on 2 x H200: a rank per GPU, NCCL kernels idle, compute in lockstep."""
+    """ddp_exposed_comm on 2 x H200: equal ranks; rank 1 waits at every all-reduce for rank 0,
+    whose host issues the same work later (coupling, communication: tests/test_comm.py), so
+    neither rank is idle for want of work and an even split saves nothing."""
     path = sqlite_fixture("ddp_exposed_comm", REPO / "corpus" / "wild" / "exports")
     f = _find("", path=path)
     assert f.state is State.CLEAR
     assert f.metrics["ranks"] == 2 and "busy_share_rank1" in f.metrics
-    assert f.metrics["lockstep_share"] == 1.0
-    assert f.metrics["saving_share"] < 0.01
+    assert "lockstep_share" not in f.metrics  # GPU reports: waits matched, no lockstep test
+    assert round(f.metrics["saving_share"], 3) == 0.011
 
 
 @pytest.mark.parametrize(

@@ -237,8 +237,23 @@ class ExposedCommThresholds(_Section):
 
     SECTION: ClassVar[str] = "exposed_comm"
     min_nccl_exposed_share: float = 0.1
-    """Mean, over the GPUs that run NCCL, of each one's NCCL kernel time not overlapped by its own
-    compute kernels, as a share of the window."""
+    """Mean, over the GPUs that run NCCL, of each one's NCCL *transfer* time (the part of its NCCL
+    kernels after the last participant arrived) not overlapped by its own compute, as a share of
+    the window: removing the communication would save this share. The part of a kernel before
+    the last participant arrived is a wait, charged to what the late rank was doing."""
+    match_margin_ms: float = 500.0
+    """NCCL kernels are read this far beyond the window, so that a peer's kernel that started
+    before the window (or a rank whose window is offset from another's) is still matched."""
+    min_lane_match_share: float = 0.5
+    """Two GPUs' NCCL streams are one communicator's when at least this share of their kernels,
+    paired in order, have the same name and overlap in time."""
+    max_align_offset: int = 8
+    """Kernels by which two ranks' NCCL streams may be offset where the capture cut them."""
+    min_work_ratio: float = 1.15
+    """A late rank whose host was issuing work (not blocked, not in a long host stretch) had more
+    work than the rank that waited for it when it ran at least this many times as many kernels
+    in the window (unequal work: stage_imbalance); fewer, and the wait is the collectives'
+    coupling of equal ranks: communication."""
 
 
 @dataclass(kw_only=True)

@@ -1,21 +1,23 @@
-"""exposed_comm: NCCL collectives that no compute kernel overlaps.
+"""exposed_comm: communication that no compute overlaps.
 
-Rule, per GPU (``deviceId``): exposed_d = time covered by device d's NCCL kernels - the part of
-it covered by device d's own non-NCCL kernels. A report may hold several ranks (DDP, one GPU
-each); judging each device on its own keeps rank A's NCCL wait from looking hidden behind rank
-B's compute. ``nccl_exposed_share`` = mean over the devices that run NCCL kernels in the window
-of exposed_d / window, and the rule fires when it is >= ``min_nccl_exposed_share``. The mean,
-not the max: with ranks in lockstep every rank's step waits for the collective, so the mean is
-what the step time feels, and one straggler's wait does not count as everyone's. With one GPU
-it is that GPU's share (as before). impact = the exposed share. NCCL kernels are those with
+Every NCCL kernel is split into its wait and its transfer by matching it across the ranks of the
+report, and every wait is charged to what the rank it waited for was doing (``_comm``). The
+communication of a GPU is its **transfers** (the part of its NCCL kernels after the last
+participant arrived) and its **coupling waits**: waits on a rank that was issuing the same work
+at the same pace, which the collectives cause by making equal ranks meet (each collective's issue
+cost and latency, and the skew between ranks that each one passes on; a loop of hundreds of tiny
+all-reduces lives there). Rule, per GPU (``deviceId``): exposed_d = the union of those, minus the
+part the GPU's own compute (non-NCCL kernels, copies, memsets) covers; ``nccl_exposed_share`` =
+the mean of exposed_d over the GPUs that run NCCL kernels in the window, as a share of the window.
+It fires at ``min_nccl_exposed_share``, impact = that share, and the prediction is the same
+number: the communication removed, everything else kept, ``1 / (1 - share)``. The mean, not the
+max: with ranks in lockstep every rank's step feels the collectives.
+
+Not communication, and not counted: waits on a late rank that computed or issued more work
+(unequal work: ``stage_imbalance``), and waits on a late rank whose host was blocked in a sync or
+busy without CUDA calls (input or other host work: that rank's own class). A kernel matched to
+no peer (one GPU, or streams that do not line up) is all transfer. NCCL kernels are those with
 ``nccl`` in the name.
-
-Per-device shares are reported as ``nccl_exposed_share_gpu<deviceId>`` with their
-``nccl_exposed_share_max`` / ``_min``. The export cannot tell a rank waiting for a late peer
-from one moving bytes (both are time inside the NCCL kernel), but the spread is a hint: a
-collective ends on all ranks together, so the rank that arrives last sees the shortest kernel;
-``_min`` is roughly what every rank pays (transfer, or a wait common to all), ``_max - _min``
-the part one rank spends waiting for others (skew, stragglers, load imbalance).
 """
 
 from __future__ import annotations
@@ -26,6 +28,7 @@ from typing import Any
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect import _comm
 from analysis.detect import _common as C
 from analysis.findings import Finding
 
@@ -37,59 +40,104 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     if not C.has_gpu(trace):
         return C.missing(KLASS, C.KERNEL, "GPU activity")
     st, act = C.steady_activity(trace, thresholds)
-    is_k = act.kind == C.KIND_KERNEL
-    nccl = is_k & act.nccl
-    compute = is_k & ~act.nccl
-    devices = np.unique(act.device[nccl])  # the GPUs that take part in collectives
-    nccl_ns: list[int] = []
-    exposed_ns: list[int] = []
-    # per exposed NCCL interval (union per device): start, end, exposed ns, device
+    nccl = (act.kind == C.KIND_KERNEL) & act.nccl
+    ch = _comm.charges(trace, st, thresholds)
+    span = st.span_ns
+    per: dict[str, list[float]] = {k: [] for k in ("nccl", "comm", *_comm.CHARGES)}
     iv_s, iv_e, iv_x, iv_d = [], [], [], []
-    for d in devices:
-        on = act.device == d
-        ns, ne = C.union(act.start[nccl & on], act.end[nccl & on])
-        cs, ce = C.union(act.start[compute & on], act.end[compute & on])
-        exposed_each = (ne - ns) - C.overlap_each(ns, ne, cs, ce)
-        nccl_ns.append(C.length(ns, ne))
-        exposed_ns.append(int(exposed_each.sum()))
-        iv_s.append(ns)
-        iv_e.append(ne)
-        iv_x.append(exposed_each)
-        iv_d.append(np.full(ns.size, d, np.int64))
-    per_dev = [x / st.span_ns for x in exposed_ns]
+    for d in ch.devices:
+        on = nccl & (act.device == d)
+        per["nccl"].append(C.length(*C.union(act.start[on], act.end[on])) / span)
+        for what in _comm.CHARGES:
+            per[what].append(ch.ns(d, what) / span)
+        s, e = ch.union(d, "transfer", "coupling")
+        per["comm"].append(C.length(s, e) / span)
+        iv_s.append(s)
+        iv_e.append(e)
+        iv_x.append(e - s)
+        iv_d.append(np.full(s.size, d, np.int64))
+    devices = np.array(ch.devices, np.int64)
+    metrics = _metrics(st, per, devices, int(nccl.sum()), trace, thresholds)
+    evidence = _evidence(st, iv_s, iv_e, iv_x, iv_d)
+    share = metrics["nccl_exposed_share"]
+    fired = share >= th["min_nccl_exposed_share"]
+    finding = Finding(KLASS, fired, share, metrics, evidence, _reason(st, metrics, devices, th))
+    finding.predicted_speedup = round(1.0 / (1.0 - share), 4) if share < 1.0 else None
+    finding.prediction_note = (
+        "the communication removed (exposed transfers and the waits the collectives' coupling "
+        "causes, mean over the GPUs), everything else kept"
+        if share < 1.0
+        else "communication covers the whole window: no step is left to predict"
+    )
+    return finding
+
+
+def _metrics(
+    st: C.Steady,
+    per: dict[str, list[float]],
+    devices: np.ndarray,
+    n_nccl: int,
+    trace: T.Trace,
+    cfg: Mapping[str, Any],
+) -> dict[str, float]:
+    mean = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
     metrics: dict[str, float] = {
-        "nccl_share": float(np.mean(nccl_ns)) / st.span_ns if nccl_ns else 0.0,
-        "nccl_exposed_share": float(np.mean(per_dev)) if per_dev else 0.0,
+        "nccl_share": mean(per["nccl"]),
+        "nccl_exposed_share": mean(per["comm"]),
+        "nccl_transfer_exposed_share": mean(per["transfer"]),
+        "wait_coupling_share": mean(per["coupling"]),
+        "wait_on_peer_compute_share": mean(per["peer_compute"]),
+        "wait_on_peer_work_share": mean(per["peer_work"]),
+        "wait_on_peer_host_share": mean(per["peer_host"]),
     }
-    n_nccl = int(nccl.sum())
     name, value = st.rate("nccl_kernels", n_nccl)
     metrics[name] = value
-    metrics["nccl_exposed_share_max"] = max(per_dev, default=0.0)
-    metrics["nccl_exposed_share_min"] = min(per_dev, default=0.0)
-    for d, share in zip(devices, per_dev, strict=True):
+    metrics["nccl_exposed_share_max"] = max(per["comm"], default=0.0)
+    metrics["nccl_exposed_share_min"] = min(per["comm"], default=0.0)
+    for d, share in zip(devices, per["comm"], strict=True):
         metrics[f"nccl_exposed_share_gpu{int(d)}"] = share
-    evidence = []
-    if iv_s:
-        s, e = np.concatenate(iv_s), np.concatenate(iv_e)
-        x, dev = np.concatenate(iv_x), np.concatenate(iv_d)
-        top = C.top(x)
-        evidence = [
-            C.stamp(st, s[i], e[i], exposed_ns=int(x[i]), device=int(dev[i]))
-            for i in top
-            if x[i] > 0
-        ]
-    fired = metrics["nccl_exposed_share"] >= th["min_nccl_exposed_share"]
+    if devices.size:
+        cm = _comm.comm(trace, st, cfg)
+        if cm.start.size:
+            metrics["nccl_matched_share"] = float(cm.matched.mean())
+    return metrics
+
+
+def _evidence(st: C.Steady, iv_s, iv_e, iv_x, iv_d) -> list[dict[str, Any]]:
+    """The three transfers (per GPU union) with the most exposed time."""
+    if not iv_s:
+        return []
+    s, e = np.concatenate(iv_s), np.concatenate(iv_e)
+    x, dev = np.concatenate(iv_x), np.concatenate(iv_d)
+    return [
+        C.stamp(st, s[i], e[i], exposed_ns=int(x[i]), device=int(dev[i]))
+        for i in C.top(x)
+        if x[i] > 0
+    ]
+
+
+def _reason(st: C.Steady, m: dict[str, float], devices: np.ndarray, th: Mapping[str, Any]) -> str:
+    share, bar = m["nccl_exposed_share"], th["min_nccl_exposed_share"]
     per_gpu = ""
     if devices.size > 1:
         per_gpu = (
             f" (mean over {devices.size} GPUs, each against its own compute; per GPU "
-            f"{metrics['nccl_exposed_share_min']:.1%} to {metrics['nccl_exposed_share_max']:.1%})"
+            f"{m['nccl_exposed_share_min']:.1%} to {m['nccl_exposed_share_max']:.1%})"
         )
-    reason = (
-        f"{n_nccl} NCCL kernels in the window; not overlapped by compute "
-        f"{metrics['nccl_exposed_share']:.1%} of the window{per_gpu} (threshold "
-        f"{th['min_nccl_exposed_share']:.0%}); {st.note}"
-    )
-    return Finding(
-        KLASS, fired, metrics["nccl_exposed_share"] if fired else 0.0, metrics, evidence, reason
+    parts = f"transfers {m['nccl_transfer_exposed_share']:.1%}"
+    if devices.size > 1:
+        parts += (
+            f", waits of equal ranks on each other {m['wait_coupling_share']:.1%}; not counted: "
+            f"waits on a late rank that computed {m['wait_on_peer_compute_share']:.1%} or "
+            f"issued more work {m['wait_on_peer_work_share']:.1%} (unequal work: stage_imbalance), "
+            f"or whose host was blocked or busy {m['wait_on_peer_host_share']:.1%} (its own class)"
+        )
+        if "nccl_matched_share" in m:
+            parts += f"; {m['nccl_matched_share']:.0%} of the NCCL kernels matched across GPUs"
+    verdict = ">=" if share >= bar else "<"
+    rate = m.get("nccl_kernels_per_step", m.get("nccl_kernels_per_s", 0.0))
+    return (
+        f"{rate:.4g} NCCL kernels {'per step' if st.per_step else 'per s'}; communication not "
+        f"overlapped by compute {share:.1%} of the window{per_gpu}: removing it would save "
+        f"{share:.1%} ({verdict} {bar:.0%}); {parts}; {st.note}"
     )

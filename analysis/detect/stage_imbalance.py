@@ -1,34 +1,38 @@
-"""stage_imbalance: one pipeline rank idles, waiting to receive, while another computes.
+"""stage_imbalance: ranks with unequal work: one waits for another while that one computes.
 
-A report holding several ranks is read rank by rank, each over the same window:
+One class for every job whose ranks do different amounts of work per step: pipeline stages cut
+unevenly, and a data-parallel rank that does more than the others (a straggler: a larger shard,
+extra evaluation, an augmentation on its GPU). Either way the other ranks wait for it, and the
+wait is neither their work nor communication. A report holding several ranks is read rank by
+rank, each over the same window:
 
-- GPU reports (kernels carry ``deviceId``): a rank is a GPU; it is busy where its compute runs,
-  the union of its non-NCCL kernels, copies and memsets. NCCL kernels (a send or receive that
-  waits for its peer, or moves bytes) count as idle.
+- GPU reports (kernels carry ``deviceId``): a rank is a GPU with compute in the window. Its NCCL
+  kernels are split into waits and transfers by matching them across the ranks (``_comm``); a
+  rank's *idle* is the part of its waits, not hidden by its own compute, during which the rank it
+  waited for (the late one) was computing. A wait during which the late rank's GPU was idle is
+  charged to that rank's host (its own class, not this one), and transfers are communication
+  (``exposed_comm``): both count as the rank's own time, which a re-split keeps.
 - CPU reports (no GPU activity; nsys's OS-runtime trace): a rank is a process whose main thread
   computes; it is idle in its condition-variable waits (``wait_calls``: how torch.distributed's
   gloo backend blocks in ``recv`` and in a collective's ``wait()``) and busy the rest of the
-  time. A process that hardly computes (a launcher such as torchrun's agent) is no rank.
+  time. A process that hardly computes (a launcher such as torchrun's agent) is no rank. A CPU
+  capture cannot tell a rank the OS took off its core from one with more work, so there a rank's
+  waits must also be a pipeline's, not a collective's: at most ``max_lockstep_share`` of the least
+  busy rank's waits (those of ``min_idle_us`` or more) may end while the busiest rank waits too
+  (``lockstep_share``): a collective ends for every rank at once, a pipeline receive ends when the
+  peer sends, and the peer goes on computing.
 
-With ``n`` ranks, ``busy_r`` each rank's busy time in the window ``S`` and ``W`` their sum, a split
-that gave every rank ``W / n`` would take ``T_bal = W / n + idle_H``: the work spread evenly plus
-the busiest rank's own idle (its pipeline fill and drain, message latency), which a balanced
+With ``n`` ranks, ``busy_r`` each rank's busy time (the window ``S`` minus its idle) and ``W``
+their sum, a split that gave every rank ``W / n`` would take ``T_bal = W / n + idle_H``: the work
+spread evenly plus the busiest rank's own idle (its pipeline fill and drain), which a balanced
 split keeps. That slightly flatters the balanced split (a balanced stage's fill and drain take
 one micro-batch of a half, longer than one of the light stage today: ~6% at 8 micro-batches of a
 3:1 split), and it is exact for a split that is balanced already (``T_bal = S``).
-``balanced_share`` = T_bal / S; the predicted speedup is 1 / balanced_share.
-
-Rule (fires when both hold):
-- ``saving_share`` = 1 - balanced_share >= ``min_saving_share``. A balanced pipeline, whose ranks
-  wait only in the fill, the drain and the hand-offs, saves nothing: its busiest rank idles as
-  much as the others;
-- the waits are a pipeline's, not a collective's: at most ``max_lockstep_share`` of the least
-  busy rank's waits (those of ``min_idle_us`` or more) end while the busiest rank waits too
-  (``lockstep_share``). A collective ends for every rank at once, so ranks in lockstep (DDP)
-  are all waiting when it ends, even where one of them was slowed for a while and the others
-  waited for it; a pipeline receive ends when the peer sends, and the peer goes on computing.
-  The busiest rank waits in: CPU reports, its ``wait_calls`` (a send is an OS-runtime call but
-  no wait); GPU reports, no compute kernel or copy running.
+``balanced_share`` = T_bal / S; the prediction is that number: ``1 / balanced_share``, the work
+re-split evenly, everything else kept. Rule: ``saving_share`` = 1 - balanced_share >=
+``min_saving_share`` (and, on the CPU, the lockstep test). A balanced pipeline, whose ranks wait
+only in the fill, the drain and the hand-offs, saves nothing: its busiest rank idles as much as
+the others; data-parallel ranks with equal work save nothing either, however they drift.
 impact = saving_share. Main metric ``stage_idle_share``: the window share the least busy rank
 waits while another rank computes. Reports with fewer than two ranks are not judged.
 """
@@ -42,6 +46,7 @@ from typing import Any
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect import _comm
 from analysis.detect import _common as C
 from analysis.findings import Finding, State
 
@@ -61,16 +66,23 @@ class Ranks:
     """``gpu<deviceId>`` or ``pid<process id>``, in device or process-id order."""
     idle: list[tuple[np.ndarray, np.ndarray]]
     waits: list[tuple[np.ndarray, np.ndarray]]
-    """The part of each rank's idle that is waiting (``wait_calls`` on the CPU, all of it on a
-    GPU), read for lockstep."""
+    """CPU reports: the part of each rank's idle that is waiting (``wait_calls``), read for
+    lockstep; GPU reports: empty (no lockstep test: the waits are matched to the late rank)."""
     source: str
     """What a rank is in this report and what its idle is, for the reason."""
     note: str
     """How the window was chosen."""
+    others_busy: list[tuple[np.ndarray, np.ndarray]] | None = None
+    """GPU reports: per rank, the union of the other ranks' compute (what a wait overlaps while
+    another rank computes); None: the complement of the other ranks' idle."""
 
     @property
     def span_ns(self) -> int:
         return max(1, self.hi - self.lo)
+
+    @property
+    def lockstep_tested(self) -> bool:
+        return bool(self.waits)
 
     def busy_ns(self, i: int) -> int:
         return self.span_ns - C.length(*self.idle[i])
@@ -78,18 +90,31 @@ class Ranks:
     def busy(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         return C.gaps(*self.idle[i], self.lo, self.hi)
 
+    def others(self, i: int) -> tuple[np.ndarray, np.ndarray]:
+        """The union of every other rank's busy time (or compute, on a GPU report)."""
+        if self.others_busy is not None:
+            return self.others_busy[i]
+        n = len(self.names)
+        return C.union(
+            np.concatenate([self.busy(j)[0] for j in range(n) if j != i]),
+            np.concatenate([self.busy(j)[1] for j in range(n) if j != i]),
+        )
+
 
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     th = thresholds[KLASS]
     st = C.steady(trace, thresholds)
-    ranks = gpu_ranks(trace, st) if C.has_gpu(trace) else cpu_ranks(trace, st, thresholds)
+    if C.has_gpu(trace):
+        ranks = gpu_ranks(trace, st, thresholds)
+    else:
+        ranks = cpu_ranks(trace, st, thresholds)
     if ranks is None or len(ranks.names) < 2:
         found = 0 if ranks is None else len(ranks.names)
         return Finding(
             KLASS,
             State.NOT_JUDGED,
             reason=f"{found} rank(s) in the report ({_what(trace)}): an imbalance between "
-            "pipeline stages needs two or more",
+            "ranks needs two or more",
         )
     return _judge(trace, st, ranks, th)
 
@@ -124,26 +149,24 @@ def _judge(trace: T.Trace, st: C.Steady, ranks: Ranks, th: Mapping[str, Any]) ->
     busy = [ranks.busy_ns(i) for i in range(n)]
     heavy, light = int(np.argmax(busy)), int(np.argmin(busy))
     t_bal = balanced_ns(busy, span - busy[heavy])
-    others = C.union(
-        np.concatenate([ranks.busy(i)[0] for i in range(n) if i != light]),
-        np.concatenate([ranks.busy(i)[1] for i in range(n) if i != light]),
-    )
+    others = ranks.others(light)
     on_peer = C.overlap_total(*ranks.idle[light], *others)
     metrics: dict[str, float] = {
         "stage_idle_share": on_peer / span,
-        "lockstep_share": lockstep_share(ranks, light, heavy, th),
         "busy_share_min": busy[light] / span,
         "busy_share_max": busy[heavy] / span,
         "balanced_share": min(1.0, t_bal / span),
         "ranks": float(n),
     }
+    if ranks.lockstep_tested:
+        metrics["lockstep_share"] = lockstep_share(ranks, light, heavy, th)
     metrics["saving_share"] = 1.0 - metrics["balanced_share"]
     for i, b in enumerate(busy):  # ranks in device or process-id order (torchrun's rank order)
         metrics[f"busy_share_rank{i}"] = b / span
     if st.mode == "nvtx" and st.per_step and (ranks.lo, ranks.hi) == (st.lo, st.hi):
         metrics["observed_step_ms"] = span / 1e6 / st.n_steps  # type: ignore[operator]
         metrics["balanced_step_ms"] = min(span, t_bal) / 1e6 / st.n_steps  # type: ignore[operator]
-    piped = metrics["lockstep_share"] <= th["max_lockstep_share"]
+    piped = metrics.get("lockstep_share", 0.0) <= th["max_lockstep_share"]
     saves = metrics["saving_share"] >= th["min_saving_share"]
     ws, we = ranks.idle[light]
     on = C.overlap_each(ws, we, *others)
@@ -152,33 +175,72 @@ def _judge(trace: T.Trace, st: C.Steady, ranks: Ranks, th: Mapping[str, Any]) ->
         for i in C.top(on)
         if on[i] > 0
     ]
-    reason = (
-        f"{n} ranks ({ranks.source}) busy {metrics['busy_share_min']:.1%} to "
-        f"{metrics['busy_share_max']:.1%} of {span / 1e6:.1f} ms; the least busy "
-        f"({ranks.names[light]}) waits {metrics['stage_idle_share']:.1%} of the window while "
-        f"another rank computes, and {metrics['lockstep_share']:.0%} of its waits end with the "
-        f"busiest rank waiting too ({'<=' if piped else '>'} {th['max_lockstep_share']:.0%}: "
-        f"{'pipeline hand-offs' if piped else 'ranks in lockstep, as in a collective'}); an "
-        f"even split would take {metrics['balanced_share']:.1%} of the window, saving "
-        f"{metrics['saving_share']:.1%} ({'>=' if saves else '<'} "
+    finding = Finding(
+        KLASS, piped and saves, metrics["saving_share"], metrics, evidence,
+        _reason(ranks, metrics, light, piped, saves, th),
+    )  # fmt: skip
+    _predict(finding)
+    return finding
+
+
+def _reason(
+    ranks: Ranks, m: dict[str, float], light: int, piped: bool, saves: bool, th: Mapping[str, Any]
+) -> str:
+    lockstep = ""
+    if ranks.lockstep_tested:
+        lockstep = (
+            f", and {m['lockstep_share']:.0%} of its waits end with the busiest rank waiting too "
+            f"({'<=' if piped else '>'} {th['max_lockstep_share']:.0%}: "
+            f"{'pipeline hand-offs' if piped else 'ranks in lockstep, as in a collective'})"
+        )
+    return (
+        f"{len(ranks.names)} ranks ({ranks.source}) busy {m['busy_share_min']:.1%} to "
+        f"{m['busy_share_max']:.1%} of {ranks.span_ns / 1e6:.1f} ms; the least busy "
+        f"({ranks.names[light]}) waits {m['stage_idle_share']:.1%} of the window while another "
+        f"rank computes{lockstep}; an even split would take {m['balanced_share']:.1%} of the "
+        f"window, saving {m['saving_share']:.1%} ({'>=' if saves else '<'} "
         f"{th['min_saving_share']:.0%}); {ranks.note}"
     )
-    return Finding(KLASS, piped and saves, metrics["saving_share"], metrics, evidence, reason)
 
 
-def gpu_ranks(trace: T.Trace, st: C.Steady) -> Ranks:
-    """One rank per GPU with compute in the window: idle = not covered by its own non-NCCL
-    kernels, copies and memsets."""
+def _predict(f: Finding) -> None:
+    """The work re-split evenly: the window would take the balanced split's bound, all else
+    kept (the number the rule compares, as ``1 / balanced_share``)."""
+    share = float(f.metrics.get("balanced_share", 0.0))
+    if share <= 0.0:
+        f.prediction_note = "no balanced bound: the ranks' busy times were not read"
+        return
+    f.predicted_speedup = round(1.0 / share, 4)
+    if "balanced_step_ms" in f.metrics:
+        f.predicted_step_ms = round(float(f.metrics["balanced_step_ms"]), 4)
+    f.prediction_note = "the work re-split evenly over the ranks: the balanced split's bound"
+
+
+def gpu_ranks(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any]) -> Ranks:
+    """One rank per GPU with compute in the window: idle = its NCCL waits, not hidden by its own
+    compute, on a late rank that computed or issued more work (:func:`_comm.charges`)."""
     act = C.gpu_activity(trace, st.lo, st.hi)
-    work = ~((act.kind == C.KIND_KERNEL) & act.nccl)
-    devices = np.unique(act.device[work & (act.kind == C.KIND_KERNEL)])
-    idle = []
+    compute = ~((act.kind == C.KIND_KERNEL) & act.nccl)
+    devices = [int(d) for d in np.unique(act.device[compute & (act.kind == C.KIND_KERNEL)])]
+    ch = _comm.charges(trace, st, cfg)
+    empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    idle, others = [], []
     for d in devices:
-        on = work & (act.device == d)
-        idle.append(C.gaps(*C.union(act.start[on], act.end[on]), st.lo, st.hi))
-    names = [f"gpu{int(d)}" for d in devices]
-    source = "one per GPU; idle = no compute kernel or copy"
-    return Ranks(st.lo, st.hi, names, idle, idle, source, st.note)
+        idle.append(ch.union(d, "peer_compute", "peer_work") if d in ch.parts else empty)
+        rest = [_comm.compute_union(act, o) for o in devices if o != d]
+        others.append(_merge(rest))
+    names = [f"gpu{d}" for d in devices]
+    source = (
+        "one per GPU; idle = its NCCL waits on a rank that computed or issued more work, matched "
+        "across the GPUs"
+    )
+    return Ranks(st.lo, st.hi, names, idle, [], source, st.note, others_busy=others)
+
+
+def _merge(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
+    if not parts:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64)
+    return C.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
 
 def _main_thread_calls(trace: T.Trace, st: C.Steady, th: Mapping[str, Any]) -> dict[str, Any]:
