@@ -1,10 +1,11 @@
 """ddp_bucketing: gradient all-reduce that no compute overlaps (class ``exposed_comm``).
 
 Data-parallel training on ``world_size`` processes (2 by default; the harness launches them with
-torchrun, NCCL on GPUs, gloo on the CPU). The model is a deep stack of pre-LayerNorm residual MLP
+torchrun, NCCL on GPUs, gloo on the CPU). The model is a stack of wide pre-LayerNorm residual MLP
 blocks (a transformer's MLP half) trained with AdamW under bf16 autocast on device-resident data
-that differs per rank. It has hundreds of parameter tensors of mixed sizes: per block a
-LayerNorm weight and bias (``width`` floats each), two biases and two ``width x hidden`` weights.
+that differs per rank. Its parameter tensors are of mixed sizes: per block a LayerNorm weight and
+bias (``width`` floats each), two biases and two ``width x hidden`` weights (151 MB each in fp32
+at the full size).
 
 The baseline averages gradients the way many hand-written training loops do: after
 ``loss.backward()`` it walks ``model.parameters()`` and calls ``dist.all_reduce(p.grad)`` and
@@ -58,22 +59,24 @@ _DDP_PARAMS = set(inspect.signature(DDP.__init__).parameters)
 class DdpSize(Size):
     """Work per variant for ddp_bucketing (per rank unless said otherwise)."""
 
-    depth: int = 48
+    depth: int = 6
     """Residual MLP blocks; each adds 6 parameter tensors (2 LayerNorm, 2 weights, 2 biases), so
     the baseline issues 6 * depth + 4 all-reduces per step at severity 1."""
-    width: int = 1024
+    width: int = 3072
     """Model width: LayerNorm size and the MLP's input/output features."""
     mlp_ratio: int = 4
     """Hidden features of each MLP = mlp_ratio * width (4 as in GPT/BERT)."""
-    batch: int = 4096
+    batch: int = 2048
     """Rows (tokens) per rank per step: scales compute, not the gradient size, so it sets how
     large communication is relative to compute."""
     data_batches: int = 2
     """Distinct device-resident batches per rank; step i uses batch i % data_batches."""
     bucket_cap_mb: float = 100.0
     """tuned_buckets' DDP bucket size in MB (DDP's own default is 25). 100 from the sweep in
-    scripts/device/ddp-sizing.sh on 2 x H200 (5 / 25 / 100 MB: 53.4 / 47.6 / 47.1 ms per step at
-    the full size; 14 buckets instead of 50)."""
+    scripts/device/ddp-sizing.sh on 2 x H200 at the earlier size (48 blocks of width 1024: 5 / 25
+    / 100 MB gave 53.4 / 47.6 / 47.1 ms per step; 14 buckets instead of 50). At 6 blocks of width
+    3072 each weight (151 MB) is a bucket of its own at either size; 100 MB gathers the small
+    tensors into fewer buckets."""
     sweep_mb: list[float] = field(default_factory=list)
     """When non-empty, tuned_buckets times DDP with each of these bucket sizes during setup
     (outside the measured window, ``sweep_steps`` steps each, averaged over ranks) and trains with
@@ -126,8 +129,17 @@ class DdpConfig(ScenarioConfig):
     )
     """CPU size: 2 gloo processes, 52 parameter tensors, well under a second per variant."""
     full: DdpSize = field(default_factory=lambda: DdpSize(warmup_steps=10, steps=40))
-    """GPU size (2 x H200, NVLink): 48 blocks of width 1024, 292 tensors, 1.6 GB of fp32
-    gradients, 4096 tokens per rank in bf16."""
+    """GPU size (2 x H100/H200, NVLink): 6 blocks of width 3072, 40 tensors, 1.8 GB of fp32
+    gradients, 2048 tokens per rank in bf16, GPU-bound under nsys as well. Why, from the 2 x H200
+    run of 2026-11-28 (48 blocks of width 1024, 4096 tokens): ~1,430 kernels a step per rank at
+    ~45 us a launch under nsys made the traced step host-bound (probe effect 1.4-1.7), so the
+    profile judged another program; a quarter of the blocks at three times the width keeps the
+    gradient bytes (and so the all-reduce, ~5.5 ms at the 330 GB/s measured here) with ~200
+    launches a step. Estimates for an H100 (not yet measured at this size): matmuls ~8.4 ms,
+    elementwise ~2.5 ms, fused AdamW over 453 M parameters ~4 ms: ideal ~15 ms; the baseline adds
+    the whole all-reduce (~21 ms, 1.4x); backward (~6 ms) is long enough for DDP to hide most of
+    it. Tokens per rank set the balance: the backward of T tokens outlasts the all-reduce of its
+    gradients when T > bf16 FLOP/s / bus bandwidth (~2,000 tokens on these GPUs)."""
 
 
 class Block(nn.Module):
@@ -211,8 +223,12 @@ class _Trainer(Workload):
             self.params = list(self.model.parameters())
             self.grad_bytes = sum(p.numel() * p.element_size() for p in self.params)
             self.train_model = self.wrap(self.model)
-            # Default AdamW: foreach kernels on CUDA, the same in every variant.
-            self.opt = torch.optim.AdamW(self.model.parameters(), lr=1e-3, weight_decay=0.01)
+            # AdamW, fused on a GPU (a few kernels a step, not one pass per tensor list: the
+            # optimizer is the same in every variant, and a cheap one leaves the step to compute
+            # and communication), the same in every variant.
+            self.opt = torch.optim.AdamW(
+                self.model.parameters(), lr=1e-3, weight_decay=0.01, fused=self.on_gpu or None
+            )
         if self.communicates and size.probe_bandwidth and self.world > 1:
             with self.ctx.stage("bandwidth_probe"):
                 self.probe_bandwidth()

@@ -74,7 +74,12 @@ GPU_ACTIVITY = (
 
 
 def trim(
-    src: Path, out: Path, from_ms: float, keep_ms: float, gpu_only: bool = False, margin_ms: float = 0
+    src: Path,
+    out: Path,
+    from_ms: float,
+    keep_ms: float,
+    gpu_only: bool = False,
+    margin_ms: float = 0,
 ) -> None:
     shutil.copyfile(src, out)
     db = sqlite3.connect(out)
@@ -127,7 +132,9 @@ def main() -> None:
     ap.add_argument("--keep-ms", type=float, required=True)
     ap.add_argument("--xz", action="store_true")
     ap.add_argument("--gpu-only", action="store_true", help="empty the host-side tables")
-    ap.add_argument("--margin-ms", type=float, default=0.0, help="GPU activity kept beyond the span")
+    ap.add_argument(
+        "--margin-ms", type=float, default=0.0, help="GPU activity kept beyond the span"
+    )
     a = ap.parse_args()
     trim(a.src, a.out, a.from_ms, a.keep_ms, a.gpu_only, a.margin_ms)
     if a.xz:

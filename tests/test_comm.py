@@ -1,7 +1,7 @@
 """NCCL kernels split into waits and transfers across ranks (analysis/detect/_comm.py), and what
 exposed_comm and stage_imbalance make of it.
 
-Real exports: the 2 x H200 `pipeline_imbalance` baseline (a 3:1 GPipe cut, 2 ranks in one report,
+Real exports: the 2 x H200 `pipeline_imbalance` baseline (a 3:1 GPipe cut, the cut of the time, 2 ranks in one report,
 cut to 2 steps with `scripts/trim_export.py --gpu-only --margin-ms 30`, tests/data/README.md)
 and the corpus' `ddp_exposed_comm` (DDP with 0.05 MB buckets on 2 x H200, whole process).
 Synthetic exports (sqlite3 in the nsys schema) pin down each charge: what the late rank did
