@@ -67,7 +67,7 @@ def test_pipeline_waits_are_imbalance_not_communication() -> None:
 def test_unmatched_kernels_read_as_communication(monkeypatch) -> None:
     """Without the matching every NCCL kernel is all transfer, and the pipeline's waits read as
     exposed communication (as they did before the split: issue 35)."""
-    monkeypatch.setattr(_comm, "_align", lambda rows, a, b, k: (0.0, a[:0], b[:0]))
+    monkeypatch.setattr(_comm, "_align", lambda rows, a, b, k, skew: (0.0, a[:0], b[:0]))
     found = _found(PIPE)
     ec = found["exposed_comm"]
     assert ec.state is State.FIRED
@@ -111,8 +111,9 @@ MS = 1_000_000
 
 
 def _export(path: Path, kernels: list[tuple], calls: list[tuple]) -> Path:
-    """kernels: (start, end, name, device, pid); calls: (start, end, name, pid), each call on
-    its process's main thread. Kernel i has correlation id i + 1; so does call i (a launch)."""
+    """kernels: (start, end, name, device, pid[, stream]); calls: (start, end, name, pid), each
+    call on its process's main thread. Kernel i has correlation id i + 1; so does call i (a
+    launch). NCCL kernels run on stream 13 unless given one."""
     db = sqlite3.connect(path)
     db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
     names = sorted({k[2] for k in kernels} | {c[2] for c in calls})
@@ -128,8 +129,17 @@ def _export(path: Path, kernels: list[tuple], calls: list[tuple]) -> Path:
     db.executemany(
         "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, ?, 1, ?, ?, ?, ?, ?)",
         [
-            (s, e, d, 13 if "nccl" in n else 7, i + 1, gp(p), ids[n], ids[n])
-            for i, (s, e, n, d, p) in enumerate(kernels)
+            (
+                k[0],
+                k[1],
+                k[3],
+                k[5] if len(k) > 5 else 13 if "nccl" in k[2] else 7,
+                i + 1,
+                gp(k[4]),
+                ids[k[2]],
+                ids[k[2]],
+            )
+            for i, k in enumerate(kernels)
         ],
     )
     db.execute(
@@ -188,3 +198,30 @@ def test_the_transfer_is_what_follows_the_last_arrival(tmp_path: Path) -> None:
     got = _wait_case(tmp_path, "idle", "issuing")
     # GPU 1's kernel [1, 6) ms: waits [1, 5), transfers [5, 6); nothing of its own hides either
     assert (got["coupling"], got["transfer"]) == (pytest.approx(4.0), pytest.approx(1.0))
+
+
+SR = "ncclDevKernel_SendRecv"
+
+
+def test_point_to_point_lanes_take_one_peer(tmp_path: Path) -> None:
+    """Two pairs of pipeline ranks, 0->2 and 1->3, their messages at the same moments: every
+    receive overlaps all four lanes' kernels (and GPUs 0 and 1 come first, a wrong pair), but a
+    message ends on both of its ranks at once and a send/receive lane takes one peer, so each
+    receive waits for its own sender only."""
+    k = []
+    for step in range(4):
+        t = step * 10 * MS
+        for send, recv, lag, end in ((0, 2, 2 * MS, t + 5 * MS), (1, 3, 3 * MS, t + 6 * MS)):
+            k.append((t + lag, end, SR, send, send + 1, 20 + send))  # the sender arrives late
+            k.append((t, end, SR, recv, recv + 1, 20 + send))  # the receiver waits from t
+            k.append((end, end + 3 * MS, "gemm", send, send + 1))
+            k.append((end, end + 3 * MS, "gemm", recv, recv + 1))
+    path = _export(tmp_path / "pairs.sqlite", k, [])
+    with T.open_trace(path) as tr:
+        cfg = load_thresholds(WHOLE)
+        cm = _comm.comm(tr, C.steady(tr, cfg), cfg)
+    assert cm.lanes == 4 and cm.peer_lanes == 4 and cm.matched.all()
+    waits = {d: dict(cm.waits_on(d)) for d in (2, 3)}
+    assert set(waits[2]) == {0} and set(waits[3]) == {1}
+    assert C.length(*waits[2][0]) == 4 * 2 * MS  # waited 2 ms a step for rank 0, not 3
+    assert C.length(*waits[3][1]) == 4 * 3 * MS

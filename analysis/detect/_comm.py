@@ -13,8 +13,11 @@ own). Every rank issues a communicator's operations in the same order, so the k-
 lane goes with the k-th of its peer lanes on the other GPUs, up to an offset where a capture cut
 them differently. Two lanes of different GPUs are peers when, at the best offset (within
 ``max_align_offset`` kernels), at least ``min_lane_match_share`` of their aligned kernels have the
-same name and overlap in time (a collective's kernels all run until its last participant has
-arrived; a message's send and receive run together). Kernels are read up to ``match_margin_ms``
+same name, overlap in time and end within ``max_end_skew_us`` of each other (a collective's
+kernels all run until its last participant has arrived and end together; a message's send and
+receive run together). Pairs are taken best first, a lane of send/receive kernels taking one
+peer lane (PyTorch gives each pair of ranks a communicator of its own), a collective's lane one
+on every other GPU. Kernels are read up to ``match_margin_ms``
 beyond the window, so that a peer's kernel that started before the window still counts.
 
 Each kernel's wait ends at ``cut`` = the latest start among itself and its peers' aligned
@@ -92,7 +95,7 @@ class Comm:
 def comm(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any]) -> Comm:
     """The window's NCCL kernels matched across GPUs (cached per window and settings)."""
     th = cfg["exposed_comm"]
-    keys = ("match_margin_ms", "min_lane_match_share", "max_align_offset")
+    keys = ("match_margin_ms", "min_lane_match_share", "max_align_offset", "max_end_skew_us")
     key = ("comm", st.lo, st.hi, tuple(th[k] for k in keys))
     cache = C._cache(trace)
     if key not in cache:
@@ -105,7 +108,8 @@ def _read(trace: T.Trace, st: C.Steady, margin: int) -> dict[str, np.ndarray]:
     name (unclipped), sorted by start."""
     ids = C._string_ids(trace, "%nccl%")
     if not ids or not trace.has(C.KERNEL):
-        return {k: np.zeros(0, np.int64) for k in ("start", "end", "device", "stream", "name")}
+        empty = {k: np.zeros(0, np.int64) for k in ("start", "end", "device", "stream", "name")}
+        return empty | {"text": np.zeros(0, dtype=str)}
     has = lambda col: trace.has(C.KERNEL, col)  # noqa: E731
     name = "t.shortName" if has("shortName") else "t.demangledName"
     cols = {
@@ -120,7 +124,15 @@ def _read(trace: T.Trace, st: C.Steady, margin: int) -> dict[str, np.ndarray]:
     rows = T.int_columns(
         trace, C.KERNEL, cols, where, {"lo": st.lo - margin, "hi": st.hi + margin}, few=True
     )
-    return C.by_start(rows)
+    rows = C.by_start(rows)
+    ids = np.unique(rows["name"])
+    text = dict(
+        trace.query(f"SELECT id, value FROM StringIds WHERE id IN ({C.id_list(ids)})")[1]
+        if ids.size
+        else []
+    )
+    rows["text"] = np.array([str(text.get(int(i), "")) for i in rows["name"]], dtype=str)
+    return rows
 
 
 def _lanes(rows: dict[str, np.ndarray]) -> list[tuple[int, np.ndarray]]:
@@ -134,27 +146,59 @@ def _lanes(rows: dict[str, np.ndarray]) -> list[tuple[int, np.ndarray]]:
 
 
 def _align(
-    rows: dict[str, np.ndarray], a: np.ndarray, b: np.ndarray, max_offset: int
+    rows: dict[str, np.ndarray], a: np.ndarray, b: np.ndarray, max_offset: int, skew_ns: int
 ) -> tuple[float, np.ndarray, np.ndarray]:
-    """The offset pairing lanes ``a`` and ``b`` in order whose pairs most often share a name
-    and overlap in time: (that share of the shorter lane, a's indices, b's indices)."""
+    """The offset pairing lanes ``a`` and ``b`` in order whose pairs most often share a name,
+    overlap in time and end within ``skew_ns`` of each other (an operation ends on every rank
+    at about the same moment): (that share of the shorter lane, a's indices, b's indices)."""
     best = (0.0, np.zeros(0, np.int64), np.zeros(0, np.int64))
     shorter = max(1, min(a.size, b.size))
+    start, end = rows["start"], rows["end"]
     for off in range(-max_offset, max_offset + 1):
         ia, ib = a[max(0, -off) :], b[max(0, off) :]
         n = min(ia.size, ib.size)
         if n == 0:
             continue
         ia, ib = ia[:n], ib[:n]
-        same = rows["name"][ia] == rows["name"][ib]
-        meet = np.minimum(rows["end"][ia], rows["end"][ib]) > np.maximum(
-            rows["start"][ia], rows["start"][ib]
-        )
-        ok = same & meet
+        ok = rows["name"][ia] == rows["name"][ib]
+        ok &= np.minimum(end[ia], end[ib]) > np.maximum(start[ia], start[ib])
+        ok &= np.abs(end[ia] - end[ib]) <= skew_ns
         share = float(ok.sum()) / shorter
         if share > best[0]:
             best = (share, ia[ok], ib[ok])
     return best
+
+
+def _links(rows: dict[str, np.ndarray], lanes: list[tuple[int, np.ndarray]], th: Mapping[str, Any]):
+    """The lane pairs taken as one communicator's, best first: each candidate pair of lanes of
+    different GPUs scored by :func:`_align`; a pair is taken when its score reaches
+    ``min_lane_match_share``, neither lane has a peer on the other's GPU yet, and, for a
+    point-to-point lane (send/receive kernels only), it has no peer at all yet: a communicator
+    of two ranks has one peer lane, a collective's has one on every other GPU."""
+    p2p = [bool(np.char.find(_names(rows, idx), "SendRecv").min() >= 0) for _, idx in lanes]
+    found = []
+    skew = int(th["max_end_skew_us"] * 1000)
+    for i, (da, a) in enumerate(lanes):
+        for j in range(i + 1, len(lanes)):
+            db, b = lanes[j]
+            if da != db:
+                share, ia, ib = _align(rows, a, b, int(th["max_align_offset"]), skew)
+                if share >= th["min_lane_match_share"]:
+                    found.append((share, i, j, ia, ib))
+    found.sort(key=lambda f: -f[0])
+    peers: dict[int, set[int]] = {i: set() for i in range(len(lanes))}  # lane -> peer GPUs
+    for _share, i, j, ia, ib in found:
+        di, dj = lanes[i][0], lanes[j][0]
+        if dj in peers[i] or di in peers[j] or ((p2p[i] or p2p[j]) and (peers[i] or peers[j])):
+            continue
+        peers[i].add(dj)
+        peers[j].add(di)
+        yield i, j, ia, ib
+
+
+def _names(rows: dict[str, np.ndarray], idx: np.ndarray) -> np.ndarray:
+    """The kernel names of rows ``idx`` (read with them: see :func:`_read`)."""
+    return rows["text"][idx]
 
 
 def _split(rows: dict[str, np.ndarray], st: C.Steady, th: Mapping[str, Any]) -> Comm:
@@ -165,20 +209,13 @@ def _split(rows: dict[str, np.ndarray], st: C.Steady, th: Mapping[str, Any]) -> 
     matched = np.zeros(n, bool)
     lanes = _lanes(rows)
     peered: set[int] = set()
-    for i, (da, a) in enumerate(lanes):
-        for j in range(i + 1, len(lanes)):
-            db, b = lanes[j]
-            if da == db:
-                continue
-            share, ia, ib = _align(rows, a, b, int(th["max_align_offset"]))
-            if share < th["min_lane_match_share"]:
-                continue
-            peered |= {i, j}
-            matched[ia] = matched[ib] = True
-            for x, y in ((ia, ib), (ib, ia)):
-                later = rows["start"][y] > last[x]
-                last[x[later]] = rows["start"][y[later]]
-                late[x[later]] = rows["device"][y[later]]
+    for i, j, ia, ib in _links(rows, lanes, th):
+        peered |= {i, j}
+        matched[ia] = matched[ib] = True
+        for x, y in ((ia, ib), (ib, ia)):
+            later = rows["start"][y] > last[x]
+            last[x[later]] = rows["start"][y[later]]
+            late[x[later]] = rows["device"][y[later]]
     keep = (rows["end"] > st.lo) & (rows["start"] < st.hi)
     start = np.clip(rows["start"][keep], st.lo, st.hi)
     end = np.clip(rows["end"][keep], st.lo, st.hi)

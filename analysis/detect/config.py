@@ -249,6 +249,10 @@ class ExposedCommThresholds(_Section):
     paired in order, have the same name and overlap in time."""
     max_align_offset: int = 8
     """Kernels by which two ranks' NCCL streams may be offset where the capture cut them."""
+    max_end_skew_us: float = 250.0
+    """Two ranks' kernels of one operation end within this of each other (a collective or a
+    message completes on every rank at about the same moment: up to 105 us apart on the 2 x H200
+    pipeline and DDP exports of 2026-11-28, a send and its receive of 16 MB included)."""
     min_work_ratio: float = 1.15
     """A late rank whose host was issuing work (not blocked, not in a long host stretch) had more
     work than the rank that waited for it when it ran at least this many times as many kernels
