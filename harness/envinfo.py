@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import re
 import shutil
@@ -83,7 +84,19 @@ def parse_gpus(text: str) -> GpuInfo:
     return GpuInfo(names=names, driver=driver, memory_mib=mem, compute_modes=modes)
 
 
+#: Where a copy of the checkout without git metadata (the GPU machine's) says its commit:
+#: ``scripts/device/stamp-revision.sh`` writes it before the tree is sent.
+REVISION_ENV = "BOTTLENECK_GIT_SHA"
+
+
 def git_sha(repo: Path) -> str | None:
+    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); in a copy
+    without git metadata, ``$BOTTLENECK_GIT_SHA`` (the commit it was copied from), else None."""
+    sha = _git_sha(repo)
+    return sha if sha is not None else (os.environ.get(REVISION_ENV) or None)
+
+
+def _git_sha(repo: Path) -> str | None:
     git = shutil.which("git")
     if not git:
         return None

@@ -9,6 +9,9 @@
 # SQLITE_MAX_MB) xz-compressed in 15 MB pieces.
 set -uo pipefail
 name=$1; shift
+# the device's copy of the tree has no git metadata: .revision (written here before the call,
+# `git rev-parse HEAD > .revision`) names the commit for the manifest (harness/envinfo.py)
+[ -f .revision ] && export BOTTLENECK_GIT_SHA="$(cat .revision)"
 results=/var/tmp/results/$name
 mkdir -p "$results"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,temperature.gpu --format=csv
