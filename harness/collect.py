@@ -62,13 +62,18 @@ def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
             stages.update(dict.fromkeys(k for k in row if _is_stage_column(k)))
     columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS, *STAMPS]
     columns += list(MEASURE_STAMPS)
-    columns += [*IMPORT_PARTS, *stages]
+    columns += [*IMPORT_PARTS, *RANK_COLUMNS, *stages]
     return pd.DataFrame(rows, columns=columns)
 
 
 #: Parts of ``import_s`` (torch and its kin; the preload modules, e.g. ``torch._dynamo`` in a
 #: profiled worker; then the scenarios and the harness), seconds.
 IMPORT_PARTS = ("import_torch_s", "import_preload_s", "import_scenarios_s")
+
+#: The ranks of a distributed worker (``timing.ranks`` in rank 0's result.json): how many, and
+#: the longest start-up and imports of any of them (seconds; under torchrun each rank is a
+#: fresh interpreter, forked ranks import nothing). A single-process worker is one rank.
+RANK_COLUMNS = ("ranks", "ranks_startup_max_s", "ranks_import_max_s")
 
 #: timings.csv's columns of the scenario's named set-up stages: ``setup_<name>_s``.
 SETUP_STAGE_PREFIX = "setup_"
@@ -109,9 +114,26 @@ def _timing_row(run_dir: Path, unit: Unit) -> dict[str, Any] | None:
     row.update({key: status.get(key) for key in STAMPS})
     row.update({key: timing.get(key) for key in MEASURE_STAMPS})
     row.update({key: timing.get(key) for key in IMPORT_PARTS})
+    row.update(_rank_columns(timing.get("ranks") or []))
     for name, seconds in (timing.get("setup_stages_s") or {}).items():
         row[setup_stage_column(str(name))] = seconds
     return row
+
+
+def _rank_columns(ranks: list[dict[str, Any]]) -> dict[str, Any]:
+    """:data:`RANK_COLUMNS` from the per-rank records (empty: an older result, left blank)."""
+    if not ranks:
+        return {}
+
+    def most(key: str) -> float | None:
+        values = [float(r[key]) for r in ranks if r.get(key) is not None]
+        return max(values) if values else None
+
+    return {
+        "ranks": len(ranks),
+        "ranks_startup_max_s": most("launch_to_main_s"),
+        "ranks_import_max_s": most("import_s"),
+    }
 
 
 def wall_time_record(

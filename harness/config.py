@@ -155,8 +155,17 @@ class HarnessConfig:
     fork_server: bool = True
     """Start unprofiled single-process workers by forking a server that has imported torch and
     the scenarios once (each worker is still a fresh process with its own CUDA context), instead
-    of a new interpreter each time: saves the ~4 s of imports per worker. Profiled and torchrun
-    workers always start as new processes."""
+    of a new interpreter each time: saves the ~4 s of imports per worker. Profiled workers
+    start as new processes (or from traced servers: ``nsys.profile_server``); the ranks of a
+    distributed timing unit are forked too (``fork_ranks``). False: every unprofiled worker
+    starts as a new interpreter, distributed ones under torchrun."""
+    fork_ranks: bool = True
+    """On one node (``dist.nnodes=1``), with ``fork_server``: fork the N ranks of a distributed
+    timing unit from the fork server, each a process of its own with the environment torchrun
+    gives a rank (rank 0 hosts the rendezvous store), instead of ``torchrun --standalone``
+    starting N fresh interpreters (on 2 x H200, eea352a: 9-12 s of imports and 3-6 s of
+    start-up per unit). A failing rank stops the others, as under torchrun. Profiled units
+    always run under ``nsys profile ... torchrun``. False: torchrun."""
     fork_preload: list[str] | None = None
     """Modules the fork server imports besides torch and the scenarios, so that forked workers
     skip them too. None: ``torch._dynamo`` (every ``torch.optim`` optimizer imports it when it
@@ -170,11 +179,13 @@ class HarnessConfig:
     """Start the next worker while the current one tears down (a profiled worker spends 8-14 s
     there on the H100 while nsys takes its capture): the next one imports and sets up beside
     it, then waits before its warm-up until the current one has exited, so no warm-up or
-    window runs beside another worker. Never two forked or two torchrun workers at once.
-    False: each worker starts once the previous one has exited."""
+    window runs beside another worker (every rank of a distributed worker waits at the gate;
+    not across nodes, where workers run in lockstep without one). False: each worker starts
+    once the previous one has exited."""
     setup_batch: int = 4
-    """With ``overlap``: single-process workers of one scenario (not ``Scenario.setup_alone``)
-    are started up to this many at once while none measures, so their set-ups run side by
+    """With ``overlap``: single-process workers of one scenario (not ``Scenario.setup_alone``;
+    distributed ones, whose set-ups measure, one at a time) are started up to this many at
+    once while none measures, so their set-ups run side by
     side; each then waits at its gate and they measure one after the other, never beside a
     set-up. On the H100 a timing worker's set-up left the GPU idle 1-2 s, a compiled
     variant's 8-10 s with a warm cache (2026-11-27). 1: one at a time."""

@@ -41,35 +41,48 @@ def _descendants(pid: int) -> list[int]:
     return found
 
 
-def _signal_all(pgid: int, pids: list[int], sig: signal.Signals) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(pgid, sig)
+def _signal_all(pgids: list[int], pids: list[int], sig: signal.Signals) -> None:
+    for pgid in pgids:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(pgid, sig)
     for pid in pids:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.kill(pid, sig)
 
 
+def members(proc: Any) -> list[Any]:
+    """The processes a worker is made of, each leading a session of its own: the ranks of a
+    forked distributed unit (:class:`harness.ranks.RankGroup`), else the one process."""
+    return list(getattr(proc, "members", None) or [proc])
+
+
 def kill_group(proc: Any, grace_s: float = 5.0) -> None:
     """Terminate the worker's process group (loader workers, nsys) and every descendant that
-    left it: torchrun starts each rank in a session of its own, out of the group's reach.
+    left it: torchrun starts each rank in a session of its own, out of the group's reach; a
+    forked distributed unit is several such processes (:func:`members`), all stopped at once.
 
     Descendants are listed before the first signal, since once their parent dies they are
     re-parented and can no longer be told apart. SIGTERM first (workers unwind and clean up),
-    SIGKILL for whatever is left once the leader is gone or the grace time is over.
+    SIGKILL for whatever is left once the leaders are gone or the grace time is over.
     """
-    family = _descendants(proc.pid)
-    _signal_all(proc.pid, family, signal.SIGTERM)
-    _signal_all(proc.pid, family, signal.SIGCONT)  # a paused process acts on SIGTERM only now
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        proc.wait(timeout=grace_s)
-    family += [pid for pid in _descendants(proc.pid) if pid not in family]
-    _signal_all(proc.pid, family, signal.SIGKILL)
-    proc.wait()
+    procs = members(proc)
+    leaders = [p.pid for p in procs]
+    family = [d for pid in leaders for d in _descendants(pid)]
+    _signal_all(leaders, family, signal.SIGTERM)
+    _signal_all(leaders, family, signal.SIGCONT)  # a paused process acts on SIGTERM only now
+    deadline = time.monotonic() + grace_s
+    for p in procs:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            p.wait(timeout=max(0.0, deadline - time.monotonic()))
+    family += [d for pid in leaders for d in _descendants(pid) if d not in family]
+    _signal_all(leaders, family, signal.SIGKILL)
+    for p in procs:
+        p.wait()
 
 
 def pause_group(proc: Any, pause: bool) -> None:
     """SIGSTOP (``pause``) or SIGCONT a process group and every descendant that left it."""
-    _signal_all(proc.pid, _descendants(proc.pid), signal.SIGSTOP if pause else signal.SIGCONT)
+    _signal_all([proc.pid], _descendants(proc.pid), signal.SIGSTOP if pause else signal.SIGCONT)
 
 
 def _remove_partial(out_dir: Path) -> None:
@@ -134,7 +147,7 @@ def launch(
     commands only), else as a new process. Returns the process (``poll``, ``wait``, ``pid``)."""
     env = worker_env(extra_env)
     if forkserver is None:
-        return _popen(cmd, out_dir, env)
+        return popen(cmd, out_dir, env)
     forked: list[Any] = []
     try:  # held against stop signals: no worker starts unseen
         with contextlib.suppress(ForkServerError), signals.deferred():
@@ -143,7 +156,7 @@ def launch(
         for proc in forked:
             stop_group(proc, out_dir)
         raise
-    return forked[0] if forked else _popen(cmd, out_dir, env)
+    return forked[0] if forked else popen(cmd, out_dir, env)
 
 
 def run_process(
@@ -220,7 +233,7 @@ def stop_group(proc: Any, out_dir: Path) -> None:
     _remove_partial(out_dir)
 
 
-def _popen(cmd: list[str], out_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
+def popen(cmd: list[str], out_dir: Path, env: dict[str, str]) -> subprocess.Popen[bytes]:
     """A new interpreter in a session of its own, logging to the unit folder."""
     with open(out_dir / rf.STDOUT, "wb") as out, open(out_dir / rf.STDERR, "wb") as err:
         return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
@@ -253,6 +266,14 @@ def ended(rc: int, wall: float, out_dir: Path, label: str, memory_cap_gb: float 
     if not (out_dir / rf.RESULT).is_file():
         return Outcome(Status.NO_RESULT, f"{label} exited 0 but wrote no result.json", rc, wall)
     return Outcome(Status.OK, "", rc, wall)
+
+
+def never_started(outcome: Outcome, out_dir: Path) -> bool:
+    """A worker command that failed before the worker said anything (no ``.progress.json``):
+    its launcher (nsys, torchrun) failed, not the variant. nsys 2022.4 on a loaded CPU box once
+    failed so at its start (``sem_open``: no such file) while the previous unit's nsys ended."""
+    failed = outcome.status in (Status.FAILED, Status.NO_RESULT)
+    return failed and rf.read_progress(out_dir) is None and not (out_dir / rf.RESULT).exists()
 
 
 def _wait_or_detach(proc: Any, timeout_s: float, detach_when: Callable[[Any], bool]) -> bool:

@@ -9,12 +9,14 @@ session and process group, its own CUDA context, created after the fork), runs
 
 The same server runs under ``nsys profile`` for profiled workers (``command_prefix``, see
 :func:`harness.nsys.server_command`): nsys then traces each forked child, and every child's
-capture range becomes a report of its own. torchrun launches (``world_size`` > 1) are not
-forked.
+capture range becomes a report of its own. The ranks of a distributed timing unit on one node
+are forked from the unprofiled server too, one child per rank (:mod:`harness.ranks`); profiled
+distributed units stay ``nsys profile ... torchrun``.
 
 Protocol (one JSON object per line, over a Unix socket the parent listens on and the server
 connects to once its imports are done: nsys writes its own lines to the server's stdout): the
-parent sends ``{"argv", "stdout", "stderr", "env"}``; the server answers ``{"pid": N}`` at
+parent sends ``{"argv", "stdout", "stderr", "env"}`` (and ``"append": true`` for logs that several
+children share, as a unit's ranks do); the server answers ``{"pid": N}`` at
 once and ``{"pid": N, "exit": CODE}`` when the child has ended (CODE < 0: killed by that
 signal). The server's first line is ``{"ready": true}``. Children may run side by side (the
 next one sets up while the last one tears down), so exits and fork replies interleave. EOF on
@@ -157,9 +159,16 @@ class ForkServer:
                 raise subprocess.TimeoutExpired(["harness.forkserver"], timeout_s)
 
     def spawn(
-        self, cmd: list[str], stdout: Path, stderr: Path, env: dict[str, str]
+        self,
+        cmd: list[str],
+        stdout: Path,
+        stderr: Path,
+        env: dict[str, str],
+        *,
+        append: bool = False,
     ) -> ForkedProcess:
-        """Fork ``python -m harness.worker ARGS`` (``cmd``) with these logs and environment."""
+        """Fork ``python -m harness.worker ARGS`` (``cmd``) with these logs and environment;
+        ``append``: add to the logs (shared by several children) rather than truncate them."""
         if cmd[1:3] != ["-m", "harness.worker"]:
             raise ValueError(f"the fork server runs harness.worker only, not {cmd}")
         request = {
@@ -167,6 +176,7 @@ class ForkServer:
             "stdout": str(stdout),
             "stderr": str(stderr),
             "env": {**env, **self.injected},
+            "append": append,
         }
         if self._sock is None:
             raise ForkServerError("the fork server is closed")
@@ -274,14 +284,16 @@ def _child(request: dict[str, Any], proto_fd: int) -> None:
         os.close(proto_fd)
         null = os.open(os.devnull, os.O_RDONLY)
         os.dup2(null, 0)
+        mode = os.O_APPEND if request.get("append") else os.O_TRUNC
         for fd, path in ((1, request["stdout"]), (2, request["stderr"])):
-            target = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+            target = os.open(path, os.O_WRONLY | os.O_CREAT | mode, 0o644)
             os.dup2(target, fd)
             os.close(target)
         sys.stdout = open(1, "w", buffering=1, closefd=False)
         sys.stderr = open(2, "w", buffering=1, closefd=False)
         os.environ.clear()
         os.environ.update(request["env"])
+        _apply_threads(request["env"])
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
@@ -300,6 +312,16 @@ def _child(request: dict[str, Any], proto_fd: int) -> None:
             sys.stderr.flush()
         finally:
             os._exit(code)
+
+
+def _apply_threads(env: dict[str, str]) -> None:
+    """OpenMP read ``OMP_NUM_THREADS`` when the server imported torch: a child whose
+    environment sets it (torchrun's ranks get 1) takes it through torch, as a fresh
+    interpreter would at its import."""
+    value = env.get("OMP_NUM_THREADS", "")
+    torch = sys.modules.get("torch")
+    if torch is not None and value.isdigit() and int(value) > 0:
+        torch.set_num_threads(int(value))
 
 
 def serve(path: str, preload: list[str]) -> None:

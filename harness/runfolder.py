@@ -94,6 +94,26 @@ GO = ".go"
 #: Created by the parent in a running profiled worker's folder: leave normally, not through
 #: os._exit (the run found that nsys lost the GPU activity of a worker that did).
 EXIT_NORMALLY = ".exit-normally"
+#: Forked ranks of a distributed unit (harness.fork_ranks): rank 0 writes the port its
+#: rendezvous store listens on here, the other ranks read it (the store torchrun's agent hosts).
+RDZV = ".rdzv.json"
+#: ``.ready-<rank>``: a rank of a gated distributed unit has set up (see :func:`ready_marker`).
+READY_PREFIX = ".ready-"
+
+
+def ready_marker(rank: int) -> str:
+    """The file a rank of a distributed unit creates once it has set up: rank 0 says ``held``
+    only once every rank has, so a held unit never has a rank still setting up."""
+    return f"{READY_PREFIX}{rank}"
+
+
+def transient_files(out_dir: Path) -> list[Path]:
+    """The files a running worker and the parent talk through (progress, gate, rendezvous,
+    ready markers): removed before a unit starts and once it has ended."""
+    names = [PROGRESS, GO, EXIT_NORMALLY, RDZV]
+    return [out_dir / n for n in names] + sorted(out_dir.glob(f"{READY_PREFIX}*"))
+
+
 #: Compiler-cache warm-up runs (harness.warm_compile): ``<run>/warm/<scenario>__<variant>/``
 #: (two levels, so no unit glob ``*/*/<phase>/`` ever finds them).
 WARM = "warm"

@@ -50,8 +50,9 @@ class Live:
     """When it was launched (epoch seconds, for status.json)."""
     gated: bool = True
     """It waits at its gate before the warm-up; False: it measures as soon as it can."""
-    single: bool = True
-    """A single-process worker (not torchrun): it may overlap another worker's tear-down."""
+    overlaps: bool = True
+    """It may start beside another worker's tear-down, and the next one beside its own (it
+    holds at its gate; False: a multi-node torchrun worker, which has no gate)."""
     memory_cap_gb: float | None = None
     detach_when: Callable[[Any], bool] | None = None
     """For a profiled worker under nsys: let go once the worker itself has exited."""
@@ -125,7 +126,11 @@ class Live:
                 wall,
             )
         if rc is not None:
-            return ended(rc, wall, self.out_dir, self.label, self.memory_cap_gb)
+            outcome = ended(rc, wall, self.out_dir, self.label, self.memory_cap_gb)
+            note = getattr(self.proc, "note", "")  # a rank of a forked unit failed first
+            if note and outcome.error:
+                outcome.error = f"{self.label}: {note}. {outcome.error}"
+            return outcome
         if self.detach_when is not None and self.detach_when(self.proc):
             return Outcome(Status.FINALIZING, "", None, wall, finishing=self.proc)
         return None
@@ -246,7 +251,7 @@ class RunLoop:
             return False
         for item in self.live:
             item.refresh()
-        if any(not x.single or (x.opened and not x.past_window) for x in self.live):
+        if any(not x.overlaps or (x.opened and not x.past_window) for x in self.live):
             return False
         if sum(x.opened for x in self.live) > 1:  # past their windows: one at a time
             return False

@@ -50,6 +50,7 @@ from harness.execute import (
     finish,
     kill_group,
     launch,
+    never_started,
     run_process,
     stop_group,
     tail,
@@ -72,6 +73,7 @@ from harness.plan import (
 )
 from harness.profiling import ProfileServers, ReportHandle, Session, check_owner
 from harness.progress import Progress
+from harness.ranks import launch_ranks
 from harness.runfolder import (
     ResultWriteError,
     RunState,
@@ -181,6 +183,8 @@ class Suite:
         #: again, once, as their own ``nsys profile`` after the other workers).
         self._served_tried: set[Unit] = set()
         self._serve_failed: list[Unit] = []
+        #: Profiles run again because their nsys failed before the worker started.
+        self._relaunched: set[Unit] = set()
         self._write_lock = threading.Lock()
         self.stops = signals.StopSignals()
         self.progress = Progress(suite.harness.progress)
@@ -324,7 +328,6 @@ class Suite:
         """Write the worker's spec.json; ``forked``: started by the fork server (which has
         imported the preload modules already)."""
         scen_cfg = OmegaConf.to_container(self.raw.scenario[unit.scenario], resolve=True)
-        single = self.found[unit.scenario].world_size <= 1
         preload = self.cfg.harness.preload_unforked and not forked
         spec = WorkerSpec(
             scenario=unit.scenario,
@@ -343,7 +346,7 @@ class Suite:
             max_warmup_s=self.cfg.harness.max_warmup_s,
             preload=self.unforked_preload(unit) if preload else [],
             report_progress=True,
-            gate=single and not warm_only,
+            gate=not self.cfg.dist.multinode and not warm_only,
             parent_pid=os.getpid(),
             # held while up to a whole batch sets up and measures before it
             gate_timeout_s=self.cfg.harness.timeout_s * (self.cfg.harness.setup_batch + 1),
@@ -452,8 +455,8 @@ class Suite:
         outcome of a unit that does not run here (skipped)."""
         out_dir = unit.dir(run_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
-        for stale in (rf.RESULT, rf.STATUS, rf.PROGRESS, rf.GO, rf.EXIT_NORMALLY):
-            (out_dir / stale).unlink(missing_ok=True)
+        for stale in [out_dir / rf.RESULT, out_dir / rf.STATUS, *rf.transient_files(out_dir)]:
+            stale.unlink(missing_ok=True)
         why = self._skip_reason(unit)
         if why:
             return Outcome(Status.SKIPPED, why)
@@ -462,11 +465,11 @@ class Suite:
             served = self._start_served(unit, out_dir)
             if served is not None:
                 return served
-        forks = self._forkserver() if world <= 1 and not unit.is_profile else None
+        forked = not unit.is_profile and (world <= 1 or self.forking_ranks)
+        forks = self._forkserver() if forked else None
         spec = self._spec(unit, out_dir, forked=forks is not None)
-        program = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
-        if world > 1:
-            program = torchrun_program(self.cfg, unit, world, spec)
+        worker = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+        program = torchrun_program(self.cfg, unit, world, spec) if world > 1 else worker
         detach = None
         if unit.is_profile:
             program = self._profile_command(unit, run_dir, program)
@@ -475,18 +478,30 @@ class Suite:
         env = self.worker_env()
         if world > 1:  # torchrun's own default, set here so it does not print its banner
             env.setdefault("OMP_NUM_THREADS", "1")
-        proc = launch(program, out_dir, env, forks)
+        if world > 1 and forks is not None:  # its ranks forked (torchrun where that fails)
+            nproc = nproc_per_node(self.cfg, world)
+            proc = launch_ranks(forks, worker, program, out_dir, env, nproc, unit.label)
+        else:
+            proc = launch(program, out_dir, env, forks)
+        one_node = not self.cfg.dist.multinode
         return Live(
             unit,
             proc,
             out_dir,
             self.cfg.harness.timeout_s,
-            gated=world <= 1,
-            single=world <= 1,
+            gated=one_node,
+            overlaps=one_node,
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
             detach_when=detach,
-            quiet_past_window=unit.is_profile and world <= 1 and self.overlap_capture_stop,
+            quiet_past_window=unit.is_profile and one_node and self.overlap_capture_stop,
         )
+
+    @property
+    def forking_ranks(self) -> bool:
+        """harness.fork_ranks as it applies here: the ranks of a distributed timing unit are
+        forked from the fork server (``harness.fork_server``) on one node; else torchrun."""
+        h = self.cfg.harness
+        return h.fork_ranks and h.fork_server and not self.cfg.dist.multinode
 
     def _served(self, unit: Unit) -> bool:
         """Whether ``unit`` is profiled as a child of its scenario's traced fork server (not
@@ -774,8 +789,8 @@ class Suite:
             write_json(
                 out_dir / rf.STATUS, {**outcome.record(), "unit": asdict(unit), "at": now_utc()}
             )
-            for marker in (rf.PROGRESS, rf.GO, rf.EXIT_NORMALLY):
-                (out_dir / marker).unlink(missing_ok=True)
+            for marker in rf.transient_files(out_dir):
+                marker.unlink(missing_ok=True)
         status = Status(outcome.status)
         if status == Status.SKIPPED:
             if rf.first_timing(unit.phase):  # once per variant, not once per phase
@@ -816,11 +831,11 @@ class Suite:
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
         """``unit`` may start beside ``current`` (tearing down, or setting up in its batch):
-        single-process workers of one node (a fork server runs its children side by side); a
-        served profile, once a session of its scenario runs no worker or ``current``'s capture
-        has been taken (a worker forked while a sibling's capture range is open loses its own:
-        harness/profiling.py)."""
-        if self.cfg.dist.multinode or self.found[unit.scenario].world_size > 1:
+        workers of one node, which hold at their gates (a fork server runs its children side
+        by side; every rank of a distributed worker holds); a served profile, once a session
+        of its scenario runs no worker or ``current``'s capture has been taken (a worker forked
+        while a sibling's capture range is open loses its own: harness/profiling.py)."""
+        if self.cfg.dist.multinode:
             return False
         session = self._forked_from.get(current.unit)
         if session is None or session.scenario != unit.scenario or not self._served(unit):
@@ -854,7 +869,9 @@ class Suite:
 
     def sets_up_together(self, unit: Unit) -> bool:
         """Single-process workers of a scenario whose set-up neither measures nor leaves
-        threads working (``Scenario.setup_alone``)."""
+        threads working (``Scenario.setup_alone``). Never a distributed one: both shipped
+        ones measure in their set-ups (ddp_bucketing's bandwidth probe and bucket sweep,
+        pipeline_imbalance's block costs, which choose the balanced cut)."""
         found = self.found[unit.scenario]
         return found.world_size <= 1 and not found.setup_alone and not self.cfg.dist.multinode
 
@@ -884,6 +901,8 @@ class Suite:
         early exit lost its GPU activity)."""
         assert self.run_dir is not None
         outcome = self._settle(unit, self.run_dir, outcome, defer_export=True)
+        if live is not None and self._relaunch(unit, outcome):
+            return [unit]
         if live is not None and self._to_check(unit, outcome):
             outcome, again = self._check_capture(unit, outcome)
             if again:
@@ -894,6 +913,21 @@ class Suite:
         said = "ok (nsys finishes its report)" if status == Status.FINALIZING else status.value
         self.progress.finished(unit.label, said, outcome.wall_s, live is not None)
         return []
+
+    def _relaunch(self, unit: Unit, outcome: Outcome) -> bool:
+        """A profile under its own ``nsys profile`` whose nsys failed before the worker
+        started (:func:`harness.execute.never_started`) runs again, once, at once (a served
+        one is run again by its own rule)."""
+        served = unit in self._served_tried and unit not in self._serve_failed
+        if not unit.is_profile or served or unit in self._relaunched:
+            return False
+        assert self.run_dir is not None
+        if not never_started(outcome, unit.dir(self.run_dir)):
+            return False
+        self._relaunched.add(unit)
+        said = tail(unit.dir(self.run_dir) / rf.STDERR, 1) or f"exit code {outcome.returncode}"
+        self._say(f"{unit.label}: nsys failed before the worker started ({said}); once more")
+        return True
 
     def scenario_done(self, scenario: str) -> None:
         """The scenario's last worker has ended: its traced fork server is closed (nsys writes
@@ -1198,6 +1232,7 @@ class Suite:
             "exit_after_capture": self._leaves_after_capture(),
             "background_finalize": self.cfg.nsys.background_finalize,
             "fork_server": self.cfg.harness.fork_server,
+            "fork_ranks": self.forking_ranks,
             "profile_server": self.cfg.nsys.profile_server and self.nsys is not None,
         }
 

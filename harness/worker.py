@@ -10,6 +10,15 @@ When the parent asks (``WorkerSpec.report_progress``), the worker says how far i
 ``.progress.json`` (:class:`harness.runfolder.WorkerState`), and with ``WorkerSpec.gate`` it
 waits after its set-up, before the warm-up, until the parent creates ``.go``: the parent starts
 a worker while the previous one still tears down and lets it measure once that one has gone.
+The ranks of a distributed worker all wait at that gate, polling for ``.go`` (no collective:
+an NCCL barrier would spin on the GPU beside another worker's window); rank 0 says ``held``
+once every rank has set up (``.ready-<rank>``).
+
+Ranks forked by the harness (``harness.fork_ranks``) rather than started by torchrun find the
+rendezvous file in ``BOTTLENECK_RDZV_FILE``: rank 0 hosts the TCP store there (on a port the
+kernel picks, so no port is raced for) as torchrun's agent would, every rank connects to it as
+a client (``TORCHELASTIC_USE_AGENT_STORE=True``, as under torchrun), and the process group is
+then made the usual way (``env://``).
 """
 
 from __future__ import annotations
@@ -37,6 +46,9 @@ from harness.atomic import read_json, write_json
 #: the interpreter and its wrappers (nsys, torchrun) took to reach ``main``.
 LAUNCHED_AT_ENV = "BOTTLENECK_LAUNCHED_AT"
 _MODULE_LOADED_AT = time.time()
+#: Set by the parent for forked ranks: the file in which rank 0 says the port of the store it
+#: hosts (:func:`forked_rendezvous`).
+RDZV_FILE_ENV = "BOTTLENECK_RDZV_FILE"
 
 #: Exit code of a worker that ran out of memory (host RAM cap or CUDA), so the parent records
 #: 'oom' rather than a generic failure. Wrappers (nsys, torchrun) may change the code, so the
@@ -89,8 +101,8 @@ class WorkerSpec:
     report_progress: bool = False
     """Write ``.progress.json`` in ``out_dir`` as the run goes (rank 0 only)."""
     gate: bool = False
-    """After the set-up, wait before the warm-up until ``out_dir/.go`` exists (single-process
-    workers only; implies ``report_progress``)."""
+    """After the set-up, wait before the warm-up until ``out_dir/.go`` exists (every rank of a
+    distributed worker on one node; implies ``report_progress``)."""
     parent_pid: int | None = None
     """The harness's pid: a worker held at the gate leaves if that process is gone."""
     gate_timeout_s: float = 900.0
@@ -143,23 +155,73 @@ def _publish_stages(spec: WorkerSpec, ctx: Any) -> None:
 GATE_POLL_S = 0.005
 
 
-def wait_at_gate(spec: WorkerSpec) -> float:
-    """Say 'held' and wait until the parent creates ``.go``; the seconds waited. Raises
-    RuntimeError when the parent is gone or ``gate_timeout_s`` has passed."""
+def wait_at_gate(spec: WorkerSpec, rank: int = 0) -> float:
+    """Rank 0 says 'held'; every rank waits until the parent creates ``.go``; the seconds
+    waited. Raises RuntimeError when the parent is gone or ``gate_timeout_s`` has passed."""
     go = Path(spec.out_dir) / rf.GO
-    _say_progress(spec, rf.WorkerState.HELD)
+    if rank == 0:
+        _say_progress(spec, rf.WorkerState.HELD)
     t0 = time.perf_counter()
-    checked = t0
-    while not go.exists():
+    _wait_for(spec, go.exists, "held before the warm-up", GATE_POLL_S)
+    return time.perf_counter() - t0
+
+
+def ranks_ready(spec: WorkerSpec, rank: int, world: int) -> None:
+    """A rank of a gated distributed worker has set up: it says so with a file, and rank 0
+    waits until every rank has (a file poll, not a collective: nothing runs on the GPU while
+    the unit waits), so that 'held' means the whole unit has set up."""
+    folder = Path(spec.out_dir)
+    (folder / rf.ready_marker(rank)).touch()
+    if rank == 0:
+        names = [folder / rf.ready_marker(r) for r in range(world)]
+        every = lambda: all(p.exists() for p in names)  # noqa: E731
+        _wait_for(spec, every, "waiting for the other ranks' set-up", GATE_POLL_S)
+
+
+def _wait_for(spec: WorkerSpec, done: Any, what: str, poll_s: float) -> None:
+    """Poll ``done()`` until true; RuntimeError once the harness is gone or after
+    ``gate_timeout_s``."""
+    t0 = checked = time.perf_counter()
+    while not done():
         now = time.perf_counter()
         if now - t0 > spec.gate_timeout_s:
-            raise RuntimeError(f"held before the warm-up for {spec.gate_timeout_s:g} s: no go")
+            raise RuntimeError(f"{what} for {spec.gate_timeout_s:g} s: no go")
         if now - checked > 1.0:
             checked = now
             if spec.parent_pid is not None and not rf.pid_alive(spec.parent_pid):
                 raise RuntimeError("the harness that held this worker is gone")
-        time.sleep(GATE_POLL_S)
-    return time.perf_counter() - t0
+        time.sleep(poll_s)
+
+
+def forked_rendezvous(spec: WorkerSpec, dist: Any, rank: int, world: int) -> Any:
+    """For ranks the harness forked (``BOTTLENECK_RDZV_FILE`` set): rank 0 starts the TCP store
+    torchrun's agent would host, on a port the kernel picks, and writes that port to the file;
+    the others wait for it. Sets ``MASTER_PORT``; returns the store's server (rank 0; kept
+    alive until the process ends) or None. Under torchrun (no file) it does nothing."""
+    path = os.environ.get(RDZV_FILE_ENV)
+    if not path:
+        return None
+    timeout = dt.timedelta(seconds=spec.gate_timeout_s)
+    server = None
+    if rank == 0:
+        host = os.environ.get("MASTER_ADDR", "127.0.0.1")
+        server = dist.TCPStore(
+            host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
+        )
+        port = int(server.port)
+        write_json(Path(path), {"port": port, "pid": os.getpid()})
+    else:
+        found: dict[str, Any] = {}
+
+        def published() -> bool:
+            with contextlib.suppress(OSError, ValueError):
+                found.update(read_json(path) or {})
+            return "port" in found
+
+        _wait_for(spec, published, "waiting for rank 0's rendezvous store", GATE_POLL_S)
+        port = int(found["port"])
+    os.environ["MASTER_PORT"] = str(port)
+    return server
 
 
 def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
@@ -315,6 +377,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     if distributed:
         import torch.distributed as dist
 
+        store = forked_rendezvous(spec, dist, ctx.rank, ctx.world_size)  # noqa: F841 (kept)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     workload = scen.build(cfg, size, variant.name, ctx)
     on_gpu = device.type == "cuda"
@@ -334,9 +397,11 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     try:
         if spec.warm_only:  # the compiler cache is filled: nothing is measured here
             return {"warm_only": True, "setup_s": setup_s, "import_s": import_s}
+        if spec.gate and distributed:
+            ranks_ready(spec, ctx.rank, ctx.world_size)
         setup_ended_at = time.time()  # set up: from here it only waits at its gate
-        if spec.gate and not distributed:
-            hold_s = wait_at_gate(spec)
+        if spec.gate:
+            hold_s = wait_at_gate(spec, ctx.rank)
         _say_progress(spec, rf.WorkerState.WARMUP)
         warmup_started_at = time.time()
         planned = size.warmup_steps + workload.extra_warmup_steps
@@ -350,6 +415,15 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             spec, workload, torch, warmup, n, on_gpu, sync
         )
         window_ended_at = time.time() - stop_s
+        own = {
+            "rank": ctx.rank, "pid": os.getpid(), "ppid": os.getppid(),
+            "launch_to_main_s": launch_to_main_s(), "import_s": import_s,
+            "import_torch_s": import_torch_s, "cuda_init_s": cuda_init_s, "setup_s": setup_s,
+        }  # fmt: skip
+        ranks = [own]
+        if distributed:  # after the window: each rank's start-up, for timings.csv
+            ranks = [{}] * ctx.world_size
+            dist.all_gather_object(ranks, own)
         metrics = workload.metrics()
         if on_gpu:
             metrics.setdefault(
@@ -377,6 +451,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "warmup_started_at": warmup_started_at,
         "window_ended_at": window_ended_at,
         "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),
+        "ranks": ranks,
         "finished_at": time.time(),
     }
     record = _record(spec, variant.kind, ctx, workload.samples_per_step, size.steps)
