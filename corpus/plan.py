@@ -2,10 +2,13 @@
 
     python3 corpus/plan.py LABELS_CSV [--part K/N] [--only "a b"] [--gpus N] [--repeats R]
 
-Prints one line per selected script, ``NAME PROCS GPUS LIMIT_S PROFILE_S TRACE CACHE FIX...``
-(FIX: ``label_fix`` then ``other_fixes``; TRACE: ``nsys_trace``, default cuda,nvtx,osrt; CACHE:
-``cold`` when its profile runs with empty compiler caches, else ``warm``), and on stderr one
-line per script left out because it needs more GPUs than the machine has (``gpus``).
+Prints one line per selected entry,
+``NAME PROCS GPUS LIMIT_S PROFILE_S TRACE CACHE SOURCE DEVICE FIX...`` (FIX: ``label_fix`` then
+``other_fixes``; TRACE: ``nsys_trace``, default cuda,nvtx,osrt; CACHE: ``cold`` when its profile
+runs with empty compiler caches, else ``warm``; SOURCE: the script file's stem under corpus/wild;
+DEVICE: the ``--device`` every run passes, ``auto`` for none: labels.csv's ``source`` and
+``device``, harness/labels.py), and on stderr one line per entry left out because it needs more
+GPUs than the machine has (``gpus``).
 
 ``--part K/N`` (or ``KofN``): the corpus is split into N calls that each fit one device call.
 Scripts are dealt heaviest first, each to the part with the least estimated time so far (ties
@@ -26,15 +29,17 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: harness.labels
-from harness.labels import parse_removes  # stdlib only; the format's one owner
+from harness.labels import entry_device, entry_source, parse_removes  # stdlib only; the owner
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 #: Seconds of one timed run on the H100 (forked from a parent that imported torch), by script;
 #: measured 2026-11-24 (1-4 s; clean_compile 6-12 s), the short-loop ones estimated.
 RUN_S = {"clean_compile": 10.0, "clean_compile_short": 20.0, "clean_cudnn_short": 25.0}
 DEFAULT_RUN_S = 3.0
-#: A run of 2 processes starts two fresh interpreters through torch.distributed.run.
-TWO_PROCS_RUN_S = 15.0
+#: A run of 2 ranks forked by corpus/timer.py (no imports; estimated, not yet measured on a GPU
+#: machine): CUDA and NCCL set-up of both ranks ~2-3 s, the model built on the GPU, warm-up,
+#: the 1.5 s loop. Through torch.distributed.run (two fresh interpreters) it was ~15 s.
+TWO_PROCS_RUN_S = 6.0
 #: Seconds of one whole-process profile (nsys start-up, the script, its flush); its export and
 #: xz run in the background beside the next profile.
 PROFILE_S = {"clean_compile": 60.0, "clean_compile_short": 75.0, "clean_cudnn_short": 60.0}
@@ -62,15 +67,27 @@ class Script:
     trace: str
     """nsys profile --trace value."""
     fixes: tuple[str, ...]
+    """Its --fix switches, label_fix first."""
     removals: tuple[str, ...] = ()
     """The switches that remove a labelled cause entirely (labels.csv's ``removes``)."""
-    """Its --fix switches, label_fix first."""
+    source: str = ""
+    """The script file's stem under corpus/wild (empty: ``name``)."""
+    device: str = "auto"
+    """The --device every run and profile passes (``auto``: none)."""
 
     def __post_init__(self) -> None:
         if self.procs not in (1, 2) or self.gpus not in (0, 1, 2):
             raise ValueError(f"{self.name}: procs {self.procs} gpus {self.gpus}")
         if not re.fullmatch(r"[a-z0-9-]+(,[a-z0-9-]+)*", self.trace):
             raise ValueError(f"{self.name}: nsys_trace {self.trace!r}")
+        if not re.fullmatch(r"[A-Za-z0-9_]*", self.source):
+            raise ValueError(f"{self.name}: source {self.source!r}")
+        if self.device == "cuda" and self.gpus == 0:
+            raise ValueError(f"{self.name}: device cuda with gpus 0")
+
+    def script(self) -> str:
+        """The file it runs, corpus/wild/SCRIPT.py."""
+        return self.source or self.name
 
     def run_s(self) -> float:
         return RUN_S.get(self.name, TWO_PROCS_RUN_S if self.procs > 1 else DEFAULT_RUN_S)
@@ -99,6 +116,8 @@ def read_labels(path: str) -> list[Script]:
             trace=r.get("nsys_trace") or DEFAULT_TRACE,
             fixes=tuple([r["label_fix"]] + [x for x in r["other_fixes"].split(";") if x]),
             removals=tuple(parse_removes(r.get("removes")).values()),
+            source=entry_source(r),
+            device=entry_device(r),
         )
         for r in rows
     ]
@@ -181,7 +200,8 @@ def main(argv: list[str]) -> int:
     print(f"plan: {len(chosen)} scripts, ~{total:.0f} s estimated", file=sys.stderr)
     for s in chosen:
         cache = "cold" if s.name in COLD_CACHE else "warm"
-        print(s.name, s.procs, s.gpus, s.limit_s(), int(s.profile_s()), s.trace, cache, *s.fixes)
+        line = (s.name, s.procs, s.gpus, s.limit_s(), int(s.profile_s()), s.trace, cache)
+        print(*line, s.script(), s.device, *s.fixes)
     return 0
 
 

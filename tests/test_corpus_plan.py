@@ -69,8 +69,9 @@ def test_scripts_needing_more_gpus_are_left_out_with_a_message() -> None:
 
 
 def test_cli_lines_and_parts_union() -> None:
-    """Three calls' lines: ``NAME PROCS GPUS LIMIT_S PROFILE_S TRACE CACHE FIX...``, together
-    every single-GPU script once; only the short compile script is profiled with cold caches."""
+    """Three calls' lines: ``NAME PROCS GPUS LIMIT_S PROFILE_S TRACE CACHE SOURCE DEVICE
+    FIX...``, together every single-GPU script once; only the short compile script is profiled
+    with cold caches; the CPU pipelines pass --device cpu."""
     seen = []
     for k in (1, 2, 3):
         proc = subprocess.run(
@@ -86,11 +87,49 @@ def test_cli_lines_and_parts_union() -> None:
             check=True,
         )
         for line in proc.stdout.splitlines():
-            name, procs, gpus, limit_s, profile_s, trace, cache, *fixes = line.split()
+            name, procs, gpus, limit_s, profile_s, trace, cache, source, device, *fixes = (
+                line.split()
+            )
             assert procs in {"1", "2"} and int(gpus) <= 1 and int(limit_s) >= 60
             assert int(profile_s) > 0 and trace and fixes
             assert cache == ("cold" if name == "clean_compile_short" else "warm")
+            assert (source, device) == (name, "cpu" if name.startswith("pp_") else "auto")
             seen.append(name)
         assert "skipped ddp_exposed_comm" in proc.stderr
     runnable = [s.name for s in _plan().read_labels(str(LABELS)) if s.gpus <= 1]
     assert sorted(seen) == sorted(runnable)
+
+
+#: The 2-GPU entries of issue 35 (goal 7): the pipelines on GPUs and the new data-parallel scripts.
+GPU_ENTRIES = (
+    "pp_param_split_gpu pp_heavy_head_gpu pp_balanced_gpu dp_straggler ddp_accum_no_nosync "
+    "ddp_manual_allreduce ddp_clean"
+)
+
+
+def test_the_gpu_entries_run_their_scripts_on_cuda() -> None:
+    """``--only`` with the 2-GPU entries on a 2-GPU machine selects exactly them; a GPU pipeline
+    entry runs the CPU entry's script with --device cuda, the new scripts their own file."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "corpus" / "plan.py"), str(LABELS), "--gpus=2",
+         f"--only={GPU_ENTRIES}"],
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    lines = {ln.split()[0]: ln.split() for ln in proc.stdout.splitlines()}
+    assert sorted(lines) == sorted(GPU_ENTRIES.split())
+    for name, (_, procs, gpus, _limit, _prof, _trace, _cache, source, device, *_) in lines.items():
+        assert (procs, gpus, device) == ("2", "2", "cuda")
+        assert source == name.removesuffix("_gpu")
+        assert (ROOT / "corpus" / "wild" / f"{source}.py").is_file()
+    assert lines["pp_heavy_head_gpu"][9:] == ["by_params", "balanced"]
+    # on a 1-GPU machine all seven are left out, each with a message
+    chosen, notes = _plan().select(
+        _plan().read_labels(str(LABELS)), part="", only=GPU_ENTRIES, gpus=1, repeats=2
+    )
+    assert chosen == [] and sum("needs 2 GPU(s)" in n for n in notes) >= 7
+
+
+def test_a_cuda_entry_needs_a_gpu() -> None:
+    p = _plan()
+    with pytest.raises(ValueError, match="device cuda with gpus 0"):
+        p.Script(name="x", procs=2, gpus=0, trace="cuda", fixes=("a",), device="cuda")

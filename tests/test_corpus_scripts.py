@@ -2,9 +2,11 @@
 switch, and corpus/measure.py applies the label rule.
 
 Labels are checked by reading the scripts' source, which is what a mislabelled or
-project-importing script gets wrong. The runs go through corpus/timer.py (torch imported once,
-one forked process per run; two-process scripts through torch.distributed.run) with
-``--seconds 0``, each script's shortest loop, one torch thread each: ~45 s on 2 cores.
+project-importing script gets wrong. An entry runs its ``source`` script (default: its own name),
+so one script can be two entries (a pipeline on CPUs and on GPUs); each script runs once per
+switch at its CPU size, whatever its entries' ``device``. The runs go through corpus/timer.py
+(torch imported once, one forked process per run, two-process scripts as two forked ranks) with
+``--seconds 0``, each script's shortest loop, one torch thread each.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from pathlib import Path
 import pytest
 
 from bottlenecks import CLASSES as BOTTLENECKS
+from harness.labels import DEVICES, entry_device, entry_source
 
 ROOT = Path(__file__).resolve().parents[1]
 WILD = ROOT / "corpus" / "wild"
@@ -39,8 +42,17 @@ def _measure():
     return mod
 
 
-def _tree(script: str) -> ast.Module:
-    return ast.parse((WILD / f"{script}.py").read_text())
+def _tree(row: dict) -> ast.Module:
+    """The parsed script an entry runs."""
+    return ast.parse((WILD / f"{entry_source(row)}.py").read_text())
+
+
+def _fixes(row: dict) -> list[str]:
+    return [row["label_fix"], *[f for f in row["other_fixes"].split(";") if f]]
+
+
+#: Each script file, with the switches of its entries (one set: checked below).
+SOURCES = {entry_source(r): (r["procs"], _fixes(r)) for r in LABELS}
 
 
 def _fix_choices(tree: ast.Module) -> list[str]:
@@ -81,13 +93,13 @@ def test_corpus_has_the_required_scripts_and_user_ranges() -> None:
 
 @pytest.mark.parametrize("row", LABELS, ids=[r["script"] for r in LABELS])
 def test_labels_match_script(row: dict) -> None:
-    tree = _tree(row["script"])
+    tree = _tree(row)
     assert row["label"] in CLASSES
     assert row["procs"] in {"1", "2"} and row["gpus"] in {"0", "1", "2"}
+    assert entry_device(row) in DEVICES and (entry_device(row) != "cuda" or row["gpus"] != "0")
     assert re.fullmatch(r"[a-z0-9-]+(,[a-z0-9-]+)*", row["nsys_trace"])
     assert row["why"].strip()
-    fixes = [row["label_fix"]] + [f for f in row["other_fixes"].split(";") if f]
-    assert sorted(_fix_choices(tree)) == sorted(["none", *fixes])
+    assert sorted(_fix_choices(tree)) == sorted(["none", *_fixes(row)])
     names = _nvtx_names(tree)
     assert (row["user_nvtx"] == "true") == bool(names)
     assert not RESERVED_RANGES & set(names)
@@ -108,7 +120,7 @@ def test_every_cause_has_one_full_removal_switch(row: dict) -> None:
 
 @pytest.mark.parametrize("row", LABELS, ids=[r["script"] for r in LABELS])
 def test_script_does_not_import_the_project(row: dict) -> None:
-    for node in ast.walk(_tree(row["script"])):
+    for node in ast.walk(_tree(row)):
         if isinstance(node, ast.Import):
             roots = {a.name.split(".")[0] for a in node.names}
         elif isinstance(node, ast.ImportFrom):
@@ -208,13 +220,22 @@ def test_removes_must_name_known_switches() -> None:
 LIMIT_S = 1200
 
 
+def test_entries_of_one_script_agree() -> None:
+    """Entries sharing a script have its switches and process count: one CPU run of the
+    script covers them all; and an entry that names a source names another entry's script."""
+    for row in LABELS:
+        assert (row["procs"], _fixes(row)) == SOURCES[entry_source(row)], row["script"]
+        if row["source"]:
+            assert row["source"] in {r["script"] for r in LABELS}, row["script"]
+
+
 @pytest.fixture(scope="module")
 def cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dict]:
-    """Every script with `none` and each of its switches, at its CPU size: {(script, fix): row}."""
+    """Every script with `none` and each of its switches, at its CPU size (no --device: no GPU
+    is visible): {(script, fix): row}."""
     tmp = tmp_path_factory.mktemp("corpus_cpu")
     specs = "".join(
-        f"{r['script']} {r['procs']} {LIMIT_S} {r['label_fix']} {r['other_fixes'].replace(';', ' ')}\n"
-        for r in LABELS
+        f"{src} {procs} {LIMIT_S} {' '.join(fixes)}\n" for src, (procs, fixes) in SOURCES.items()
     )
     env = {**os.environ, "CORPUS_DATA_DIR": str(tmp / "data"), "OMP_NUM_THREADS": "1"}
     env["CUDA_VISIBLE_DEVICES"] = ""  # their CPU size even where a GPU is present
@@ -248,11 +269,12 @@ def _gloo_teardown_abort(row: dict, run: dict, log: str) -> bool:
 
 @pytest.mark.parametrize("row", LABELS, ids=[r["script"] for r in LABELS])
 def test_every_switch_runs_at_cpu_size(cpu_runs: dict, row: dict) -> None:
-    """Each run exits 0 with a RESULT line; only a CUDA-graph switch may skip, saying why."""
-    fixes = ["none", row["label_fix"], *[f for f in row["other_fixes"].split(";") if f]]
-    for fix in fixes:
-        r = cpu_runs[(row["script"], fix)]
-        log = (r["log"] / f"{row['script']}.{fix}.r1.log").read_text(errors="replace")
+    """Each run of the entry's script exits 0 with a RESULT line; only a CUDA-graph switch may
+    skip, saying why."""
+    source = entry_source(row)
+    for fix in ["none", *_fixes(row)]:
+        r = cpu_runs[(source, fix)]
+        log = (r["log"] / f"{source}.{fix}.r1.log").read_text(errors="replace")
         if r["rc"] != "0":
             assert _gloo_teardown_abort(row, r, log), log[-2000:]
             result = json.loads(RESULT_LINE.search(log).group(1))
@@ -261,7 +283,7 @@ def test_every_switch_runs_at_cpu_size(cpu_runs: dict, row: dict) -> None:
             assert fix == "graphs" and r["skipped"] == "needs CUDA", log[-2000:]
         else:
             assert float(r["step_ms"]) > 0 and int(r["steps"]) >= 10, log[-2000:]
-    none = cpu_runs[(row["script"], "none")]
+    none = cpu_runs[(source, "none")]
     assert none["step_ms"] or none["rc"] != "0"  # a measured none (or the abort above)
 
 

@@ -1,11 +1,13 @@
-"""corpus/timer.py, the wild corpus's timer, on three tiny scripts: a run's result is parsed,
-its command line carries ``--fix`` and ``--script-args``, a failing run keeps its exit code, and
-a run past its limit is stopped with everything it started (its own session), without stopping
-the rounds."""
+"""corpus/timer.py, the wild corpus's timer, on tiny scripts: a run's result is parsed, its
+command line carries ``--fix`` and ``--script-args``, a failing run keeps its exit code, a run
+past its limit is stopped with everything it started (its own session), without stopping the
+rounds; a 2-process entry runs as 2 forked ranks with torchrun's environment, and a failing rank
+stops the other."""
 
 from __future__ import annotations
 
 import csv
+import json
 import os
 import subprocess
 import sys
@@ -72,3 +74,61 @@ def test_timer_parses_results_keeps_exit_codes_and_stops_a_run_with_its_group(tm
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _alive(grandchild)  # and rc 124 above: stopped at its 20 s limit, not its 60 s sleep
+
+
+RANKS = {
+    # each rank writes what torch.distributed.run would have told it, rank 0 the RESULT line
+    "ranks": (
+        "import json, os, sys\n"
+        "keys = ('RANK', 'LOCAL_RANK', 'WORLD_SIZE', 'LOCAL_WORLD_SIZE', 'MASTER_ADDR',"
+        " 'MASTER_PORT', 'OMP_NUM_THREADS')\n"
+        "env = {k: os.environ.get(k) for k in keys}\n"
+        "open(os.path.join(os.environ['OUTDIR'], 'rank%s.json' % env['RANK']), 'w')"
+        ".write(json.dumps({**env, 'argv': sys.argv[1:], 'pid': os.getpid()}))\n"
+        "if env['RANK'] == '0':\n"
+        "    print('RESULT ' + json.dumps({'step_ms': 1.0, 'steps': 10, 'fix': sys.argv[2]}))\n"
+    ),
+    # rank 1 fails at once; rank 0 would wait for it past the run's limit (a collective that
+    # never completes): left alone, the run would end at its limit with 124, not 3
+    "one_fails": (
+        "import os, sys, time\nif os.environ['RANK'] == '1':\n    sys.exit(3)\ntime.sleep(900)\n"
+    ),
+}
+
+
+def test_two_ranks_are_forked_with_torchruns_environment(tmp_path):
+    """A PROCS=2 entry runs as 2 forked ranks with RANK, LOCAL_RANK, WORLD_SIZE and a shared
+    MASTER_PORT; ``source=`` and ``device=`` pick its script and --device, its rows keep the
+    entry's name; a rank that fails stops the other (its exit code kept, not the limit's)."""
+    for name, text in RANKS.items():
+        (tmp_path / f"{name}.py").write_text(text)
+    specs = "entry_cuda 2 300 source=ranks device=cuda quick\none_fails 2 400 device=auto\n"
+    out = tmp_path / "timing.csv"
+    env = {k: v for k, v in os.environ.items() if k != "OMP_NUM_THREADS"}
+    env["OUTDIR"] = str(tmp_path)
+    proc = subprocess.run(
+        [
+            *(sys.executable, str(ROOT / "corpus" / "timer.py"), "--repeats", "1", "--no-preload"),
+            *("--csv", str(out), "--logs", str(tmp_path / "logs"), "--dir", str(tmp_path)),
+        ],
+        input=specs,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=1200,
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    rows = [(r["script"], r["fix"], r["rc"], r["step_ms"]) for r in csv.DictReader(out.open())]
+    assert rows == [
+        ("entry_cuda", "none", "0", "1.0000"),
+        ("entry_cuda", "quick", "0", "1.0000"),
+        ("one_fails", "none", "3", ""),
+    ]
+    seen = [json.loads((tmp_path / f"rank{r}.json").read_text()) for r in (0, 1)]
+    assert [s["RANK"] for s in seen] == [s["LOCAL_RANK"] for s in seen] == ["0", "1"]
+    assert {s["WORLD_SIZE"] for s in seen} == {s["LOCAL_WORLD_SIZE"] for s in seen} == {"2"}
+    assert seen[0]["MASTER_PORT"] == seen[1]["MASTER_PORT"] and seen[0]["MASTER_PORT"].isdigit()
+    assert {s["OMP_NUM_THREADS"] for s in seen} == {"1"}  # as torchrun sets it for 2 processes
+    assert seen[0]["pid"] != seen[1]["pid"]
+    assert seen[0]["argv"] == ["--fix", "quick", "--device", "cuda"]  # the last run's ranks
+    assert (tmp_path / "logs" / "entry_cuda.quick.r1.log").is_file()

@@ -100,8 +100,11 @@ def main():
     if rank == 0:
         print("RESULT " + json.dumps({"step_ms": round(ms, 3), "steps": n, "fix": args.fix}))
     dist.barrier()  # every rank done with the group before any tears it down
-    dist.destroy_process_group()
 
 
 if __name__ == "__main__":
     main()
+    # once main() has returned and its DDP model with it: the model holds the process group,
+    # and a group torn down from the model's destructor can hang at exit (torch's gloo worker
+    # thread waits for the GIL that destructor holds)
+    dist.destroy_process_group()

@@ -6,11 +6,18 @@ Each rank still waits in recv for a fifth of every step: the GPipe fill and drai
 micro-batch of the other stage) plus the per-micro-batch hand-offs. That wait is the schedule's
 bubble, the same on both ranks, not an imbalance: no split of the blocks shortens it.
 Run: python -m torch.distributed.run --standalone --nproc_per_node=2 corpus/wild/pp_balanced.py
-# With >= 2 GPUs one GPU per rank (NCCL); otherwise 2 CPU ranks (gloo), one torch thread each.
+# With >= 2 GPUs (or --device cuda) one GPU per rank (NCCL), bf16, d = 2048; otherwise 2 CPU
+# ranks (gloo), fp32, d = 128, one torch thread each.
 # Estimate (per micro-batch fwd+bwd, one block = 1 unit): stage 0 ~4, stage 1 ~4;
 # GPipe step ~ m * 4 + 4 = 20 units at m = 4, each rank idle ~4 of them.
 # Suspect --fix shift (a naive reading of rank 0's recv waits: give stage 0 one more block,
 # 5 | 3): stage 0 ~5 -> ~ m * 5 + 3 = 23 units (~0.87x, slower).
+# H100 estimate (2 GPUs, from FLOPs and bytes at ~550 TFLOP/s bf16 and 3.3 TB/s; not measured):
+# a micro-batch is 16 x 256 = 4096 tokens; one unit = 6 x 33.6M params x 4096 = 0.83 TFLOP,
+# ~1.5 ms; the 65536 x 2048 embedding's dense gradient ~0.3 ms a micro-batch. Stage 0 ~6.3 ms a
+# micro-batch, stage 1 ~6.1 ms; ~260 kernels a step (GPU-bound). none ~5 x 6.3 + 1.1 (AdamW,
+# 268M params) ~ 32 ms a step, each rank idle ~1/5 of it (the bubble). shift: ~4 x 7.8 + 4.5 +
+# 1.4 ~ 37 ms (~0.87x).
 """
 
 import argparse
@@ -71,10 +78,12 @@ def main():
     peer = 1 - rank
     torch.manual_seed(0)
     d, depth, classes, seqs, seq, m = (
-        (1024, 8, 512, 64, 256, 4) if cuda else (128, 8, 64, 64, 16, 4)
+        (2048, 8, 512, 64, 256, 4) if cuda else (128, 8, 64, 64, 16, 4)
     )
+    dtype = torch.bfloat16 if cuda else torch.float32
     vocab = 32 * d
-    layers = make_layers(vocab, d, depth, classes)
+    with device:  # parameters made where they live (no 0.5 GB initialised on the CPU first)
+        layers = [layer.to(dtype) for layer in make_layers(vocab, d, depth, classes)]
     mb = seqs // m
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, vocab, (seqs, seq), generator=g).to(device)
@@ -97,7 +106,7 @@ def main():
                 sends.append(dist.isend(y.detach().contiguous(), peer))
                 outs.append(y)
             for y in outs:
-                grad = torch.empty(shape, device=device)
+                grad = torch.empty(shape, device=device, dtype=dtype)
                 dist.recv(grad, peer)
                 y.backward(grad)
             for s in sends:
@@ -105,7 +114,7 @@ def main():
         else:
             inputs, losses, sends = [], [], []
             for y in labels.chunk(m):
-                h = torch.empty(shape, device=device)
+                h = torch.empty(shape, device=device, dtype=dtype)
                 dist.recv(h, peer)
                 h.requires_grad_()
                 out = stage(h)

@@ -7,7 +7,9 @@ a softmax cross-entropy over 8192 classes per token: as much compute as 8 blocks
 blocks + head) does about 3x stage 0's work (input projection + 4 blocks), so rank 0 waits in
 recv for most of each step.
 Run: python -m torch.distributed.run --standalone --nproc_per_node=2 corpus/wild/pp_heavy_head.py
-# With >= 2 GPUs one GPU per rank (NCCL); otherwise 2 CPU ranks (gloo), one torch thread each.
+# With >= 2 GPUs (or --device cuda) one GPU per rank (NCCL), bf16, d = 2048, a 131072-token
+# vocabulary (a Llama-3-sized one); otherwise 2 CPU ranks (gloo), fp32, d = 128, one torch
+# thread each.
 # Estimate (per micro-batch fwd+bwd, one block = 1 unit): stage 0 ~4, stage 1 ~4 + 8 = 12;
 # GPipe step ~ m * 12 + 4 = 100 units at m = 8.
 # --fix by_params (cut where the parameter count halves, DeepSpeed's default
@@ -16,6 +18,16 @@ Run: python -m torch.distributed.run --standalone --nproc_per_node=2 corpus/wild
 # --fix balanced (the contiguous cut, each stage keeping >= 1 block, that minimises the slower
 # stage's per-layer times measured at start-up, head + loss counted on the last stage):
 # proj + 7 blocks | 1 block + head -> ~8 | ~9 -> ~80 units (~1.25x).
+# H100 estimate (2 GPUs, from FLOPs and bytes at ~550 TFLOP/s bf16 and 3.3 TB/s; not measured):
+# a micro-batch is 8 x 128 = 1024 tokens; one unit = 6 x 33.6M params x 1024 = 0.21 TFLOP,
+# ~0.37 ms; the head 6 x 268M x 1024 = 1.65 TFLOP, ~3.0 ms, and the loss over 1024 x 131072
+# logits (~0.8 GB of bf16 traffic) ~0.45 ms. Stage 0 ~1.5 ms a micro-batch, stage 1 ~4.9 ms;
+# ~25 kernels a micro-batch forward, ~45 backward: ~600 a step, ~70 us each (GPU-bound).
+# none ~0.5 (fill) + 8 x 4.9 + 1.0 (drain) + ~0.6 (AdamW; rank 1's 402M params ~1.7 ms partly
+# under rank 0's drain) ~ 41 ms a step, rank 0 idle in recv ~70% of it.
+# by_params (8 blocks | head): ~3.0 | ~3.4 ms -> ~31 ms (~1.3x).
+# balanced (7 blocks | 1 block + head; the head alone on stage 1 is not allowed): ~2.6 | ~3.8
+# ms -> ~34 ms (~1.2x): on GPUs the loss makes the head's stage the slower one.
 """
 
 import argparse
@@ -122,13 +134,15 @@ def main():
     torch.manual_seed(0)
     # the head's d x vocab matmul = 8 blocks' two d x 4d ones (vocab = 64 d)
     d, depth, features, seqs, seq, m = (
-        (1024, 8, 80, 64, 256, 8) if cuda else (128, 8, 80, 64, 16, 8)
+        (2048, 8, 80, 64, 128, 8) if cuda else (128, 8, 80, 64, 16, 8)
     )
+    dtype = torch.bfloat16 if cuda else torch.float32
     vocab = 64 * d
-    layers = make_layers(features, d, depth, vocab)
+    with device:  # parameters made where they live (no 0.5 GB initialised on the CPU first)
+        layers = [layer.to(dtype) for layer in make_layers(features, d, depth, vocab)]
     mb = seqs // m
     g = torch.Generator().manual_seed(1)
-    frames = torch.randn(seqs, seq, features, generator=g).to(device)
+    frames = torch.randn(seqs, seq, features, generator=g).to(device, dtype)
     labels = torch.randint(0, vocab, (seqs, seq), generator=g).to(device)
 
     if args.fix == "by_params":
@@ -153,7 +167,7 @@ def main():
                 sends.append(dist.isend(y.detach().contiguous(), peer))
                 outs.append(y)
             for y in outs:
-                grad = torch.empty(shape, device=device)
+                grad = torch.empty(shape, device=device, dtype=dtype)
                 dist.recv(grad, peer)
                 y.backward(grad)
             for s in sends:
@@ -161,7 +175,7 @@ def main():
         else:
             inputs, losses, sends = [], [], []
             for y in labels.chunk(m):
-                h = torch.empty(shape, device=device)
+                h = torch.empty(shape, device=device, dtype=dtype)
                 dist.recv(h, peer)
                 h.requires_grad_()
                 out = stage(h)

@@ -9,7 +9,8 @@ spends most of each step blocked in recv, waiting for rank 1 to send back its gr
 posts a step's receives as early as it can (rank 1 all of them at the start, rank 0 its
 gradients' after its sends), so each micro-batch arrives while the one before it computes.
 Run: python -m torch.distributed.run --standalone --nproc_per_node=2 corpus/wild/pp_param_split.py
-# With >= 2 GPUs one GPU per rank (NCCL); otherwise 2 CPU ranks (gloo), one torch thread each.
+# With >= 2 GPUs (or --device cuda) one GPU per rank (NCCL), bf16, d = 2048; otherwise 2 CPU
+# ranks (gloo), fp32, d = 128, one torch thread each.
 # Estimate (per micro-batch fwd+bwd, one block = 1 unit): stage 0 ~1, stage 1 ~7, plus once a
 # step the embedding's dense gradient and AdamW update of the whole table (~4 units on CPU);
 # GPipe step ~ m * 7 + 2 = 58 units at m = 8 (rank 0's update hides in its wait).
@@ -22,6 +23,14 @@ Run: python -m torch.distributed.run --standalone --nproc_per_node=2 corpus/wild
 # gave ~1.05x (this model at vocab 32 d, 2 | 6 blocks): gloo sends a tensor only once the recv
 # is posted, from the sender's event-loop thread, and once both ranks compute (the fixed cuts)
 # each hand-off waited 1-4 ms for it, on the longest path.
+# H100 estimate (2 GPUs, from FLOPs and bytes at ~550 TFLOP/s bf16 and 3.3 TB/s; not measured):
+# a micro-batch is 8 x 256 = 2048 tokens; one unit = 6 x 33.6M params x 2048 = 0.41 TFLOP,
+# ~0.75 ms. The 98304 x 2048 embedding (201M params) costs a gather forward, and backward a
+# dense 402 MB gradient made and accumulated each micro-batch (~0.6 ms). Stage 0 ~1.3 ms a
+# micro-batch, stage 1 (7 blocks + a 512-class head) ~5.3 ms; ~500 kernels a step (GPU-bound).
+# none ~0.3 (fill) + 8 x 5.3 + 1.0 (drain) + 1.0 (rank 0's AdamW, 235M params) ~ 45 ms a step.
+# uniform (4 | 4): ~3.6 | ~3.1 ms a micro-batch -> ~9 x 3.6 + 1.4 (AdamW, 335M) ~ 34 ms (~1.3x).
+# balanced: the same 4 | 4 cut from the measured layer times -> ~1.3x.
 """
 
 import argparse
@@ -121,10 +130,12 @@ def main():
     torch.manual_seed(0)
     # vocab * d = 6 blocks' parameters (8 d^2 each): the embedding weighs 3/4 of the blocks
     d, depth, classes, seqs, seq, m = (
-        (1024, 8, 512, 64, 256, 8) if cuda else (128, 8, 64, 64, 16, 8)
+        (2048, 8, 512, 64, 256, 8) if cuda else (128, 8, 64, 64, 16, 8)
     )
+    dtype = torch.bfloat16 if cuda else torch.float32
     vocab = 48 * d
-    layers = make_layers(vocab, d, depth, classes)
+    with device:  # parameters made where they live (no 0.5 GB initialised on the CPU first)
+        layers = [layer.to(dtype) for layer in make_layers(vocab, d, depth, classes)]
     mb = seqs // m
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, vocab, (seqs, seq), generator=g).to(device)
@@ -152,7 +163,7 @@ def main():
                 sends.append(dist.isend(y.detach().contiguous(), peer))
                 outs.append(y)
             # post every gradient receive now, after the sends (NCCL runs them in posting order)
-            grads = [torch.empty(shape, device=device) for _ in range(m)]
+            grads = [torch.empty(shape, device=device, dtype=dtype) for _ in range(m)]
             recvs = [dist.irecv(grad, peer) for grad in grads]
             for y, r, grad in zip(outs, recvs, grads, strict=True):
                 r.wait()
@@ -162,7 +173,7 @@ def main():
         else:
             inputs, losses, sends = [], [], []
             # post every activation receive at once: each arrives while the previous computes
-            hs = [torch.empty(shape, device=device) for _ in range(m)]
+            hs = [torch.empty(shape, device=device, dtype=dtype) for _ in range(m)]
             recvs = [dist.irecv(h, peer) for h in hs]
             for y, r, h in zip(labels.chunk(m), recvs, hs, strict=True):
                 r.wait()

@@ -7,9 +7,11 @@
 #     more GPUs (labels' `gpus`) than the machine has is skipped with a message;
 #  2. timing: REPEATS (default 2) rounds; each round runs every script with `none` and each of
 #     its switches, one process each (interleaved: r1 all scripts/variants, then r2 ...), forked
-#     by corpus/timer.py from a parent that has imported torch once; `procs`=2 scripts run under
-#     python -m torch.distributed.run --standalone --nproc_per_node=2;
-#  3. profiling: every script once, unchanged, whole process, under
+#     by corpus/timer.py from a parent that has imported torch once; `procs`=2 scripts as 2 ranks
+#     forked the same way, with the environment torch.distributed.run gives its workers; an
+#     entry runs its labels' `source` script (default: its own name) with its `device`;
+#  3. profiling: every script once, unchanged, whole process (`procs`=2: under
+#     python -m torch.distributed.run --standalone --nproc_per_node=2), under
 #     nsys profile --trace=<labels' nsys_trace> --sample=none --cpuctxsw=none (clean_compile_short
 #     with empty compiler caches, its whole compile in the capture: corpus/plan.py's COLD_CACHE);
 #     a --trace value this nsys lacks (python-gil before 2024) is dropped with a note; the SQLite
@@ -58,7 +60,7 @@ trace_for() {  # $1: a script's nsys_trace -> the values this nsys accepts; a no
   (IFS=,; echo "${kept[*]}")
 }
 
-# this call's scripts: "name procs gpus limit_s profile_s trace cache fix1 fix2 ..."
+# this call's entries: "name procs gpus limit_s profile_s trace cache source device fix1 fix2 ..."
 removals=()
 [ "${REMOVALS_ONLY:-0}" = 1 ] && removals=(--removals-only)
 mapfile -t selected < <("$py" corpus/plan.py "$labels" --part "${PART:-}" --only "${ONLY:-}" \
@@ -66,16 +68,18 @@ mapfile -t selected < <("$py" corpus/plan.py "$labels" --part "${PART:-}" --only
 if [ ${#selected[@]} -eq 0 ]; then echo "no script selected"; exit 2; fi
 echo "scripts (${#selected[@]}): $(for s in "${selected[@]}"; do printf '%s ' "${s%% *}"; done)"
 
-launcher() {  # the command that runs script $1 in $2 processes
-  if [ "$2" = 1 ]; then echo "$py corpus/wild/$1.py"
-  else echo "$py -m torch.distributed.run --standalone --nproc_per_node=$2 corpus/wild/$1.py"; fi
+launcher() {  # the command that runs script $1 in $2 processes with --device $3 (auto: none)
+  local dev=""
+  [ "$3" = auto ] || dev=" --device $3"
+  if [ "$2" = 1 ]; then echo "$py corpus/wild/$1.py$dev"
+  else echo "$py -m torch.distributed.run --standalone --nproc_per_node=$2 corpus/wild/$1.py$dev"; fi
 }
 
 # BUDGET_S: the call's seconds; timing stops early enough to leave each profile its estimate
 budget=${BUDGET_S:-0}
 profile_total=0  # PROFILE=0: nothing is profiled, so timing may use the whole budget
 [ "${PROFILE:-1}" = 0 ] || for spec in "${selected[@]}"; do
-  read -r _ _ _ _ prof_s _ _ <<<"$spec"
+  read -r _ _ _ _ prof_s _ <<<"$spec"
   profile_total=$((profile_total + prof_s))
 done
 deadline=()
@@ -83,8 +87,8 @@ deadline=()
 rm -f "$out/corpus-timing.csv"
 echo "== timing: $repeats round(s) (corpus/timer.py: one forked process per run)"
 for spec in "${selected[@]}"; do
-  read -r name procs _ limit_s _ _ _ fixes <<<"$spec"
-  echo "$name $procs $limit_s $fixes"
+  read -r name procs _ limit_s _ _ _ source device fixes <<<"$spec"
+  echo "$name $procs $limit_s source=$source device=$device $fixes"
 done | "$py" corpus/timer.py --repeats "$repeats" --csv "$out/corpus-timing.csv" \
   --logs "$work/logs" --script-args="${SCRIPT_ARGS:-}" "${deadline[@]}"
 echo "timing done: $(( $(date +%s) - t_start )) s"
@@ -100,7 +104,7 @@ prof=$work/profiles
 pids=()
 [ "${PROFILE:-1}" = 0 ] && selected_profile=() || selected_profile=("${selected[@]}")
 for spec in "${selected_profile[@]}"; do
-  read -r name procs _ limit_s prof_s trace cache _ <<<"$spec"
+  read -r name procs _ limit_s prof_s trace cache source device _ <<<"$spec"
   if [ "$budget" -gt 0 ] && [ $(( $(date +%s) + prof_s )) -gt $(( t_start + budget - 10 )) ]; then
     echo "  DEADLINE: $name and later scripts not profiled"
     break
@@ -115,7 +119,7 @@ for spec in "${selected_profile[@]}"; do
     t0=$(date +%s)
     # shellcheck disable=SC2046
     env "${caches[@]}" timeout -k 10 $(( limit_s + 60 )) nsys profile --trace="$trace" --sample=none --cpuctxsw=none \
-      --force-overwrite=true -o "$prof/$name" $(launcher "$name" "$procs") >"$work/logs/$name.profile.log" 2>&1
+      --force-overwrite=true -o "$prof/$name" $(launcher "$source" "$procs" "$device") >"$work/logs/$name.profile.log" 2>&1
     rc=$?
     echo "  profiled $name rc=$rc $(( $(date +%s) - t0 )) s (estimate $prof_s s, --trace=$trace)" \
       "$(grep '^RESULT' "$work/logs/$name.profile.log" | tail -1)"
