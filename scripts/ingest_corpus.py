@@ -10,7 +10,11 @@ columns no reader uses (UNREAD_COLUMNS), in a report with kernels the OS-runtime
 detector reads by default (read_calls: every list-valued ``*_calls`` threshold and
 analysis.detect._host.WAIT_CALLS; a compiling thread's mmap64/munmap/stat64 rows were 62% of
 clean_compile_short's rows, 3.2 MB after xz with them, 0.96 MB without; an override naming
-another call finds none in these exports) and then the strings no row refers to are dropped,
+another call finds none in these exports) and the CUDA API calls no detector reads by default
+(:func:`_drop_unread_api`: calls of no role shorter than ``window.min_call_ns`` that no GPU
+activity or sync record refers to, PyTorch 2.11's cuKernelGetName before every launch the most;
+a smaller ``window.min_call_ns`` finds none of them) and then the strings no row refers to are
+dropped,
 and every timed row after the ``--iterations``-th steady iteration (found by the detectors' own
 iteration search, no NVTX needed) is removed with scripts/trim_export.py, so start-up,
 compilation and autotuning stay whole; then xz -9e into ``DEST/exports/NAME.sqlite.xz``. The
@@ -31,7 +35,10 @@ total against BUDGET_MB.
 ``--prune`` drops the same tables, columns and strings from other exports (.sqlite or .sqlite.xz,
 xz -9e again), without any cut: the real exports under tests/data, which keep every OS-runtime
 call (their tests read them all); with ``--osrt`` the unread OS-runtime calls too, as ingesting
-does: the committed corpus exports, without cutting them again.
+does: the committed corpus exports, without cutting them again; with ``--api`` the CUDA API
+calls no detector reads by default (:func:`_drop_unread_api`), as ingesting does too.
+
+    python scripts/ingest_corpus.py --prune FILE [FILE ...] --osrt --api  # a committed export
 """
 
 from __future__ import annotations
@@ -55,6 +62,7 @@ sys.path.insert(0, str(ROOT / "corpus"))
 import measure  # noqa: E402  corpus/measure.py
 
 from analysis import trace as T  # noqa: E402
+from analysis.detect import _common as C  # noqa: E402
 from analysis.detect import _steady as S  # noqa: E402
 from analysis.detect import load_thresholds  # noqa: E402
 from analysis.detect._host import WAIT_CALLS  # noqa: E402
@@ -63,7 +71,8 @@ from scripts.trim_export import first_activity, trim  # noqa: E402
 #: Steady iterations kept after start-up (module docstring).
 ITERATIONS = 8
 #: The corpus exports' share of the repository's 12 MiB (README.md; 29 exports, 6.84 MB after the
-#: pruning of the unread OS-runtime calls): a larger total is flagged.
+#: pruning of the unread OS-runtime calls, 5.79 MB after that of the unread CUDA API calls): a
+#: larger total is flagged.
 BUDGET_MB = 7.0
 #: Tables no reader uses (analysis/sql/*.sql, analysis/trace.py, analysis/detect/, harness/):
 #: call chains, CUDA event records and graph-building events, nsys's own bookkeeping, the
@@ -201,16 +210,57 @@ def _drop_unread_calls(db: sqlite3.Connection) -> None:
     db.execute(f"DELETE FROM OSRT_API WHERE nameId NOT IN ({kept})", names)
 
 
-def drop_unread(path: Path, *, calls: bool = False) -> None:
+def _drop_unread_api(db: sqlite3.Connection, roles: list[int]) -> None:
+    """Delete the CUDA API rows that no detector reads by default and nothing refers to: calls
+    of no role (not one of ``roles``, the name ids analysis.detect._common.category_ids gives
+    for launch, sync, memcpy, memset and alloc) shorter than the default ``window.min_call_ns``
+    (``_common.window_calls`` skips them, and no other reader of the API table reads a call of
+    no role), whose correlation id no other table holds (a GPU activity or sync record made by
+    the call) and which are not the table's first start or last end (``trace.window``'s span).
+    PyTorch 2.11's ``cuKernelGetName`` before every launch is most of them. Only in a report
+    with kernels (without GPU activity, ``gpu_activity_lost`` reads whether any API row is
+    there at all)."""
+    tables = _tables(db)
+    if not {C.RUNTIME, S.KERNEL} <= set(tables):
+        return
+    if db.execute(f"SELECT 1 FROM {S.KERNEL} LIMIT 1").fetchone() is None:
+        return
+    made = [
+        f'SELECT correlationId FROM "{t}" WHERE correlationId IS NOT NULL'
+        for t in sorted(tables)
+        if t != C.RUNTIME and "correlationId" in _columns(db, t)
+    ]
+    refer = f"AND correlationId NOT IN ({' UNION '.join(made)})" if made else ""
+    tiny = int(load_thresholds()["window"]["min_call_ns"])
+    db.execute(
+        f"""DELETE FROM {C.RUNTIME} WHERE "end" - start < ? AND nameId NOT IN ({C.id_list(roles)})
+            {refer} AND start > (SELECT MIN(start) FROM {C.RUNTIME})
+            AND "end" < (SELECT MAX("end") FROM {C.RUNTIME})""",
+        (tiny,),
+    )
+
+
+def _role_ids(path: Path) -> list[int]:
+    """Name ids of the CUDA API calls with a role (launch, sync, memcpy, memset, alloc), as the
+    detectors tell them (``_common.category_ids``)."""
+    with T.open_trace(path) as tr:
+        return C.category_ids(tr, *C.CATEGORIES[1:])
+
+
+def drop_unread(path: Path, *, calls: bool = False, api: bool = False) -> None:
     """Drop what no reader uses from an export in place: the UNREAD tables, the ENUM_* tables
     not in READ_ENUMS, the UNREAD_COLUMNS, with ``calls`` the OS-runtime calls no detector
-    reads by default (:func:`read_calls`), then the strings no row refers to any more; VACUUM
+    reads by default (:func:`read_calls`), with ``api`` the CUDA API calls no detector reads by
+    default (:func:`_drop_unread_api`), then the strings no row refers to any more; VACUUM
     (freed pages would stay). Rows (but those calls'), rowids, the columns kept and their
     declarations are as they were; a column SQLite cannot drop (one an index uses) is kept."""
+    roles = _role_ids(path) if api else []
     db = sqlite3.connect(path)
     try:
         if calls:
             _drop_unread_calls(db)
+        if api:
+            _drop_unread_api(db, roles)
         for t in _tables(db):
             if t in UNREAD or (t.startswith("ENUM_") and t not in READ_ENUMS):
                 db.execute(f'DROP TABLE "{t}"')
@@ -253,7 +303,7 @@ def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) 
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / raw.name
         shutil.copyfile(raw, work)
-        drop_unread(work, calls=True)
+        drop_unread(work, calls=True, api=True)
         cut, found = cut_ns(work, iterations, step_ms * 1e6)
         if cut is not None:
             db = sqlite3.connect(work)
@@ -269,7 +319,7 @@ def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) 
     return f"{raw.stem}: {mb:.1f} MB -> {kb:.0f} KB xz, iterations kept: {kept}"
 
 
-def prune_file(path: Path, calls: bool = False) -> str:
+def prune_file(path: Path, calls: bool = False, api: bool = False) -> str:
     """:func:`drop_unread` on one export in place (an ``.xz`` one decompressed, then compressed
     again as the corpus is); a line for the log."""
     before = path.stat().st_size
@@ -277,10 +327,10 @@ def prune_file(path: Path, calls: bool = False) -> str:
         with tempfile.TemporaryDirectory() as tmp:
             work = Path(tmp) / path.stem
             work.write_bytes(lzma.decompress(path.read_bytes()))
-            drop_unread(work, calls=calls)
+            drop_unread(work, calls=calls, api=api)
             path.write_bytes(_xz(work.read_bytes()))
     else:
-        drop_unread(path, calls=calls)
+        drop_unread(path, calls=calls, api=api)
     return f"{path}: {before / 1e3:.0f} KB -> {path.stat().st_size / 1e3:.0f} KB"
 
 
@@ -365,10 +415,16 @@ def main(argv: list[str] | None = None) -> int:
         action="store_true",
         help="with --prune: also the OS-runtime calls no detector reads (as ingesting does)",
     )
+    p.add_argument(
+        "--api",
+        action="store_true",
+        help="with --prune: also the short CUDA API calls of no role that nothing refers to "
+        "(as ingesting does)",
+    )
     args = p.parse_args(argv)
     if args.prune:
         for path in args.prune:
-            print(prune_file(path, args.osrt), flush=True)
+            print(prune_file(path, args.osrt, args.api), flush=True)
         return 0
     if not args.calls and not args.recut:
         p.error("name the calls' $OUT folders, or --recut (or --prune FILE)")
