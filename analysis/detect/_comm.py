@@ -28,6 +28,8 @@ What a wait is charged to (:func:`charges`), by what the late rank was doing mea
 order; only the part of a wait that the waiting rank's own compute does not hide is charged:
 
 - ``peer_compute``: the late rank's GPU ran compute (kernels, copies): it had more GPU work;
+- (the late rank was itself waiting in an NCCL kernel: the wait takes the late rank's own
+  charge for those moments, followed along the chain);
 - ``peer_host``: its GPU idled while its host was blocked in a sync or spent a stretch of at
   least ``host.stretch_ms`` without CUDA calls (input or other host work): that rank's own class;
 - ``peer_work``: its host was issuing work, and it launched at least ``min_work_ratio`` times the
@@ -283,24 +285,55 @@ def _charges(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any]) -> Charges:
     cm = comm(trace, st, cfg)
     hosts = _hosts(trace, st, cfg, act) if trace.has(C.RUNTIME) else {}
     ratio = float(cfg["exposed_comm"]["min_work_ratio"])
-    parts: dict[int, dict[str, tuple[np.ndarray, np.ndarray]]] = {}
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+    waiting = {d: C.difference(*cm.wait(d), *own.get(d, empty)) for d in devices}
+    got: dict[int, dict[str, list]] = {d: {k: [] for k in CHARGES} for d in devices}
+    pending: list[tuple[int, int, tuple[np.ndarray, np.ndarray]]] = []
     for d in devices:
         mine = own.get(d, empty)
-        got: dict[str, list[tuple[np.ndarray, np.ndarray]]] = {k: [] for k in CHARGES}
-        got["transfer"].append(C.difference(*cm.transfer(d), *mine))
+        got[d]["transfer"].append(C.difference(*cm.transfer(d), *mine))
         for late, (s, e) in cm.waits_on(d).items():
             s, e = C.difference(s, e, *mine)
             peer = own.get(late, empty) if late != d else empty
-            got["peer_compute"].append(_intersect(s, e, *peer))
+            got[d]["peer_compute"].append(_intersect(s, e, *peer))
             s, e = C.difference(s, e, *peer)
+            chained = waiting.get(late, empty) if late != d else empty
+            pending.append((d, late, _intersect(s, e, *chained)))  # the late rank waited too
+            s, e = C.difference(s, e, *chained)
             blocked = hosts.get(late, empty)
-            got["peer_host"].append(_intersect(s, e, *blocked))
+            got[d]["peer_host"].append(_intersect(s, e, *blocked))
             s, e = C.difference(s, e, *blocked)
             more = late != d and kernels.get(late, 0) >= ratio * max(1, kernels.get(d, 0))
-            got["peer_work" if more else "coupling"].append((s, e))
-        parts[d] = {k: _merge(v) for k, v in got.items()}
+            got[d]["peer_work" if more else "coupling"].append((s, e))
+    parts = {d: {k: _merge(v) for k, v in got[d].items()} for d in devices}
+    parts = _inherit(parts, pending, len(devices))
     return Charges(devices, parts, kernels)
+
+
+def _inherit(parts, pending, rounds: int):
+    """A wait on a rank that was itself waiting takes that rank's charge for the same moments
+    (a pipeline's third stage waits for the second, which waits for the heavy first: both
+    waits are the first stage's compute). Chains are followed ``rounds`` deep; what is left (a
+    rank waiting on one that waits on it) is the collectives' coupling."""
+    kinds = ("peer_compute", "peer_work", "peer_host", "coupling")
+    for _ in range(rounds):
+        left = []
+        for d, late, (s, e) in pending:
+            for k in kinds:
+                part = _intersect(s, e, *parts[late][k]) if late in parts else (s[:0], e[:0])
+                if part[0].size:
+                    parts[d][k] = _merge([parts[d][k], part])
+                    s, e = C.difference(s, e, *part)
+            if s.size:
+                left.append((d, late, (s, e)))
+        if len(left) == len(pending) and all(
+            C.length(*a[2]) == C.length(*b[2]) for a, b in zip(left, pending, strict=True)
+        ):
+            break
+        pending = left
+    for d, _late, iv in pending:
+        parts[d]["coupling"] = _merge([parts[d]["coupling"], iv])
+    return parts
 
 
 def _intersect(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray):
