@@ -196,19 +196,19 @@ def _wait_for(spec: WorkerSpec, done: Any, what: str, poll_s: float) -> None:
 def forked_rendezvous(spec: WorkerSpec, dist: Any, rank: int, world: int) -> Any:
     """For ranks the harness forked (``BOTTLENECK_RDZV_FILE`` set): rank 0 starts the TCP store
     torchrun's agent would host, on a port the kernel picks, and writes that port to the file;
-    the others wait for it. Sets ``MASTER_PORT``; returns the store's server (rank 0; kept
-    alive until the process ends) or None. Under torchrun (no file) it does nothing."""
+    the others wait for it. Sets ``MASTER_PORT``; returns this rank's handle on the store (rank
+    0: the server, kept alive until :func:`leave_rendezvous`), or None under torchrun (no file:
+    nothing to do)."""
     path = os.environ.get(RDZV_FILE_ENV)
     if not path:
         return None
     timeout = dt.timedelta(seconds=spec.gate_timeout_s)
-    server = None
+    host = os.environ.get("MASTER_ADDR", "127.0.0.1")
     if rank == 0:
-        host = os.environ.get("MASTER_ADDR", "127.0.0.1")
-        server = dist.TCPStore(
+        store = dist.TCPStore(
             host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
         )
-        port = int(server.port)
+        port = int(store.port)
         write_json(Path(path), {"port": port, "pid": os.getpid()})
     else:
         found: dict[str, Any] = {}
@@ -220,8 +220,28 @@ def forked_rendezvous(spec: WorkerSpec, dist: Any, rank: int, world: int) -> Any
 
         _wait_for(spec, published, "waiting for rank 0's rendezvous store", GATE_POLL_S)
         port = int(found["port"])
+        store = dist.TCPStore(host, port, world, is_master=False, timeout=timeout)
     os.environ["MASTER_PORT"] = str(port)
-    return server
+    return store
+
+
+#: The forked ranks' store key counting the ranks done with their process group.
+DONE_KEY = "harness/ranks_done"
+#: The longest rank 0 keeps its store up for the other ranks once done itself (seconds).
+LEAVE_WAIT_S = 60.0
+
+
+def leave_rendezvous(store: Any, rank: int, world: int) -> None:
+    """Forked ranks, their process group destroyed: each counts itself in the store, and rank
+    0, which hosts it, leaves once every rank has (at most ``LEAVE_WAIT_S``), so the store
+    outlives every rank's use of it, as torchrun's agent's does. None (torchrun): nothing."""
+    if store is None:
+        return
+    with contextlib.suppress(RuntimeError):  # the store gone: the harness stops the unit
+        store.add(DONE_KEY, 1)
+        deadline = time.monotonic() + LEAVE_WAIT_S
+        while rank == 0 and store.add(DONE_KEY, 0) < world and time.monotonic() < deadline:
+            time.sleep(GATE_POLL_S)
 
 
 def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
@@ -377,7 +397,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     if distributed:
         import torch.distributed as dist
 
-        store = forked_rendezvous(spec, dist, ctx.rank, ctx.world_size)  # noqa: F841 (kept)
+        store = forked_rendezvous(spec, dist, ctx.rank, ctx.world_size)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
     workload = scen.build(cfg, size, variant.name, ctx)
     on_gpu = device.type == "cuda"
@@ -433,6 +453,8 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         workload.close()
         if distributed:
             dist.destroy_process_group()
+    if distributed:
+        leave_rendezvous(store, ctx.rank, ctx.world_size)
     _say_progress(spec, rf.WorkerState.TEARDOWN)
 
     timing = {
