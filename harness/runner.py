@@ -493,7 +493,13 @@ class Suite:
             overlaps=one_node,
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
             detach_when=detach,
-            quiet_past_window=unit.is_profile and one_node and self.overlap_capture_stop,
+            # a distributed report takes nsys 35-38 s to write past the window (2 x H200,
+            # 2026-11-28), and three windows measured beside one ran 1.6-2.2x slower than their
+            # timing: only a single process's capture stop (3-5 s) is quiet enough to share
+            quiet_past_window=unit.is_profile
+            and one_node
+            and world <= 1
+            and self.overlap_capture_stop,
         )
 
     @property
