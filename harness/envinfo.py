@@ -90,10 +90,10 @@ REVISION_ENV = "BOTTLENECK_GIT_SHA"
 
 
 def git_sha(repo: Path) -> str | None:
-    """The checkout's commit (``-dirty`` with uncommitted changes to tracked files); in a copy
-    without git metadata, ``$BOTTLENECK_GIT_SHA`` (the commit it was copied from), else None."""
-    sha = _git_sha(repo)
-    return sha if sha is not None else (os.environ.get(REVISION_ENV) or None)
+    """``$BOTTLENECK_GIT_SHA`` where it is set (the GPU machine's copy of the tree carries the
+    git metadata of an older commit, 2026-11-28: it read eea352a-dirty for 0085966), else the
+    checkout's commit (``-dirty`` with uncommitted changes to tracked files), else None."""
+    return os.environ.get(REVISION_ENV) or _git_sha(repo)
 
 
 def _git_sha(repo: Path) -> str | None:
