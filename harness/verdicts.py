@@ -187,21 +187,27 @@ def with_limits(
 
 
 def _describe(row: Any, main_metric: Mapping[str, str], findings: pd.DataFrame | None) -> str:
-    """'async_dataloader: expected none (clean), observed data_stall (data_load_share 0.62)'."""
+    """'async_dataloader: expected none (clean), observed data_stall (predicted_saving_share
+    0.75, data_load_share 0.62)': the number that decided the class, then its main metric."""
     observed = row.observed if isinstance(row.observed, str) and row.observed else "nothing"
     text = f"{row.variant}: expected {row.expected} ({row.expected_role}), observed {observed}"
     klass = row.expected if row.expected in main_metric else None
     klass = klass or (observed.split(";")[0] if observed != "nothing" else None)
     if klass and findings is not None and not findings.empty:
-        metric = main_metric.get(klass, "")
-        hit = findings[
+        mine = findings[
             (findings["scenario"] == row.scenario)
             & (findings["variant"] == row.variant)
             & (findings["class"] == klass)
-            & (findings["metric"] == metric)
         ]
-        if not hit.empty:
-            text += f" ({metric} {float(hit['value'].iloc[0]):.3g})"
+        # the number that decided the class (the time model's), then its main metric
+        shown = [m for m in ("predicted_saving_share", main_metric.get(klass, "")) if m]
+        told = [
+            f"{m} {float(mine.loc[mine['metric'] == m, 'value'].iloc[0]):.3g}"
+            for m in dict.fromkeys(shown)
+            if (mine["metric"] == m).any()
+        ]
+        if told:
+            text += f" ({', '.join(told)})"
     return text
 
 

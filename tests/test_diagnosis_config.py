@@ -58,7 +58,7 @@ def test_invalid_threshold_exits_2_naming_key_and_range(tmp_path):
 @pytest.mark.parametrize(
     ("override", "needle"),
     [
-        ("diagnosis.pageable_copy.min_pageable_h2d_share=-0.1", "must be in 0..1"),
+        ("diagnosis.pageable_copy.min_saving_share=-0.1", "must be in 0..1"),
         ("diagnosis.launch_bound.max_gap_us=0", "diagnosis.launch_bound.max_gap_us must be > 0"),
         ("diagnosis.host.stretch_ms=-1", "diagnosis.host.stretch_ms must be > 0"),
         ("diagnosis.expert_rules.timeout_s=0", "diagnosis.expert_rules.timeout_s must be > 0"),

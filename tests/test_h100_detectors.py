@@ -57,11 +57,20 @@ def test_primary_is_the_injected_class(h100: dict[str, Path], name: str, use_nvt
     assert primary == CASES[name], {k: (f.state, f.impact, f.reason) for k, f in found.items()}
 
 
-def test_sync_loading_baseline_is_a_data_stall_without_nvtx() -> None:
+def test_sync_loading_baseline_without_nvtx_is_not_judged() -> None:
+    """A capture of five 1 s steps (two warm-up, three measured) holds too few repeats of its
+    GPU work to find its iterations without the suite's NVTX: the window is the span of GPU
+    activity, which the time model cannot replay (it needs two iterations, one to warm up).
+    The classes it decides are therefore not judged, and say why; the shares still show the
+    input work (the evidence a reader needs), and with the suite's steps it is a data stall."""
     primary, found = _primary(
         sqlite_fixture("gpu_nsys2025_sync_loading"), {"window": {"use_nvtx": False}}
     )
-    assert primary == "data_stall", found["data_stall"].reason
+    ds = found["data_stall"]
+    assert primary == "none"
+    assert ds.state is State.NOT_JUDGED and "fewer than 2 steady iterations" in ds.reason
+    assert ds.metrics["data_load_share"] > 0.9
+    assert _primary(sqlite_fixture("gpu_nsys2025_sync_loading"))[0] == "data_stall"
 
 
 def test_graph_replays_count_as_gpu_work(h100: dict[str, Path]) -> None:
@@ -114,7 +123,9 @@ def test_host_sync_counterfactual(h100: dict[str, Path]) -> None:
 
 def test_tiny_calls_of_no_role_are_left_out_and_change_no_verdict(h100: dict[str, Path]) -> None:
     """window.min_call_ns drops short calls that neither launch, wait, copy, set nor allocate
-    (``cuKernelGetName`` before each launch) and only those; the findings stay the same."""
+    (``cuKernelGetName`` before each launch) and only those; the verdicts stay the same. (The
+    predicted savings move a little: nsys's default cost per call is taken off every call the
+    replay holds, and with the 0.5 us ``cuKernelGetName`` calls kept there are twice as many.)"""
     path = h100["kernel_flood__baseline"]
     with open_trace(path) as trace:
         st = C.steady(trace, {"window": {"min_call_ns": 1}})
@@ -131,7 +142,7 @@ def test_tiny_calls_of_no_role_are_left_out_and_change_no_verdict(h100: dict[str
     assert primary == primary_all == "launch_bound"
     for klass, f in all_calls.items():
         assert f.state == fewer_calls[klass].state, klass
-        assert abs(f.impact - fewer_calls[klass].impact) < 0.01, klass
+        assert abs(f.impact - fewer_calls[klass].impact) < 0.05, klass
 
 
 def test_calls_read_ahead_on_a_second_connection_are_the_calls(h100: dict[str, Path]) -> None:

@@ -224,20 +224,18 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     done = checks[checks["prediction"].astype(str) != "not_checked"]
     got = {(r.report, r["class"]): str(r.prediction) for _, r in done.iterrows()}
     outside = {k for k, v in got.items() if v == "outside"}
-    assert outside == {
-        ("pg_nonblocking_unpinned", "pageable_copy"),
-        ("hs_cpu_metrics", "data_stall"),
-        ("gil_shard_prep", "gil_contention"),
-    }
-    assert len(got) == 25 and sum(v == "within" for v in got.values()) == 22
+    # ds_slow_storage: its untraced step moves with the storage, 40-57 ms between sessions;
+    # calibrated to its capture's session (56.4 ms) against a removal timed in another (43.4)
+    assert outside == {("ds_slow_storage", "data_stall")}
+    assert len(got) == 25 and sum(v == "within" for v in got.values()) == 24
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
-    assert errors.abs().median() == pytest.approx(0.1102, abs=5e-4)
-    assert errors.abs().max() == pytest.approx(0.3571, abs=5e-4)  # gil_shard_prep
-    assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0518, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.0770, abs=5e-4)
+    assert errors.abs().max() == pytest.approx(0.3082, abs=5e-4)  # ds_slow_storage
+    assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
+    assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
     alone = done.set_index(["report", "class"])["trace_only_error"].astype(float)
     assert set(alone[alone.abs() > 0.4].index) == {
         ("lb_batch1_infer", "launch_bound"),  # nsys cost this loop 20 us a call, not 7
-        ("gil_metrics_thread", "gil_contention"),  # nsys's GIL trace slowed the loop 1.4x
     }
-    assert int((alone.abs() <= 0.2).sum()) == 19
-    assert alone.abs().median() == pytest.approx(0.1288, abs=5e-4)
+    assert int((alone.abs() <= 0.2).sum()) == 20
+    assert alone.abs().median() == pytest.approx(0.1166, abs=5e-4)

@@ -122,17 +122,23 @@ def test_a_side_streams_repeats_are_not_the_loop(tmp_path: Path) -> None:
 
 
 def test_nothing_repeating_keeps_the_last_resort(tmp_path: Path) -> None:
-    """A report whose GPU work never repeats is judged on the span of its activity, as before:
-    only repeats that cannot be the loop make a report not judged."""
+    """A report whose GPU work never repeats keeps the span of its activity as its window (only
+    repeats that cannot be the loop make the whole report not judged): its shares are read
+    there. The classes the time model decides are not judged (one window is no iteration to
+    replay), and say why; exposed_comm is judged on the span."""
     lp = Loop()
     for i in range(200):
         lp.launch(200 * US, f"k{i}")
     path = lp.write(tmp_path / "once.sqlite")
     with T.open_trace(path) as tr:
         st = C.steady(tr, load_thresholds())
-        found = diagnose(tr, {"predict": {"untraced": False}})
+        found = {f.klass: f for f in diagnose(tr, {"predict": {"untraced": False}})}
     assert st.mode == "activity" and st.untrusted is None
-    assert State.NOT_JUDGED not in {f.state for f in found if f.klass != "stage_imbalance"}
+    assert found["exposed_comm"].state is not State.NOT_JUDGED
+    for klass in ("data_stall", "pageable_copy", "launch_bound", "host_sync"):
+        f = found[klass]
+        assert f.state is State.NOT_JUDGED and "fewer than 2 steady iterations" in f.reason, klass
+        assert "gpu_idle_share" in f.metrics or "pageable_h2d_share" in f.metrics, klass
 
 
 def test_every_code_is_tried_in_one_pass() -> None:

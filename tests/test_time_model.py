@@ -200,7 +200,7 @@ def _calibrated(path: Path, step_ms: float, over: dict | None = None) -> dict:
 def test_calibration_fits_nsys_cost_to_the_measured_step(tmp_path: Path) -> None:
     """The launch-bound loop whose program, timed without nsys, took half its traced step: nsys
     cost it 10 us of each call's 20, not the default 7. Calibrated, the replay finds those
-    10 us, and the speedup is over the measured step: 2.01 ms / 1.02 ms, not the 2.6 ms the
+    10 us, and the speedup is the measured step's: 2.01 ms / 1.02 ms, not the 2.6 ms the
     default cost would leave."""
     path = _launch_bound(tmp_path, "calibrate")
     measured = _observed_step(path) / 2
@@ -208,7 +208,8 @@ def test_calibration_fits_nsys_cost_to_the_measured_step(tmp_path: Path) -> None
     kernels = 200 * 5 * US + 20 * US
     assert f.metrics["trace_overhead_us"] == pytest.approx(10.0, abs=0.3)
     assert f.predicted_speedup == pytest.approx(measured / kernels, rel=0.02)
-    assert "over the measured untraced step" in f.prediction_note
+    assert "calibrated to the measured untraced step" in f.prediction_note
+    assert "cost fitted to it" in f.prediction_note
     off = _calibrated(path, measured / MS, {"calibrate": False})["launch_bound"]
     assert off.metrics["trace_overhead_us"] == pytest.approx(7.0)
     assert off.predicted_speedup == pytest.approx(
@@ -216,14 +217,22 @@ def test_calibration_fits_nsys_cost_to_the_measured_step(tmp_path: Path) -> None
     )
 
 
-def test_calibration_refused_where_the_step_cannot_tell_nsys_cost(tmp_path: Path) -> None:
+def test_calibration_of_a_loop_of_few_calls_scales_its_stretches(tmp_path: Path) -> None:
     """A loop of few calls (the input-bound one: 41 calls a step): a measured step 5% off the
-    traced one is the spread between processes, not 25 us a call; and a measured step ten times
-    the traced iteration is not the iteration found. Both keep the default cost, and say why."""
+    traced one is the spread of its host work between processes, not 25 us a call. The cost per
+    call keeps its default; the host's stretches are scaled until the replay takes the measured
+    step, and the input removed leaves the same GPU-bound step: the speedup is the measured
+    step's over it. A measured step ten times the traced iteration is not the iteration found:
+    the default cost is kept, and the note says why."""
     few = _input_bound(tmp_path, "few_calls")
-    f = _calibrated(few, _observed_step(few) * 0.95 / MS)["data_stall"]
+    measured = _observed_step(few) * 0.95
+    f = _calibrated(few, measured / MS)["data_stall"]
+    alone = _calibrated(few, measured / MS, {"calibrate": False})["data_stall"]
     assert f.metrics["trace_overhead_us"] == pytest.approx(7.0)
-    assert "too few to calibrate" in f.prediction_note
+    assert 0.9 < f.metrics["host_stretch_scale"] < 0.99
+    assert "too few to fit it" in f.prediction_note and "stretches scaled" in f.prediction_note
+    assert f.predicted_step_ms == pytest.approx(alone.predicted_step_ms, rel=0.01)
+    assert f.predicted_speedup == pytest.approx(measured / MS / f.predicted_step_ms, rel=0.01)
     other = _launch_bound(tmp_path, "other_step")
     g = _calibrated(other, _observed_step(other) * 10 / MS)["launch_bound"]
     assert g.metrics["trace_overhead_us"] == pytest.approx(7.0)
@@ -303,5 +312,6 @@ def test_json_and_tables_carry_the_prediction() -> None:
     assert sync["predicted_step_ms"] == pytest.approx(
         sync["metrics"]["observed_step_ms"] * 29.4 / 45.1, rel=0.1
     )  # the GPU's 29.4 ms of a 45.1 ms recorded step
-    assert by["gil_contention"]["predicted_speedup"] is None
-    assert by["gil_contention"]["prediction_note"]
+    # no GIL waits in this loop: nothing to cut, nothing saved
+    assert by["gil_contention"]["predicted_speedup"] == 1.0
+    assert by["gil_contention"]["state"] == "clear"

@@ -281,6 +281,16 @@ def _gil_waits(
     return C.union(s, np.clip(np.asarray(found.ends, np.int64), st.lo, st.hi))
 
 
+def osrt_ids(trace: T.Trace, cfg: Mapping[str, Any]) -> list[int]:
+    """Name ids of the OS-runtime calls read from the main thread in one scan: the input
+    evidence's file reads and waits, and the sleeps on another thread the time model keeps
+    (``host.blocked_calls``)."""
+    hc = cfg.get("host", {})
+    names = [*hc.get("file_calls", ()), *hc.get("wait_calls", WAIT_CALLS)]
+    names += list(hc.get("blocked_calls", ()))
+    return sorted(set(C.name_ids(trace, names)))
+
+
 def input_evidence(
     trace: T.Trace,
     cfg: Mapping[str, Any],
@@ -299,7 +309,7 @@ def input_evidence(
     ss, se, nxt = stretches
     file_ids = C.name_ids(trace, list(hc.get("file_calls", ())))
     wait_ids = C.name_ids(trace, list(hc.get("wait_calls", WAIT_CALLS)))
-    every = sorted(set(file_ids) | set(wait_ids))
+    every = osrt_ids(trace, cfg)
     rs, re_ = _osrt(trace, st, tid, file_ids, every)
     ws, we = _osrt(trace, st, tid, wait_ids, every)
     ns, ne = _hint_ranges(trace, st, tid, [h.lower() for h in hc.get("data_hints", ())])

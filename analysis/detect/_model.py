@@ -20,7 +20,7 @@ is reported; on the committed H100 exports it is within a few per cent). A cause
 editing the inputs, never the outputs: syncs stop blocking (and their calls go); input stretches
 and the batch's host-to-device copies go; other host work goes; dispatch goes (gaps, call times
 and launch latency: every kernel queued at once, as one graph replay would); pageable copies go;
-GIL waits are cut out of the gaps. The GPU and the host then find their own new overlap, which is
+GIL waits are cut out of the gaps (see :func:`removal`). The GPU and the host then find their own new overlap, which is
 what a share of the window cannot say: a sync that exposes host work costs more than its own
 blocked time, and the host's or the GPU's floor stops a share near 1 from becoming a runaway
 speedup.
@@ -28,8 +28,9 @@ speedup.
 nsys itself slows every traced CUDA call (CUPTI's callbacks and records): the recorded host is
 slower than the program's own. A cost per traced call is taken off every call's host time in both
 replays, so the prediction is for the program as it runs untraced: ``predict.trace_overhead_us``,
-or, where the program's untraced step was measured (``step_ms``), the cost that makes the replay
-take that step (:func:`calibrated_overhead`).
+or, where the program's untraced step was measured (``step_ms``), the cost (or the pace of the
+host's stretches) that makes the replay take that step (``_forecast``, which also turns two
+replays into the prediction).
 """
 
 from __future__ import annotations
@@ -102,7 +103,10 @@ class Timeline:
     tid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     """Per call: the thread that made it."""
     gil_cut: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    """Per call: GIL-wait time inside its gap (filled when the report holds GIL waits)."""
+    """Per call: GIL-wait time inside its gap (zeros where the report holds none)."""
+    blocked: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Per call: time inside its gap, where the gap is a host stretch, the main thread slept
+    until another thread woke it (``host.blocked_calls``; zeros where none)."""
 
     @property
     def n_ops(self) -> int:
@@ -118,6 +122,8 @@ class Removal:
     """What removing one cause edits in the replay's inputs."""
 
     gap_zero: np.ndarray | None = None
+    gap_keep: np.ndarray | None = None
+    """Of a zeroed gap, what stays besides its GIL waits (a cause of their own)."""
     gap_cut: np.ndarray | None = None
     own_zero: np.ndarray | None = None
     unblock: np.ndarray | None = None
@@ -178,15 +184,21 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
         int(pc.get("max_calls", 60_000)),
         int(pc.get("min_iterations", 3)),
     )
-    n_it = min(n_it, max(int(pc.get("max_iterations", 30)), int(pc.get("min_iterations", 3))))
+    cap = (
+        pc.get("max_iterations", 30) if st.mode == "nvtx" else pc.get("max_found_iterations", 1000)
+    )
+    n_it = min(n_it, max(int(cap), int(pc.get("min_iterations", 3))))
     edges = edges[edges.size - 1 - n_it :]  # the last ones: furthest from the start-up
     lo, hi = int(edges[0]), int(edges[-1])
     inside = (act.end > lo) & (act.start <= hi)  # the item at hi starts the next iteration
-    act = act.take(inside)
     # the replay starts at the earliest launch of an item in the (sampled) window
     first, call_of = C._first_values(every["corr"][mine], np.flatnonzero(mine))
     has_call, idx = C._lookup(first, call_of, act.corr)
-    t0 = int(min(lo, every["start"][idx[has_call]].min())) if has_call.any() else lo
+    on = inside & has_call
+    t0 = int(min(lo, every["start"][idx[on]].min())) if on.any() else lo
+    if side == "host":  # a host ahead of its GPU: the work its last steps launched runs later
+        inside |= (act.end > lo) & has_call & (every["start"][idx] < hi)
+    act = act.take(inside)
     calls = C.rows_where(every, mine & (every["end"] > t0) & (every["start"] < hi))
     if calls["start"].size == 0:
         return None
@@ -202,21 +214,37 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
     )
     if not (tl.item_op >= 0).any():  # no GPU item of the window was launched by these calls
         return None
-    return _with_gil(trace, cfg, tl)
+    return _with_waits(trace, cfg, st0, tid if len(issuing) == 1 else None, tl)
 
 
-def _with_gil(trace: T.Trace, cfg: Mapping[str, Any], tl: Timeline) -> Timeline:
+def _with_waits(
+    trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, tid: int | None, tl: Timeline
+) -> Timeline:
     """The timeline with each gap's GIL-wait time (``gil_contention.gil_waits``: the launching
-    thread waiting for the GIL), when the report holds GIL waits."""
-    from analysis.detect import gil_contention
+    threads waiting for the GIL) and, in each host stretch, the time the main thread ``tid``
+    slept until another thread woke it (``host.blocked_calls``, out of the one OS-runtime read
+    of the input evidence: ``_host.osrt_ids``). Only where it is the one thread issuing the
+    loop's work (``tid`` None otherwise): beside PyTorch's autograd thread the main thread
+    sleeps through every backward, which that thread is busy running (torch.compile's
+    backward, between its launches, is host work of its own)."""
+    from analysis.detect import gil_contention as G
 
-    waits = getattr(gil_contention, "gil_waits", None)
-    found = waits(trace, cfg) if waits is not None else None
-    if found is None or len(found[0]) == 0:
-        return tl
-    ws, we = C.union(*found)
-    cut = C.overlap_each(tl.op_start - tl.gap, tl.op_start, ws, we)
-    return replace(tl, gil_cut=np.minimum(cut, tl.gap))
+    a, b = tl.op_start - tl.gap, tl.op_start
+
+    def within(starts, ends) -> np.ndarray:
+        if len(starts) == 0:
+            return np.zeros(tl.n_ops, np.int64)
+        ws, we = C.union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
+        return np.minimum(C.overlap_each(a, b, ws, we), tl.gap)
+
+    gil = within(*G.gil_waits(trace, cfg))
+    ids = C.name_ids(trace, list(cfg.get("host", {}).get("blocked_calls", ())))
+    blocked = np.zeros(tl.n_ops, np.int64)
+    if tid is not None and ids and trace.has(G.OSRT):
+        rows = C.thread_osrt(trace, st, int(tid), H.osrt_ids(trace, cfg))
+        keep = np.isin(rows["name"], ids)
+        blocked = np.where(tl.gap_kind == HOST, within(rows["start"][keep], rows["end"][keep]), 0)
+    return replace(tl, gil_cut=gil, blocked=blocked)
 
 
 def _assemble(calls, block, nxt, is_data, act: C.Activity, t0: int, edges, side) -> Timeline:
@@ -251,10 +279,13 @@ def _assemble(calls, block, nxt, is_data, act: C.Activity, t0: int, edges, side)
     med_lat = int(np.median(lat[plausible])) if plausible.any() else 5_000
     ptr = np.searchsorted(item_op[item_op >= 0], np.arange(n + 1), side="left")
     pageable_h2d = h2d & act.pageable[order]
-    # a pageable host-to-device copy holds the host until the driver has staged it: the call
-    # returns with its copy, so it blocks like a read
+    # a large pageable host-to-device copy holds the host until the driver has staged it
+    # through its small pinned buffer, which drains only as the copy runs: the call returns
+    # with its copy, so it blocks like a read. One that fits the buffer (a scalar, a small
+    # table) is staged at once and the call returns before the copy runs.
     holds = np.zeros(n, bool)
-    holds[item_op[pageable_h2d & (item_op >= 0)]] = True
+    large = pageable_h2d & (act.nbytes[order] >= BATCH_BYTES) & (item_op >= 0)
+    holds[item_op[large]] = True
     block = block | (holds & (calls["cat"] == C.MEMCPY_CALL))
     wait_item, post = _waits(block, s, e, i_start, i_end, item_op, ptr)
     wait_stream = _last_stream(n, item_op, stream)
@@ -346,8 +377,9 @@ class Replayed:
     gpu_edges: np.ndarray
     measured: slice
     """The edges measured: the first iteration is the replay's warm-up (it starts with an
-    empty queue, which the steady state never has) and, on host (NVTX) edges, the last one
-    ends at the window's close rather than at a next iteration's first item."""
+    empty queue, which the steady state never has) and, on host (NVTX) edges or where the
+    window holds no item at its last edge, the last one ends at the window's close (the host's
+    last call, the GPU's last item) rather than at a next iteration's first item."""
 
     @property
     def total_ns(self) -> int:
@@ -363,15 +395,21 @@ class Replayed:
         return np.diff(self.gpu_edges[self.measured])
 
 
-def _inputs(tl: Timeline, rm: Removal, overhead_ns: int):
-    """Gaps, call times, blocking flags and latencies after the removal and the nsys overhead."""
+def _inputs(tl: Timeline, rm: Removal, overhead_ns: int, scale: float = 1.0):
+    """Gaps, call times, blocking flags and latencies after the removal, the host stretches
+    scaled by ``scale`` and the nsys overhead taken off."""
     gap = tl.gap.copy()
-    if (
-        rm.gap_zero is not None
-    ):  # the host work goes; its waits for the GIL, a cause of their own, stay
-        gap[rm.gap_zero] = tl.gil_cut[rm.gap_zero] if tl.gil_cut.size == gap.size else 0
+    if rm.gap_zero is not None:  # the host work goes; its waits for the GIL, a cause of their
+        # own, stay
+        keep = tl.gil_cut if tl.gil_cut.size == gap.size else np.zeros_like(gap)
+        if rm.gap_keep is not None and rm.gap_keep.size == gap.size:
+            keep = np.minimum(gap, keep + rm.gap_keep)
+        gap[rm.gap_zero] = keep[rm.gap_zero]
     if rm.gap_cut is not None:
         gap = np.maximum(0, gap - rm.gap_cut)
+    if scale != 1.0:  # the program's own pace in its stretches (see _forecast's calibration)
+        stretch = tl.gap_kind != DISPATCH
+        gap[stretch] = np.rint(gap[stretch] * scale).astype(np.int64)
     own = tl.own.copy()
     launch = tl.cat == C.LAUNCH
     own[launch] = np.minimum(own[launch], tl.launch_cap)  # a full launch queue, not host work
@@ -389,10 +427,13 @@ def _inputs(tl: Timeline, rm: Removal, overhead_ns: int):
     return gap, own, block, lat, gone
 
 
-def replay(tl: Timeline, rm: Removal | None = None, overhead_ns: int = 0) -> Replayed:
-    """Run the window again with ``rm`` applied, in segments between blocking calls: within a
+def replay(
+    tl: Timeline, rm: Removal | None = None, overhead_ns: int = 0, scale: float = 1.0
+) -> Replayed:
+    """Run the window again with ``rm`` applied (``overhead_ns``: nsys's cost per call taken
+    off; ``scale``: the host's stretches scaled), in segments between blocking calls: within a
     segment the host's times are a running sum and each stream's items a max-plus scan."""
-    gap, own, block, lat, gone = _inputs(tl, rm or Removal(), overhead_ns)
+    gap, own, block, lat, gone = _inputs(tl, rm or Removal(), overhead_ns, scale)
     n = tl.n_ops
     op_start = np.zeros(n, np.int64)
     i_start, i_end = tl.item_start.copy(), tl.item_end.copy()  # unlaunched items keep theirs
@@ -464,17 +505,21 @@ def _next_live(live: np.ndarray) -> np.ndarray:
 
 def _edge_items(tl: Timeline) -> np.ndarray:
     """Per iteration edge: the first item (launch order) of the iteration, -1 past the end.
-    GPU edges are the starts of anchor items; host edges (NVTX steps) take the first item
-    launched by a call at or after the edge."""
-    n_launched = int(np.count_nonzero(tl.item_op >= 0))
+    GPU edges are the starts of anchor items; host edges (NVTX steps) take the first item on
+    the loop's stream (the one holding the most GPU time) launched by a call at or after the
+    edge: a copy of the next batch on a side stream runs when launched, while the loop's stream
+    may still be steps behind (a host ahead of its GPU), so it does not mark the step."""
+    launched = np.flatnonzero(tl.item_op >= 0)
     if tl.edge_side == "gpu":
-        launched = np.flatnonzero(tl.item_op >= 0)
         order = launched[np.argsort(tl.item_start[launched], kind="stable")]
         pos = np.searchsorted(tl.item_start[order], tl.edges, side="left")
         return np.where(pos < order.size, order[np.minimum(pos, order.size - 1)], -1)
+    streams, where = np.unique(tl.item_stream[launched], return_inverse=True)
+    busy = np.bincount(where, weights=(tl.item_end - tl.item_start)[launched])
+    cand = launched[tl.item_stream[launched] == streams[np.argmax(busy)]] if busy.size else launched
     op = np.searchsorted(tl.op_start, tl.edges, side="left")
-    first = tl.item_ptr[np.minimum(op, tl.n_ops)]
-    return np.where(first < n_launched, first, -1)
+    pos = np.searchsorted(tl.item_op[cand], op, side="left")  # items are in call order
+    return np.where(pos < cand.size, cand[np.minimum(pos, max(cand.size - 1, 0))], -1)
 
 
 def _sim_edges(tl, gap, op_start, i_start, i_end, host_end, gone) -> Replayed:
@@ -488,7 +533,8 @@ def _sim_edges(tl, gap, op_start, i_start, i_end, host_end, gone) -> Replayed:
     gpu = np.maximum.accumulate(np.where(k >= 0, i_start[np.maximum(k, 0)], done))
     n = gpu.size - 1
     first = 1 if n >= 3 else 0
-    last = n if tl.edge_side == "gpu" or n - 1 - first < 1 else n - 1
+    ends_open = tl.edge_side == "host" or k[-1] < 0  # the last edge has no item of its own
+    last = n - 1 if ends_open and n - 1 - first >= 1 else n
     return Replayed(gpu, slice(first, last + 1))
 
 
@@ -510,6 +556,8 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
     if cause == "sync":  # the blocking reads are gone, calls and all
         return Removal(unblock=tl.block, own_zero=tl.block)
     if cause == "data":  # input work and the batch's delivery: data resident on the device
+        if not (tl.gap_kind == DATA).any():  # no input work: a batch copy alone is no stall
+            return Removal()
         on = tl.item_op >= 0
         delivered = np.zeros(tl.item_op.size, bool)
         delivered[on] = tl.delivery[tl.item_op[on]]
@@ -526,15 +574,19 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
         # Python after a ``.item()``, the replay's own launch).
         back = np.zeros(tl.n_ops, bool)
         back[1:] = tl.block[:-1]
+        # Host work goes with it, not the host's sleep on another thread (nor its GIL waits).
         return Removal(
-            gap_zero=(tl.gap_kind != DATA) & ~back, own_zero=~tl.block & ~back, no_latency=True
+            gap_zero=(tl.gap_kind != DATA) & ~back,
+            gap_keep=tl.blocked,
+            own_zero=~tl.block & ~back,
+            no_latency=True,
         )
     if cause == "pageable":  # the pageable copies gone (resident, or pinned and hidden)
         gone = tl.pageable_h2d
         calls = _only(tl, gone, blocking=True)
         return Removal(item_gone=gone, own_zero=calls, unblock=calls)
-    if cause == "gil":
-        return Removal(gap_cut=tl.gil_cut if tl.gil_cut.size == tl.n_ops else None)
+    if cause == "gil":  # the waits cut out; what a contended gap held besides them, capped
+        return Removal(gap_cut=_gil_side_effects(tl, dispatch_percentile))
     raise ValueError(f"unknown cause {cause!r}; known: {sorted(set(CAUSE_OF.values()))}")
 
 
@@ -552,6 +604,23 @@ def _input_side_effects(tl: Timeline, percentile: float) -> np.ndarray:
     return np.where(tl.gap_kind != DATA, np.maximum(0, tl.gap - cap), 0)
 
 
+def _gil_side_effects(tl: Timeline, percentile: float) -> np.ndarray:
+    """Per call, the part of its gap that goes with the GIL contention: the waits, and of a gap
+    that held any (not input work: a loop waiting on its loader's queue keeps that wait), what
+    is left over ``percentile`` of the window's dispatch gaps. A thread
+    that waits for the GIL between two calls would otherwise pass from one to the next at its
+    dispatch pace: the rest of such a gap is the contention's own (the wake-ups every switch
+    interval, the mutex around the GIL, a core shared with the holder)."""
+    cut = tl.gil_cut.astype(np.int64)
+    held = (cut > 0) & (tl.gap_kind != DATA)  # input work is the input's, waits or not
+    dispatch = tl.gap[tl.gap_kind == DISPATCH]
+    if not held.any() or dispatch.size == 0:
+        return cut
+    cap = int(np.percentile(dispatch, percentile))
+    rest = tl.gap - cut
+    return np.where(held, cut + np.maximum(0, rest - cap), cut)
+
+
 def _copies(tl: Timeline) -> np.ndarray:
     """Items that are copies or memsets (not kernels or graph replays)."""
     return tl.item_kind != C.KIND_KERNEL
@@ -565,182 +634,3 @@ def _only(tl: Timeline, gone: np.ndarray, *, blocking: bool = False) -> np.ndarr
     n_gone = np.bincount(tl.item_op[has & gone], minlength=tl.n_ops)
     out = (n_items > 0) & (n_gone == n_items)
     return out if blocking else out & ~tl.block
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """What removing one cause entirely would do to the step, everything else unchanged."""
-
-    speedup: float | None
-    """Untraced step before / after; None when the model cannot say (``note`` says why)."""
-    ci_low: float | None = None
-    ci_high: float | None = None
-    step_ms: float | None = None
-    """Predicted mean step (iteration) after the removal, untraced."""
-    observed_step_ms: float | None = None
-    """The recorded mean step of the replayed iterations (traced)."""
-    model_fit: float | None = None
-    """Replayed / recorded window, nothing removed and nsys's overhead kept: 1.0 is a replay
-    that reproduces the trace."""
-    iterations: int = 0
-    trace_overhead_us: float | None = None
-    """nsys's cost per traced call taken off the host in both replays."""
-    calibrated: bool = False
-    """That cost was fitted to the program's measured untraced step."""
-    note: str = ""
-
-
-def predict(
-    trace: T.Trace, cfg: Mapping[str, Any], klass: str, step_ms: float | None = None
-) -> Prediction:
-    """The prediction for ``klass`` (see :data:`CAUSE_OF`), from the replay; ``step_ms``: the
-    program's mean step measured without nsys, where known (it calibrates nsys's cost)."""
-    cause = CAUSE_OF.get(klass)
-    if cause is None:
-        return Prediction(None, note=f"{klass}: no replay model")
-    tl = timeline(trace, cfg)
-    if tl is None:
-        return Prediction(None, note="no GPU activity or CUDA calls of a launching thread")
-    if tl.n_iterations < 2:
-        return Prediction(None, note="fewer than 2 steady iterations: nothing to replay")
-    if cause == "gil" and tl.gil_cut.size != tl.n_ops:
-        return Prediction(None, note="no GIL waits read for this report")
-    pc = cfg.get("predict", {})
-    cache = C._cache(trace)
-    key = ("overhead", id(tl), step_ms, repr(sorted(pc.items())))
-    if key not in cache:
-        cache[key] = _overhead(tl, pc, step_ms)
-    overhead, why = cache[key]
-    key = ("replayed", id(tl), overhead)
-    if key not in cache:  # the same two replays serve every class
-        recorded = replay(tl)
-        cache[key] = (recorded, replay(tl, None, overhead) if overhead else recorded)
-    recorded, base = cache[key]
-    pct = float(pc.get("data_dispatch_percentile", 75.0))
-    after = replay(tl, removal(tl, cause, dispatch_percentile=pct), overhead)
-    calibrated = why == ""
-    before = step_ms * 1e6 if calibrated and step_ms else None
-    found = _prediction(tl, recorded, base, after, pc, before)
-    if found.speedup is None:
-        return found
-    if calibrated:
-        why = (
-            f"; over the measured untraced step, {step_ms:.4g} ms (nsys's cost fitted to it: "
-            f"{overhead / 1e3:.3g} us a call)"
-        )
-    return replace(
-        found, trace_overhead_us=overhead / 1e3, calibrated=calibrated, note=found.note + why
-    )
-
-
-def _overhead(tl: Timeline, pc: Mapping[str, Any], step_ms: float | None) -> tuple[int, str]:
-    """nsys's cost per call (ns) for this window, and '' when it was calibrated to
-    ``step_ms``, else what the note says about the default being used."""
-    if not bool(pc.get("untraced", True)):
-        return 0, "; for the traced run (predict.untraced=false)"
-    default = int(float(pc.get("trace_overhead_us", 7.0)) * 1e3)
-    us = default / 1e3
-    if step_ms is None or step_ms <= 0:
-        return default, f"; nsys's cost {us:g} us a call (no untraced step to calibrate it)"
-    if not bool(pc.get("calibrate", True)):
-        return default, f"; nsys's cost {us:g} us a call (predict.calibrate=false)"
-    why = _no_calibration(tl, pc, step_ms)
-    if why:
-        return default, f"; nsys's cost {us:g} us a call ({why})"
-    top = int(float(pc.get("calibrate_max_overhead_us", 50.0)) * 1e3)
-    fitted = calibrated_overhead(tl, int(step_ms * 1e6), top)
-    return fitted, ""
-
-
-def _no_calibration(tl: Timeline, pc: Mapping[str, Any], step_ms: float) -> str:
-    """Why the measured step cannot calibrate nsys's cost on this window ('' when it can)."""
-    n = tl.n_iterations
-    rec = _recorded_edges(tl)
-    traced_ms = float(rec[-1] - rec[0]) / max(1, n) / 1e6
-    top = float(pc.get("calibrate_max_probe", 3.0))
-    if not 0.5 <= traced_ms / step_ms <= top:
-        return (
-            f"the traced iteration, {traced_ms:.3g} ms, is not the measured {step_ms:.3g} ms step"
-        )
-    inside = (tl.op_start >= tl.edges[0]) & (tl.op_start < tl.edges[-1])
-    rate = np.count_nonzero(inside) / max(1, n) / step_ms
-    need = float(pc.get("calibrate_min_calls_per_ms", 5.0))
-    if rate < need:
-        return f"{rate:.2g} calls per ms of step, under {need:g}: too few to calibrate it"
-    return ""
-
-
-def calibrated_overhead(tl: Timeline, step_ns: int, top_ns: int) -> int:
-    """The cost per call (ns, in 0..``top_ns``) at which the replay with nothing removed takes
-    ``step_ns`` per iteration: the replayed step falls as the cost rises (piecewise linearly),
-    so a bracketing search (regula falsi, then halving) finds it to 0.2% of the step. Where even
-    ``top_ns`` leaves the replay slower (nsys slowed something other than its calls: its GIL
-    trace lengthens the GIL waits), the speedup is still taken over the measured step."""
-
-    def excess(o: int) -> float:
-        r = replay(tl, None, o)
-        return r.total_ns / max(1, r.iterations) - step_ns
-
-    lo, hi = 0, top_ns
-    f_lo, f_hi = excess(lo), excess(hi)
-    if f_lo <= 0:  # untraced already at or below the measured step: nsys cost nothing visible
-        return 0
-    if f_hi >= 0:
-        return top_ns
-    for i in range(24):
-        mid = lo + int(f_lo * (hi - lo) / (f_lo - f_hi)) if i % 2 == 0 else (lo + hi) // 2
-        mid = min(max(mid, lo + 1), hi - 1)
-        f_mid = excess(mid)
-        if abs(f_mid) <= 0.002 * step_ns or hi - lo <= 100:
-            return mid
-        if f_mid > 0:
-            lo, f_lo = mid, f_mid
-        else:
-            hi, f_hi = mid, f_mid
-    return (lo + hi) // 2
-
-
-def _prediction(tl, recorded, base, after, pc, before_ns: float | None = None) -> Prediction:
-    """``before_ns``: the measured untraced step per iteration, the step the speedup is over
-    (else the replay's own untraced step)."""
-    n = after.iterations
-    rec = _recorded_edges(tl)[recorded.measured]
-    obs = float(rec[-1] - rec[0])
-    if min(obs, recorded.total_ns, base.total_ns, after.total_ns) <= 0:
-        return Prediction(None, note="the iterations hold no GPU item their calls launched")
-    before = base.total_ns if before_ns is None else before_ns * max(1, n)
-    speed = before / max(1, after.total_ns)
-    lo, hi = _interval(base.per_iteration_ns, after.per_iteration_ns, speed, pc)
-    return Prediction(
-        speedup=float(speed),
-        ci_low=lo,
-        ci_high=hi,
-        step_ms=after.total_ns / max(1, n) / 1e6,
-        observed_step_ms=obs / max(1, n) / 1e6,
-        model_fit=recorded.total_ns / max(1.0, obs),
-        iterations=n,
-        note=f"replay of {tl.n_iterations} steady iterations, {n} measured, the cause removed",
-    )
-
-
-def _recorded_edges(tl: Timeline) -> np.ndarray:
-    """The recorded GPU-clock edges: the recorded start of each iteration's first item."""
-    k = _edge_items(tl)
-    done = int(tl.item_end.max()) if tl.item_end.size else int(tl.edges[-1])
-    return np.maximum.accumulate(np.where(k >= 0, tl.item_start[np.maximum(k, 0)], done))
-
-
-def _interval(base: np.ndarray, after: np.ndarray, speed: float, pc: Mapping[str, Any]):
-    """95% interval of the speedup from the per-iteration spread: the ratio sum(base) /
-    sum(after) over iterations resampled with replacement, relative to its value on all of
-    them, applied to ``speed`` (fixed seed: the same report gives the same interval)."""
-    n = base.size
-    if n < 3 or n != after.size or (base <= 0).any() or (after <= 0).any():
-        return None, None
-    rng = np.random.default_rng(int(pc.get("seed", 0)))
-    idx = rng.integers(0, n, size=(int(pc.get("bootstrap", 1000)), n))
-    num = base[idx].sum(axis=1).astype(float)
-    den = np.maximum(1.0, after[idx].sum(axis=1).astype(float))
-    point = float(base.sum()) / float(after.sum())
-    lo, hi = np.percentile(num / den / point, [2.5, 97.5])
-    return float(speed * lo), float(speed * hi)

@@ -161,7 +161,8 @@ class DataStallThresholds(_Section):
     min_data_load_share: float = 0.3
     """CPU captures: ``range_name`` covers at least this share of step time."""
     min_saving_share: float = 0.15
-    """Removing the input work would save at least this share of the window (~1.18x)."""
+    """GPU captures: the saving the time model predicts for the input work removed, ``1 - 1 /
+    predicted_speedup``, is at least this share of the step (~1.18x)."""
 
 
 @dataclass(kw_only=True)
@@ -194,6 +195,11 @@ class HostThresholds(_Section):
         ]
     )
     """User NVTX range names (substrings) that mark input work: hints, never required."""
+    blocked_calls: list[str] = field(default_factory=lambda: ["pthread_cond_wait"])
+    """OS-runtime calls in which the main thread sleeps until another thread of its process
+    wakes it (an untimed condition wait: DDP's main thread while its backward and collectives
+    run elsewhere), read with the input evidence. In a host stretch the time model keeps this
+    time when it removes the host's own work (launch_bound): an instant host still waits."""
 
 
 @dataclass(kw_only=True)
@@ -201,9 +207,9 @@ class PageableCopyThresholds(_Section):
     """pageable_copy: host-to-device copies from pageable memory."""
 
     SECTION: ClassVar[str] = "pageable_copy"
-    min_pageable_h2d_share: float = 0.15
-    """Pageable HtoD copies take at least this share of the window: pinned memory and a side
-    stream would win most of it back, the same ~15% (~1.18x) bar as the other classes."""
+    min_saving_share: float = 0.15
+    """Removing the pageable HtoD copies (pinned memory and a side stream hide them) would save
+    at least this share of the step (~1.18x), the same bar as the other classes."""
 
 
 @dataclass(kw_only=True)
@@ -215,7 +221,8 @@ class LaunchBoundThresholds(_Section):
     """Reported: an idle gap shorter than this, waiting on the kernel's launch call, is a launch
     gap (``launch_gap_share``)."""
     min_saving_share: float = 0.25
-    """A host that issued work instantly would save at least this share of the window."""
+    """A host that issued work instantly would save at least this share of the step (the
+    time model's predicted saving)."""
 
 
 @dataclass(kw_only=True)
@@ -228,7 +235,8 @@ class HostSyncThresholds(_Section):
     min_syncs_per_s: float = 10.0
     """... or, without NVTX steps, this many per second."""
     min_saving_share: float = 0.15
-    """Without the syncs the window would shrink by at least this share (~1.18x)."""
+    """Without the syncs the step would shrink by at least this share (~1.18x; the time
+    model's predicted saving)."""
 
 
 @dataclass(kw_only=True)
@@ -268,7 +276,8 @@ class GilContentionThresholds(_Section):
 
     SECTION: ClassVar[str] = "gil_contention"
     min_saving_share: float = 0.15
-    """Without the GIL waits the window would shrink by at least this share (~1.18x)."""
+    """GPU captures: without the GIL waits the step would shrink by at least this share
+    (~1.18x; the time model's predicted saving)."""
     min_cpu_wait_share: float = 0.15
     """CPU captures (no GPU activity, the suite's steps): the step thread's GIL waits cover at
     least this share of step time."""
@@ -336,7 +345,8 @@ class PredictConfig(_Section):
 
     SECTION: ClassVar[str] = "predict"
     enabled: bool = True
-    """False: findings carry no prediction (saves the replays on a huge export)."""
+    """False: findings carry no prediction (saves the replays on a huge export); the classes
+    the time model decides are then not judged on a GPU capture."""
     untraced: bool = True
     """Predict for the program as it runs without nsys: take ``trace_overhead_us`` off the host
     time of every traced CUDA call in both replays (False: predict for the traced run)."""
@@ -345,15 +355,18 @@ class PredictConfig(_Section):
     program's untraced step is not known or cannot calibrate it (``calibrate``)."""
     calibrate: bool = True
     """Where the program's untraced mean step is known (``harness run``'s timing rounds,
-    ``harness score``'s timing.csv, ``harness diagnose --step-ms``), fit nsys's cost per traced
-    call so that the replay with nothing removed takes that step, and use it in place of
-    ``trace_overhead_us``: the cost differs between loops (6.9 us a call on kernel_flood, 18.5
-    on the corpus' batch-1 inference), and the trace alone cannot tell it."""
+    ``harness score``'s timing.csv, ``harness diagnose --step-ms``), fit both replays so that
+    the one with nothing removed takes that step: nsys's cost per traced call in place of
+    ``trace_overhead_us`` (it differs between loops: 6.9 us a call on kernel_flood, 18.5 on the
+    corpus' batch-1 inference, and the trace alone cannot tell it), else the pace of the host's
+    stretches. The calibrated prediction is then the number that decides. False: the trace
+    alone."""
     calibrate_min_calls_per_ms: float = 5.0
-    """... only where an iteration holds at least this many CUDA calls per ms of the measured
-    step: there a gap between the traced and the measured step is nsys's cost per call; in a
-    loop of few calls (a long input wait, a big copy) it is mostly the spread between
-    processes (5% of a step spread over its calls would read as 10 us a call)."""
+    """Nsys's cost per call is fitted only where an iteration holds at least this many CUDA
+    calls per ms of the measured step: there a gap between the traced and the measured step is
+    nsys's cost per call; in a loop of few calls (a long input wait, a big copy) it is mostly
+    the spread of the host's own work between steps and processes (5% of a step spread over its
+    calls would read as 10 us a call), so the stretches' pace is fitted instead."""
     calibrate_max_probe: float = 3.0
     """... and only where the traced iteration is at most this many times the measured step
     and at least 1 / 2 of it: otherwise the iteration found is not the step that was measured
@@ -361,11 +374,11 @@ class PredictConfig(_Section):
     calibrate_max_overhead_us: float = 50.0
     """The largest cost per call the fit may find (nsys's measured cost: 6-21 us a call). With
     a calibration the speedup is over the measured step, whatever cost the fit reached."""
-    calibrated_bar: bool = True
-    """A finding that fired on the trace but whose calibrated prediction saves less than its
-    class's ``min_saving_share`` of the measured step is cleared: the rest of its share was
-    nsys's own cost per call (a loop of 1,029 launches a step took 50 ms traced, 28 ms
-    untraced; the corpus' clean_cudnn_short). False: the trace alone decides."""
+    calibrate_max_stretch_scale: float = 2.0
+    """In a loop of fewer calls per ms than ``calibrate_min_calls_per_ms`` the replays are
+    fitted to the measured step by scaling the host's own stretches (input and other host
+    work, whose pace varies between steps and processes) instead, by at most this factor
+    either way."""
     data_dispatch_percentile: float = 75.0
     """Removing the input work: every other gap of the host is capped at this percentile of the
     window's dispatch gaps. A busy input pipeline slows the loop's own host beyond its
@@ -376,7 +389,11 @@ class PredictConfig(_Section):
     """The replay takes the last steady iterations (furthest from the start-up) holding at most
     this many CUDA calls."""
     max_iterations: int = 30
-    """... and at most this many iterations."""
+    """... and at most this many of the suite's NVTX steps ..."""
+    max_found_iterations: int = 1000
+    """... or of iterations found in the GPU work, which may be one layer of a step, not the
+    step (a DDP capture's 13-kernel repeats, 164 to a 54 ms step): a few dozen of them would be
+    one part of a step (its optimizer's tail), not a sample of it."""
     min_iterations: int = 3
     """... but at least this many, whatever they hold."""
     bootstrap: int = 1000

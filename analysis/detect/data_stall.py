@@ -3,10 +3,16 @@
 The GPU's idle time is attributed to what the main thread does (``_host``): input work is a
 stretch without CUDA calls that reads files, waits on loader workers (queue, pipe, condition
 variable), is followed by the batch's host-to-device copy, or lies in an NVTX range named like
-loading (``data``, ``load``, ``fetch``, ...; names are hints, never required). Rule: the idle that
-removing the input work would save, ``data_wait_share``, >= ``min_saving_share``; it is the
-impact. CPU captures (no GPU activity): ``data_load_share`` from the ``data_load`` NVTX ranges
-alone, fired at >= ``min_data_load_share``.
+loading (``data``, ``load``, ``fetch``, ...; names are hints, never required). Its shares
+(``data_load_share``: the input work; ``data_wait_share``: the idle removing it would save,
+read off the window) are metrics; on a GPU capture they do not decide. The state this module
+returns there marks a candidate: :func:`analysis.detect.diagnose` fires the class when the
+saving the time model predicts for the input work removed (data resident on the device),
+``1 - 1 / predicted_speedup``, is at least ``min_saving_share``, and that saving is the impact
+(``predict``).
+
+CPU captures (no GPU activity, no model): ``data_load_share`` from the ``data_load`` NVTX ranges
+alone is the class's number, fired at >= ``min_data_load_share``.
 """
 
 from __future__ import annotations
@@ -43,18 +49,17 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     evidence = [
         C.stamp(st, a, b, nvtx=C.label_at(trace, st, a, b)) for a, b in view.examples["data"]
     ]
-    fired = metrics["data_wait_share"] >= th["min_saving_share"]
     ev = view.evidence
     reason = (
         f"GPU idle {metrics['gpu_idle_share']:.1%} of the window; the main thread spends "
         f"{metrics['data_load_share']:.1%} of it in input work (host stretches >= "
         f"{thresholds['host']['stretch_ms']} ms with file reads {ev['read']}, waits on other "
         f"threads/processes {ev['wait']}, a batch copied to the GPU right after {ev['h2d_after']}, "
-        f"loading NVTX ranges {ev['nvtx_hint']}, of {ev['stretches']} stretches); removing it "
-        f"would save an estimated {metrics['data_wait_share']:.1%} "
-        f"({'>=' if fired else '<'} {th['min_saving_share']:.0%}); {st.note}"
+        f"loading NVTX ranges {ev['nvtx_hint']}, of {ev['stretches']} stretches), the GPU idle "
+        f"{metrics['gpu_idle_in_data_load_share']:.1%} of the window during it; {st.note}"
     )
-    return Finding(KLASS, fired, metrics["data_wait_share"], metrics, evidence, reason)
+    # a candidate; diagnose() settles it on the predicted saving
+    return Finding(KLASS, True, metrics["data_wait_share"], metrics, evidence, reason)
 
 
 def _nvtx_only(trace: T.Trace, st: C.Steady, th: Mapping[str, Any]) -> Finding:

@@ -25,11 +25,15 @@ The launching thread is the host view's main thread (``_host``); on a CPU captur
 step thread. Only its waits count: other threads waiting for the GIL (a log shipper waking from
 its sleep) cost the loop nothing.
 
-Impact (GPU captures), in the spirit of ``_host``: with ``W`` the launching thread's GIL waits,
-``H`` its time outside syncs and ``G`` the GPU's busy time, removing the waits saves the GPU idle
-they cover, and at least ``min(W, H - G)`` when the host is the slower side (a loop without syncs
-would then take ``max(H - W, G)`` instead of ``H``); fired at ``min_saving_share``. CPU captures
-(the suite's steps, no GPU): the waits' share of step time, fired at ``min_cpu_wait_share``.
+GPU captures: with ``W`` the launching thread's GIL waits, ``H`` its time outside syncs and ``G``
+the GPU's busy time, removing the waits saves the GPU idle they cover, and at least
+``min(W, H - G)`` when the host is the slower side: ``gil_saving_share``, a reading off the
+window, kept as a metric beside ``gil_wait_share``; they do not decide. Where the waits can be
+read the class is a candidate (the state this module returns): :func:`analysis.detect.diagnose`
+fires it when the saving the time model predicts for the waits cut out of the launching threads'
+gaps, ``1 - 1 / predicted_speedup``, is at least ``min_saving_share``, and that saving is the
+impact (``predict``). CPU captures (the suite's steps, no GPU, no model): the waits' share of
+step time is the class's number, fired at ``min_cpu_wait_share``.
 """
 
 from __future__ import annotations
@@ -284,7 +288,6 @@ def _evidence(trace: T.Trace, st: C.Steady, waits: GilWaits) -> list[dict[str, A
 def _on_gpu(
     trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, view: H.HostView, waits: GilWaits
 ) -> Finding:
-    th = cfg[KLASS]
     _, act = C.steady_activity(trace, cfg)
     gs, ge = C.gaps(*C.busy(trace, st, act), st.lo, st.hi)
     idle_in_waits = C.overlap_total(gs, ge, waits.starts, waits.ends)
@@ -297,15 +300,13 @@ def _on_gpu(
         "gpu_idle_in_gil_wait_share": idle_in_waits / view.span_ns,
         "gpu_idle_share": view.idle_ns / view.span_ns,
     }
-    fired = saving >= th["min_saving_share"]
     reason = (
         f"the launching threads wait for the GIL {metrics['gil_wait_share']:.1%} of the window "
         f"({waits.count} waits read from {_source_words(waits)}{_holders(waits)}); the GPU is "
-        f"idle {metrics['gpu_idle_in_gil_wait_share']:.1%} of the window during them; removing "
-        f"them would save an estimated {saving:.1%} ({'>=' if fired else '<'} "
-        f"{th['min_saving_share']:.0%}); {st.note}"
+        f"idle {metrics['gpu_idle_in_gil_wait_share']:.1%} of the window during them; {st.note}"
     )
-    return Finding(KLASS, fired, saving, metrics, _evidence(trace, st, waits), reason)
+    # a candidate; diagnose() settles it on the predicted saving
+    return Finding(KLASS, True, saving, metrics, _evidence(trace, st, waits), reason)
 
 
 def _nvtx_only(trace: T.Trace, st: C.Steady, th: Mapping[str, Any], waits: GilWaits) -> Finding:

@@ -8,11 +8,15 @@ main thread, and PyTorch's autograd thread for a sync in a backward hook). A syn
 thread's time outside sync calls and ``G`` the GPU's busy time, the window would take
 ``max(H, G)`` without the syncs (``_host``); ``sync_exposed_share`` = 1 - max(H, G) / window.
 A loop that is slow because the host cannot keep up (``H`` > ``G``) gains little from dropping
-its syncs, and is launch_bound's. Rule: syncs per step (or per s without steps) >=
-``min_syncs_per_step`` / ``min_syncs_per_s`` AND sync_exposed_share >= ``min_saving_share``;
-with iterations found in the GPU work rather than the suite's steps (one may be a layer of a
-transformer, not a step), ``min_syncs_per_s`` alone also passes the rate test.
-impact = sync_exposed_share.
+its syncs, and is launch_bound's. ``sync_exposed_share`` and the blocked share are metrics, what
+the host and the GPU did; they do not decide.
+
+Rule: syncs per step (or per s without steps) >= ``min_syncs_per_step`` / ``min_syncs_per_s``
+(with iterations found in the GPU work rather than the suite's steps, one may be a layer of a
+transformer, not a step, so ``min_syncs_per_s`` alone also passes) makes the class a candidate,
+the state this module returns; :func:`analysis.detect.diagnose` then fires it when the saving
+the time model predicts for the syncs removed, ``1 - 1 / predicted_speedup``, is at least
+``min_saving_share``, and that saving is the impact (``predict``).
 """
 
 from __future__ import annotations
@@ -70,16 +74,15 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     often = value >= min_rate
     if st.mode != "nvtx":  # found iterations may be one layer, not one step: the rate per s too
         often |= syncs["start"].size / (st.span_ns / 1e9) >= th["min_syncs_per_s"]
-    fired = often and metrics["sync_exposed_share"] >= th["min_saving_share"]
     reason = (
         f"{value:.2f} {name.replace('_', ' ')} on the threads issuing the loop's work ({', '.join(kinds) or 'none'}; "
-        f"threshold {min_rate}); blocked {metrics['sync_blocked_share']:.1%} of the window, "
-        f"host busy {metrics['host_busy_share']:.1%}, GPU busy {metrics['gpu_busy_share']:.1%}: "
-        f"without the syncs the host's work would overlap the GPU's and the window would "
-        f"shrink by an estimated {metrics['sync_exposed_share']:.1%} "
-        f"({'>=' if fired else '<'} {th['min_saving_share']:.0%}); {st.note}"
+        f"threshold {min_rate}{'' if often else ': too few to fire'}); blocked "
+        f"{metrics['sync_blocked_share']:.1%} of the window, host busy "
+        f"{metrics['host_busy_share']:.1%}, GPU busy {metrics['gpu_busy_share']:.1%}, GPU idle "
+        f"{metrics['gpu_idle_share']:.1%}; {st.note}"
     )
-    return Finding(KLASS, fired, metrics["sync_exposed_share"], metrics, evidence, reason)
+    # a candidate when the syncs are frequent; diagnose() settles it on the predicted saving
+    return Finding(KLASS, bool(often), metrics["sync_exposed_share"], metrics, evidence, reason)
 
 
 def _sync_before(syncs: dict[str, np.ndarray], t: int) -> str:

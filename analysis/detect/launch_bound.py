@@ -5,10 +5,13 @@ per-parameter optimizer loops: the GPU waits between kernels while the main thre
 autograd and launch calls. The GPU's idle time is attributed to what the main thread does
 (``_host``); the part spent dispatching (inside and between closely spaced CUDA calls) and in
 other host work between launches (stretches without input evidence), net of what the syncs
-explain, is ``host_bound_share``: an estimate of what a host that issued work instantly (CUDA
-graphs, fusion) would save. Rule: host_bound_share >= ``min_saving_share``; it is the impact.
-``launch_gap_share`` (idle gaps shorter than ``max_gap_us`` in which the kernel's own launch call
-had not returned) and the median kernel are reported beside it.
+explain, is ``host_bound_share``: a reading off the window of what a host that issued work
+instantly (CUDA graphs, fusion) would save. It, ``launch_gap_share`` (idle gaps shorter than
+``max_gap_us`` in which the kernel's own launch call had not returned) and the median kernel are
+metrics; they do not decide. The class is always a candidate (the state this module returns on
+a GPU capture): :func:`analysis.detect.diagnose` fires it when the saving the time model predicts
+for an instant host, ``1 - 1 / predicted_speedup``, is at least ``min_saving_share``, and that
+saving is the impact (``predict``).
 """
 
 from __future__ import annotations
@@ -53,16 +56,15 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         C.stamp(st, prev_end[i], act.start[i], next_kernel=str(n))
         for i, n in zip(top, names, strict=True)
     ]
-    fired = metrics["host_bound_share"] >= th["min_saving_share"]
     reason = (
         f"GPU idle {metrics['gpu_idle_share']:.1%} of the window while the main thread issues "
         f"work ({value:.0f} {name.replace('_', ' ')}, median {metrics['median_kernel_us']:.1f} us; "
-        f"short launch gaps {metrics['launch_gap_share']:.1%}, other host work between launches "
-        f"{metrics['host_work_share']:.1%}): a host that issued work instantly (CUDA graphs, "
-        f"fusion) would save an estimated {metrics['host_bound_share']:.1%} "
-        f"({'>=' if fired else '<'} {th['min_saving_share']:.0%}); {st.note}"
+        f"short launch gaps {metrics['launch_gap_share']:.1%}; idle read as dispatch "
+        f"{metrics['host_dispatch_share']:.1%}, as other host work between launches "
+        f"{metrics['host_work_share']:.1%}); {st.note}"
     )
-    return Finding(KLASS, fired, metrics["host_bound_share"], metrics, evidence, reason)
+    # a candidate; diagnose() settles it on the predicted saving
+    return Finding(KLASS, True, metrics["host_bound_share"], metrics, evidence, reason)
 
 
 def _launch_gaps(trace: T.Trace, st: C.Steady, act: C.Activity, th: Mapping[str, Any]):

@@ -1,8 +1,12 @@
 """pageable_copy: host-to-device copies from pageable memory eat step time.
 
-Rule: the union of HtoD copies with a pageable host side, inside the steady-state window, covers
->= ``min_pageable_h2d_share`` of it. Copies outside the window (weight uploads at start-up) are
-reported in ``pageable_h2d_bytes_outside_window`` but never count. impact = the share.
+The union of HtoD copies with a pageable host side inside the steady-state window, as a share of
+it (``pageable_h2d_share``), is a metric: what the copies took. Copies outside the window (weight
+uploads at start-up) are reported in ``pageable_h2d_bytes_outside_window`` but never count. The
+class is always a candidate (the state this module returns on a GPU capture):
+:func:`analysis.detect.diagnose` fires it when the saving the time model predicts for the
+pageable copies removed (pinned and hidden, or resident), ``1 - 1 / predicted_speedup``, is at
+least ``min_saving_share``, and that saving is the impact (``predict``).
 """
 
 from __future__ import annotations
@@ -18,7 +22,6 @@ KLASS = "pageable_copy"
 
 
 def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    th = thresholds[KLASS]
     if not C.has_gpu(trace):
         return C.missing(KLASS, C.MEMCPY, "CUDA memory copies")
     st, act = C.steady_activity(trace, thresholds)
@@ -49,11 +52,11 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         )
         for i in top
     ]  # fmt: skip
-    fired = share >= th["min_pageable_h2d_share"]
     reason = (
         f"pageable HtoD copies take {share:.2%} of the window "
-        f"({'>=' if fired else '<'} {th['min_pageable_h2d_share']:.0%}); "
+        f"({metrics['pageable_h2d_gbps']:.2f} GB/s); "
         f"{metrics['pageable_h2d_bytes_outside_window']:.0f} pageable bytes outside the window "
         f"not counted; {st.note}"
     )
-    return Finding(KLASS, fired, share if fired else 0.0, metrics, evidence, reason)
+    # a candidate; diagnose() settles it on the predicted saving
+    return Finding(KLASS, True, share, metrics, evidence, reason)

@@ -1,12 +1,19 @@
-"""Every finding's predicted speedup: what removing its cause entirely would do to the step.
+"""Every finding's predicted speedup, and for the classes the time model replays, the decision.
 
-The classes the time model replays (``_model.CAUSE_OF``) get their prediction from the replay;
-``exposed_comm`` from its own exposed share (the collectives' unhidden time gone, nothing else
-moved); ``stage_imbalance`` from the balanced split's bound its detector reads. A prediction a
-detector sets on its finding itself is kept. A finding that was not judged, or that the model cannot
-replay, carries no number and a ``prediction_note`` saying why. Where the prediction is
-calibrated to the untraced step, a fired finding whose predicted saving falls under its class's
-bar is cleared (``predict.calibrated_bar``).
+One number decides a class the time model replays (``_model.CAUSE_OF``: data_stall,
+pageable_copy, launch_bound, host_sync, gil_contention) on a GPU capture: the saving its
+prediction gives, ``1 - 1 / predicted_speedup``. The class fires when that saving is at or over
+its ``min_saving_share`` (and its detector found it a candidate: host_sync needs a blocking sync
+per step); the finding's impact is that saving and its reason prints it. The detectors' shares
+stay as metrics, what the GPU and the host did; they do not decide. Where the program's untraced
+step is known (``step_ms``) the prediction is calibrated to it (``_forecast``), else it is the
+trace's alone. Where the model cannot run (fewer than two steady iterations, no launching
+thread, predictions switched off), the class is not judged and says why.
+
+A CPU capture (no GPU activity) has no model: data_stall and gil_contention keep their own rules
+there (the share of step time in ``data_load`` ranges, in GIL waits), and carry no prediction.
+``exposed_comm`` and ``stage_imbalance`` set their own prediction (a prediction a detector set
+on its finding is kept); where they do not, it is read from their shares here.
 """
 
 from __future__ import annotations
@@ -15,30 +22,35 @@ from collections.abc import Mapping
 from typing import Any
 
 from analysis import trace as T
+from analysis.detect import _common as C
+from analysis.detect import _forecast as F
 from analysis.detect import _model as M
 from analysis.findings import Finding, State
 
-__all__ = ["attach", "trace_only"]
+__all__ = ["attach", "saving", "trace_only"]
 
 
 def attach(
     trace: T.Trace, cfg: Mapping[str, Any], findings: list[Finding], step_ms: float | None = None
 ) -> None:
-    """Fill in each finding's ``predicted_*`` fields (in place); ``step_ms``: the program's mean
-    step measured without nsys, where known (the replay calibrates nsys's cost to it)."""
+    """Fill in each finding's ``predicted_*`` fields and settle the state of each class the
+    model replays (in place); ``step_ms``: the program's mean step measured without nsys, where
+    known (the replays are calibrated to it)."""
     enabled = bool(cfg.get("predict", {}).get("enabled", True))
+    gpu = C.has_gpu(trace)
     for f in findings:
         if f.predicted_speedup is not None:
             continue
         if not f.judged:
             f.prediction_note = "not judged: nothing to predict"
-        elif not enabled:
-            f.prediction_note = "predictions are off (diagnosis.predict.enabled=false)"
+        elif f.klass in M.CAUSE_OF and not gpu:
+            f.prediction_note = "a CPU capture: no time model (the class's own share decides)"
+        elif f.klass in M.CAUSE_OF and not enabled:
+            _not_judged(f, "predictions are off (diagnosis.predict.enabled=false)")
         elif f.klass in M.CAUSE_OF:
-            p = M.predict(trace, cfg, f.klass, step_ms)
+            p = F.predict(trace, cfg, f.klass, step_ms)
             _from_model(f, p)
-            if p.calibrated and step_ms and cfg.get("predict", {}).get("calibrated_bar", True):
-                _settle(f, cfg, step_ms)
+            _decide(f, cfg, p)
         elif f.klass == "exposed_comm":
             _exposed(f)
         elif f.klass == "stage_imbalance":
@@ -47,17 +59,22 @@ def attach(
             f.prediction_note = f"{f.klass}: no prediction model"
 
 
+def saving(speedup: float) -> float:
+    """The share of the step a predicted speedup saves: ``1 - 1 / speedup``."""
+    return 1.0 - 1.0 / max(float(speedup), 1e-9)
+
+
 def trace_only(trace: T.Trace, cfg: Mapping[str, Any], f: Finding) -> float | None:
     """``f``'s predicted speedup as the trace alone gives it (nsys's default cost per call, no
     measured step): what ``harness diagnose`` says of a report without ``--step-ms``."""
     if f.klass not in M.CAUSE_OF or not f.judged:
         return f.predicted_speedup
-    if not bool(cfg.get("predict", {}).get("enabled", True)):
+    if not bool(cfg.get("predict", {}).get("enabled", True)) or not C.has_gpu(trace):
         return None
-    return M.predict(trace, cfg, f.klass).speedup
+    return F.predict(trace, cfg, f.klass).speedup
 
 
-def _from_model(f: Finding, p: M.Prediction) -> None:
+def _from_model(f: Finding, p: F.Prediction) -> None:
     f.prediction_note = p.note
     if p.speedup is None:
         return
@@ -68,25 +85,38 @@ def _from_model(f: Finding, p: M.Prediction) -> None:
     f.metrics["model_fit"] = round(float(p.model_fit or 0.0), 4)
     f.metrics["observed_step_ms"] = round(float(p.observed_step_ms or 0.0), 4)
     f.metrics["trace_overhead_us"] = round(float(p.trace_overhead_us or 0.0), 3)
+    if p.stretch_scale != 1.0:
+        f.metrics["host_stretch_scale"] = round(float(p.stretch_scale), 4)
 
 
-def _settle(f: Finding, cfg: Mapping[str, Any], step_ms: float) -> None:
-    """Clear a fired finding whose calibrated prediction saves less than its class's bar of
-    the measured step (``predict.calibrated_bar``): what the trace showed above that was
-    nsys's own cost per call, which the untraced program does not pay."""
-    bar = cfg.get(f.klass, {}).get("min_saving_share")
-    if not f.fired or f.predicted_speedup is None or bar is None:
+def _decide(f: Finding, cfg: Mapping[str, Any], p: F.Prediction) -> None:
+    """The state, impact and the reason's last clause from the prediction's saving. The
+    detector's own state says whether the class is a candidate (host_sync: enough blocking
+    syncs per step; the others always are)."""
+    if f.predicted_speedup is None:
+        _not_judged(f, f"the time model cannot predict it: {p.note}")
         return
-    saving = 1.0 - 1.0 / max(f.predicted_speedup, 1e-9)
-    if saving >= float(bar):
-        return
-    f.state = State.CLEAR
-    f.reason += (
-        f"; cleared: calibrated to the untraced step ({step_ms:.3g} ms), removing it saves an "
-        f"estimated {100 * saving:.1f}% (< {100 * float(bar):g}%): the rest of the traced share "
-        "was nsys's cost per call"
+    bar = float(cfg[f.klass]["min_saving_share"])
+    share = round(saving(f.predicted_speedup), 4)
+    f.metrics["predicted_saving_share"] = share
+    fired = f.fired and share >= bar
+    lo, hi = f.predicted_speedup_ci_low, f.predicted_speedup_ci_high
+    ci = f" [{lo:.2f}-{hi:.2f}]" if lo is not None and hi is not None else ""
+    how = "calibrated to the untraced step" if p.calibrated else "from the trace alone"
+    clause = (
+        f"removing it entirely: predicted {f.predicted_speedup:.2f}x{ci} ({how}), a saving of "
+        f"{share:.1%} of the step ({'>=' if share >= bar else '<'} {bar:.0%})"
     )
-    f.impact = round(max(saving, 0.0), 4)
+    f.reason = f"{f.reason}; {clause}" if f.reason else clause
+    f.state = State.FIRED if fired else State.CLEAR
+    f.impact = max(0.0, min(1.0, share)) if fired else 0.0
+
+
+def _not_judged(f: Finding, why: str) -> None:
+    f.state = State.NOT_JUDGED
+    f.impact = 0.0
+    f.reason = f"{f.reason}; not judged: {why}" if f.reason else f"not judged: {why}"
+    f.prediction_note = f.prediction_note or why
 
 
 def _balanced(f: Finding) -> None:
