@@ -255,6 +255,7 @@ class Trace:
         self._tables: frozenset[str] | None = None
         self._columns: dict[str, frozenset[str]] = {}
         self._not_null: dict[str, frozenset[str]] = {}
+        self._steps: dict[str, pd.DataFrame] = {}  # step_ranges by name: read once
 
     def __enter__(self) -> Trace:
         return self
@@ -946,12 +947,16 @@ def step_ranges(trace: Trace, name: str = "step") -> pd.DataFrame:
     """The NVTX ranges called ``name`` (default ``step``), numbered 0..n-1 by start within each pid.
 
     One row per training/inference iteration the harness bracketed (:data:`STEP_RANGES`).
+    Read once per name (each read scans every NVTX event; the detectors ask several times):
+    each caller gets a copy of its own.
     """
-    df = _nvtx_query(trace, name, STEP_RANGES)
-    if not df.empty:
-        df = df.sort_values(["pid", "start_ns"], kind="stable").reset_index(drop=True)
-        df["step_index"] = df.groupby("pid", sort=False).cumcount()
-    return _typed(df, STEP_RANGES, "step_ranges", trace)
+    if name not in trace._steps:
+        df = _nvtx_query(trace, name, STEP_RANGES)
+        if not df.empty:
+            df = df.sort_values(["pid", "start_ns"], kind="stable").reset_index(drop=True)
+            df["step_index"] = df.groupby("pid", sort=False).cumcount()
+        trace._steps[name] = _typed(df, STEP_RANGES, "step_ranges", trace)
+    return trace._steps[name].copy()
 
 
 def window(trace: Trace, name: str = "measure") -> tuple[int, int]:
