@@ -666,18 +666,21 @@ def _name_under_duration(trace: T.Trace, table: str, cols: dict[str, str]) -> li
 def thread_osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int]) -> dict[str, np.ndarray]:
     """The OS-runtime calls of thread ``tid`` overlapping the window (start, end, name) whose
     name id is one of ``ids``: one chunked scan (cached) where a loader thread can make
-    millions; taken out of :func:`prefetch_osrt`'s scan where that one covers them."""
+    millions; taken out of a :func:`prefetch_osrt` scan where one covers them."""
     key = ("osrt", st.lo, st.hi, int(tid), tuple(sorted(ids)))
     cache = _cache(trace)
-    if key not in cache:
-        tids, names = cache.get(("osrt_cover", st.lo, st.hi), ((), ()))
-        if int(tid) in tids and set(ids) <= set(names):
-            rows = _resolved(cache, ("osrt_all", st.lo, st.hi))
-            keep = (rows["tid"] == int(tid)) & np.isin(rows["name"], list(ids))
-            cache[key] = rows_where({k: rows[k] for k in ("start", "end", "name")}, keep)
-        else:
-            rows = _read_osrt(trace, st, [int(tid)], ids)
-            cache[key] = {k: rows[k] for k in ("start", "end", "name")}
+    if key in cache:
+        return cache[key]
+    cover = _osrt_cover(trace, st, [tid], ids)
+    if cover is None:
+        rows = _read_osrt(trace, st, [int(tid)], ids)
+        cache[key] = {k: rows[k] for k in ("start", "end", "name")}
+        return cache[key]
+    rows = _resolved(cache, cover)
+    keep = (rows["tid"] == int(tid)) & np.isin(rows["name"], list(ids))
+    if (st.lo, st.hi) != cover[1:3]:  # a window inside the scan's: its overlap test again
+        keep &= (rows["end"] > st.lo) & (rows["start"] < st.hi)
+    cache[key] = rows_where({k: rows[k] for k in ("start", "end", "name")}, keep)
     return cache[key]
 
 
@@ -685,17 +688,27 @@ def prefetch_osrt(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> None:
     """Start one scan of the OS-runtime calls of the threads ``tids`` with name ids ``ids`` on a
     thread of its own (:func:`_read_ahead`), as soon as both are known: it runs while the
     caller works on what it read before, and :func:`thread_osrt` takes the calls of one thread
-    and some of the names out of it (the host view's input calls, gil_contention's waits of
-    each issuing thread: one scan of the table where there were one per thread and set).
-    Once per window."""
+    and some of the names, in this window or one inside it, out of it (the host view's input
+    calls, gil_contention's waits of each issuing thread, the time model's last iterations:
+    one scan of the table where there was one per thread, set of names and window). The scan
+    starts :data:`LAUNCH_LOOKBACK_NS` early, as :func:`window_calls` does: the time model's
+    last iterations start at a launch call, which can come before the window."""
     tids, ids = sorted({int(t) for t in tids}), sorted({int(i) for i in ids})
-    cache = _cache(trace)
-    if not tids or not ids or ("osrt_cover", st.lo, st.hi) in cache or not trace.has("OSRT_API"):
+    if not tids or not ids or not trace.has("OSRT_API") or _osrt_cover(trace, st, tids, ids):
         return
-    cache[("osrt_cover", st.lo, st.hi)] = (tids, ids)
-    _read_ahead(
-        trace, ("osrt_all", st.lo, st.hi), "osrt", lambda own: _read_osrt(own, st, tids, ids)
-    )
+    wide = replace(st, lo=st.lo - LAUNCH_LOOKBACK_NS)
+    key = ("osrt_all", wide.lo, wide.hi, tuple(tids), tuple(ids))
+    _read_ahead(trace, key, "osrt", lambda own: _read_osrt(own, wide, tids, ids))
+
+
+def _osrt_cover(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> tuple | None:
+    """The cache key of a :func:`prefetch_osrt` scan that holds the calls of these threads and
+    names in this window, or None."""
+    for key in _cache(trace):
+        if isinstance(key, tuple) and key[0] == "osrt_all" and key[1] <= st.lo <= st.hi <= key[2]:
+            if {int(t) for t in tids} <= set(key[3]) and {int(i) for i in ids} <= set(key[4]):
+                return key
+    return None
 
 
 def _read_osrt(
