@@ -716,8 +716,8 @@ def _read_osrt(
 ) -> dict[str, np.ndarray]:
     """The OS-runtime calls of the threads ``tids`` with name ids ``ids`` overlapping the
     window, in rowid order: start, end, name and tid. With several threads, which one is read
-    as its index in ``tids``, under the start (a few bits more on a number far from int64's
-    bound)."""
+    as its index in ``tids``, under the start where the window's end leaves the bits (every
+    start read is before it)."""
     table = "OSRT_API"
     cols = {"start": "t.start", "end": _end_column(trace, table), "name": "t.nameId"}
     where = f"{WINDOW} AND t.globalTid IN ({id_list(tids)}) AND t.nameId IN ({id_list(ids)})"
@@ -726,7 +726,8 @@ def _read_osrt(
     if bits:
         whens = " ".join(f"WHEN {t} THEN {i}" for i, t in enumerate(tids))
         cols["who"] = f"CASE t.globalTid {whens} END"
-        pack.append(("start", "who", bits))
+        if (abs(st.lo) + abs(st.hi) + 1) << bits < 2**62:
+            pack.append(("start", "who", bits))
     rows = T.int_columns(trace, table, cols, where, {"lo": st.lo, "hi": st.hi}, pack=pack)
     who = rows.pop("who", np.zeros(rows["start"].size, np.int64))
     return _end_back(trace, table, rows) | {"tid": np.asarray(tids, np.int64)[who]}
