@@ -255,6 +255,7 @@ class Trace:
         self._tables: frozenset[str] | None = None
         self._columns: dict[str, frozenset[str]] = {}
         self._not_null: dict[str, frozenset[str]] = {}
+        self._steps: dict[str, pd.DataFrame] = {}  # step_ranges by name: read once
 
     def __enter__(self) -> Trace:
         return self
@@ -533,8 +534,12 @@ def int_columns(
     # same order (a rowid-range search visits them in rowid order), and one scan with several
     # aggregates costs far less than a scan per column or a per-row string concatenation.
     # As BLOBs: bytes for numpy to parse, without decoding them into str first.
+    # COUNT(*) says how many values each text holds (cheaper than counting its separators)
     aggs = ", ".join(f"CAST(group_concat({v}, ' ') AS BLOB)" for v in values.values())
-    sql = f"SELECT {aggs} FROM {table} AS t WHERE t.rowid >= :_a AND t.rowid < :_b AND ({where})"
+    sql = (
+        f"SELECT COUNT(*), {aggs} FROM {table} AS t "
+        f"WHERE t.rowid >= :_a AND t.rowid < :_b AND ({where})"
+    )
     # Chunk i holds at most chunk_rows rows, so it has a slot of its own in each output
     # array: the reader threads fill their slots in parallel, and where every chunk but the
     # last is full (no row filtered out) the output is the filled prefix, with no copy at all.
@@ -543,7 +548,8 @@ def int_columns(
 
     def run(a: int, conn: sqlite3.Connection | None) -> None:
         texts = trace.query(sql, {**(params or {}), "_a": a, "_b": a + chunk_rows}, conn=conn)
-        arrays = _parse_ints(trace, table, list(values), texts[1][0])
+        n, *found = texts[1][0]
+        arrays = _parse_ints(trace, table, list(values), found, n)
         i = (a - tasks[0]) // chunk_rows
         counts[i] = arrays[0].size
         for name, arr in zip(values, arrays, strict=True):
@@ -565,9 +571,11 @@ def _unpack(
 
 
 def _parse_ints(
-    trace: Trace, table: str, names: list[str], texts: tuple[bytes | None, ...]
+    trace: Trace, table: str, names: list[str], texts: list[bytes | None], rows: int
 ) -> list[np.ndarray]:
-    """The space-separated integers of each text, one array per column, all of one length."""
+    """The space-separated integers of each text, one array per column, ``rows`` in each: a
+    value numpy cannot parse as one (a REAL, a text) raises, and an empty text value (which
+    parses as nothing) leaves the array short."""
     arrays = []
     for name, text in zip(names, texts, strict=True):
         bad = TraceError(f"{trace.path}: {table}.{name} holds values that are not integers")
@@ -575,11 +583,12 @@ def _parse_ints(
             arr = np.fromstring(text or b"", dtype=np.int64, sep=" ")
         except ValueError as exc:
             raise bad from exc
-        if text and arr.size != text.count(b" ") + 1:
+        if arr.size != rows:
+            if arr.size < rows and (text is None or arr.size == text.count(b" ") + 1):
+                # NULLs slipped through: a bug, not the file
+                raise RuntimeError(f"int_columns: {table}.{name} came back short")
             raise bad
         arrays.append(arr)
-    if len({arr.size for arr in arrays}) > 1:  # NULLs slipped through: a bug, not the file
-        raise RuntimeError(f"int_columns: columns of {table} came back misaligned")
     return arrays
 
 
@@ -946,12 +955,16 @@ def step_ranges(trace: Trace, name: str = "step") -> pd.DataFrame:
     """The NVTX ranges called ``name`` (default ``step``), numbered 0..n-1 by start within each pid.
 
     One row per training/inference iteration the harness bracketed (:data:`STEP_RANGES`).
+    Read once per name (each read scans every NVTX event; the detectors ask several times):
+    each caller gets a copy of its own.
     """
-    df = _nvtx_query(trace, name, STEP_RANGES)
-    if not df.empty:
-        df = df.sort_values(["pid", "start_ns"], kind="stable").reset_index(drop=True)
-        df["step_index"] = df.groupby("pid", sort=False).cumcount()
-    return _typed(df, STEP_RANGES, "step_ranges", trace)
+    if name not in trace._steps:
+        df = _nvtx_query(trace, name, STEP_RANGES)
+        if not df.empty:
+            df = df.sort_values(["pid", "start_ns"], kind="stable").reset_index(drop=True)
+            df["step_index"] = df.groupby("pid", sort=False).cumcount()
+        trace._steps[name] = _typed(df, STEP_RANGES, "step_ranges", trace)
+    return trace._steps[name].copy()
 
 
 def window(trace: Trace, name: str = "measure") -> tuple[int, int]:

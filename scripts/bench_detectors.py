@@ -4,8 +4,11 @@
 
 Each repeat opens the export afresh (the detectors cache what they read on the Trace, so the
 first detector to need a table pays for reading it: read the columns as "time spent by the
-time that detector finished", and ``total`` as the figure to compare). Prints one row per
-export and writes the same table as CSV.
+time that detector finished", and ``total`` as the figure to compare). ``predict_s`` is the
+predicted speedups that ``diagnose`` attaches to the findings (``analysis.detect.predict``),
+part of ``total_s``. Prints one row per export and writes the same table as CSV, with the
+1-minute load average before the fastest run (``load_1min``: on a shared machine, a figure
+taken under load is no figure of the code).
 
 ``--tile SRC COPIES OUT`` makes a large export from a real one for a local benchmark where no
 GPU export of that size is at hand: OUT is SRC with every activity table (kernels, copies,
@@ -18,6 +21,7 @@ from __future__ import annotations
 import argparse
 import csv
 import gc
+import os
 import shutil
 import sqlite3
 import sys
@@ -28,7 +32,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import trace as T
-from analysis.detect import REGISTRY, load_thresholds
+from analysis.detect import REGISTRY, load_thresholds, predict
 from analysis.findings import CLASSES
 
 ROW_TABLES = {
@@ -57,16 +61,22 @@ def bench_once(path: Path, cfg: dict) -> dict[str, float]:
     """Seconds for open_trace, each detector in CLASSES order (cumulative cache), and total;
     ``cpu_s`` is the CPU time of all threads, steadier than wall time on a shared machine."""
     gc.collect()
+    load = os.getloadavg()[0]
     t0, c0 = time.perf_counter(), time.process_time()
     out: dict[str, float] = {}
     with T.open_trace(path) as tr:
         out["open_s"] = time.perf_counter() - t0
+        found = []
         for klass in CLASSES:
             t = time.perf_counter()
-            REGISTRY[klass](tr, cfg)
+            found.append(REGISTRY[klass](tr, cfg))
             out[f"{klass}_s"] = time.perf_counter() - t
+        t = time.perf_counter()
+        predict.attach(tr, cfg, found, None)
+        out["predict_s"] = time.perf_counter() - t
     out["total_s"] = time.perf_counter() - t0
     out["cpu_s"] = time.process_time() - c0
+    out["load_1min"] = load
     return out
 
 
@@ -74,6 +84,7 @@ def bench(path: Path, repeat: int) -> dict[str, object]:
     cfg = load_thresholds()
     runs = [bench_once(path, cfg) for _ in range(repeat)]
     best = {k: min(r[k] for r in runs) for k in runs[0]}
+    best["load_1min"] = min(runs, key=lambda r: r["total_s"])["load_1min"]
     return {
         "file": str(path),
         "size_mb": round(path.stat().st_size / 1e6, 1),
@@ -160,7 +171,7 @@ def main(argv: list[str] | None = None) -> int:
         w.writeheader()
         w.writerows(rows)
     shown = ["size_mb", "kernels_rows", "cuda_api_rows", "open_s"]
-    shown += [f"{k}_s" for k in CLASSES] + ["total_s", "cpu_s"]
+    shown += [f"{k}_s" for k in CLASSES] + ["predict_s", "total_s", "cpu_s", "load_1min"]
     width = max(len(Path(str(r["file"])).name) for r in rows)
     print(f"{'export':{width}s} " + " ".join(f"{c:>14s}" for c in shown))
     for r in rows:

@@ -602,9 +602,7 @@ def window_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
     cache = _cache(trace)
     if key not in cache:
         cache[key] = _read_calls(trace, st)
-    elif isinstance(cache[key], Future):
-        cache[key] = cache[key].result()
-    return cache[key]
+    return _resolved(cache, key)
 
 
 def prefetch_calls(trace: T.Trace, st: Steady) -> None:
@@ -612,21 +610,32 @@ def prefetch_calls(trace: T.Trace, st: Steady) -> None:
     so that it runs while the GPU tables are read and worked on (the two big reads of a big
     export then overlap instead of taking turns). window_calls waits for it."""
     key = ("calls", st.lo, st.hi, st.min_call_ns)
-    cache = _cache(trace)
-    if key in cache or not trace.has(RUNTIME):
-        return
+    if key not in _cache(trace) and trace.has(RUNTIME):
+        _read_ahead(trace, key, "window-calls", lambda own: _read_calls(own, st))
 
+
+def _read_ahead(trace: T.Trace, key: Any, name: str, read: Any) -> None:
+    """Run ``read(a Trace of its own)`` on a thread of its own, its Future cached under ``key``
+    (:func:`_resolved` waits for it): a scan of a big table then runs beside the numpy work
+    (and the other reads) of the thread that asked for it, on a second core."""
     ahead: Future = Future()
 
-    def read() -> None:  # a thread per read, gone when done: nothing idle is left to a fork
+    def run() -> None:  # a thread per read, gone when done: nothing idle is left to a fork
         try:
             with T.open_trace(trace.path) as own:
-                ahead.set_result(_read_calls(own, st))
+                ahead.set_result(read(own))
         except BaseException as exc:
             ahead.set_exception(exc)
 
-    threading.Thread(target=read, name="window-calls", daemon=True).start()
-    cache[key] = ahead
+    threading.Thread(target=run, name=name, daemon=True).start()
+    _cache(trace)[key] = ahead
+
+
+def _resolved(cache: dict[Any, Any], key: Any) -> Any:
+    """``cache[key]``, once a read started by :func:`_read_ahead` has finished."""
+    if isinstance(cache[key], Future):
+        cache[key] = cache[key].result()
+    return cache[key]
 
 
 def _read_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
@@ -657,17 +666,71 @@ def _name_under_duration(trace: T.Trace, table: str, cols: dict[str, str]) -> li
 def thread_osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int]) -> dict[str, np.ndarray]:
     """The OS-runtime calls of thread ``tid`` overlapping the window (start, end, name) whose
     name id is one of ``ids``: one chunked scan (cached) where a loader thread can make
-    millions; callers asking for several sets of names ask once for their union."""
-    key = ("osrt", st.lo, st.hi, tid, tuple(sorted(ids)))
+    millions; taken out of a :func:`prefetch_osrt` scan where one covers them."""
+    key = ("osrt", st.lo, st.hi, int(tid), tuple(sorted(ids)))
     cache = _cache(trace)
-    if key not in cache:
-        table = "OSRT_API"
-        cols = {"start": "t.start", "end": _end_column(trace, table), "name": "t.nameId"}
-        where = f"{WINDOW} AND t.globalTid = {int(tid)} AND t.nameId IN ({id_list(ids)})"
-        pack = _name_under_duration(trace, table, cols)
-        rows = T.int_columns(trace, table, cols, where, {"lo": st.lo, "hi": st.hi}, pack=pack)
-        cache[key] = _end_back(trace, table, rows)
+    if key in cache:
+        return cache[key]
+    cover = _osrt_cover(trace, st, [tid], ids)
+    if cover is None:
+        rows = _read_osrt(trace, st, [int(tid)], ids)
+        cache[key] = {k: rows[k] for k in ("start", "end", "name")}
+        return cache[key]
+    rows = _resolved(cache, cover)
+    keep = (rows["tid"] == int(tid)) & np.isin(rows["name"], list(ids))
+    if (st.lo, st.hi) != cover[1:3]:  # a window inside the scan's: its overlap test again
+        keep &= (rows["end"] > st.lo) & (rows["start"] < st.hi)
+    cache[key] = rows_where({k: rows[k] for k in ("start", "end", "name")}, keep)
     return cache[key]
+
+
+def prefetch_osrt(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> None:
+    """Start one scan of the OS-runtime calls of the threads ``tids`` with name ids ``ids`` on a
+    thread of its own (:func:`_read_ahead`), as soon as both are known: it runs while the
+    caller works on what it read before, and :func:`thread_osrt` takes the calls of one thread
+    and some of the names, in this window or one inside it, out of it (the host view's input
+    calls, gil_contention's waits of each issuing thread, the time model's last iterations:
+    one scan of the table where there was one per thread, set of names and window). The scan
+    starts :data:`LAUNCH_LOOKBACK_NS` early, as :func:`window_calls` does: the time model's
+    last iterations start at a launch call, which can come before the window."""
+    tids, ids = sorted({int(t) for t in tids}), sorted({int(i) for i in ids})
+    if not tids or not ids or not trace.has("OSRT_API") or _osrt_cover(trace, st, tids, ids):
+        return
+    wide = replace(st, lo=st.lo - LAUNCH_LOOKBACK_NS)
+    key = ("osrt_all", wide.lo, wide.hi, tuple(tids), tuple(ids))
+    _read_ahead(trace, key, "osrt", lambda own: _read_osrt(own, wide, tids, ids))
+
+
+def _osrt_cover(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> tuple | None:
+    """The cache key of a :func:`prefetch_osrt` scan that holds the calls of these threads and
+    names in this window, or None."""
+    for key in _cache(trace):
+        if isinstance(key, tuple) and key[0] == "osrt_all" and key[1] <= st.lo <= st.hi <= key[2]:
+            if {int(t) for t in tids} <= set(key[3]) and {int(i) for i in ids} <= set(key[4]):
+                return key
+    return None
+
+
+def _read_osrt(
+    trace: T.Trace, st: Steady, tids: list[int], ids: list[int]
+) -> dict[str, np.ndarray]:
+    """The OS-runtime calls of the threads ``tids`` with name ids ``ids`` overlapping the
+    window, in rowid order: start, end, name and tid. With several threads, which one is read
+    as its index in ``tids``, under the start where the window's end leaves the bits (every
+    start read is before it)."""
+    table = "OSRT_API"
+    cols = {"start": "t.start", "end": _end_column(trace, table), "name": "t.nameId"}
+    where = f"{WINDOW} AND t.globalTid IN ({id_list(tids)}) AND t.nameId IN ({id_list(ids)})"
+    pack = _name_under_duration(trace, table, cols)
+    bits = (len(tids) - 1).bit_length()
+    if bits:
+        whens = " ".join(f"WHEN {t} THEN {i}" for i, t in enumerate(tids))
+        cols["who"] = f"CASE t.globalTid {whens} END"
+        if (abs(st.lo) + abs(st.hi) + 1) << bits < 2**62:
+            pack.append(("start", "who", bits))
+    rows = T.int_columns(trace, table, cols, where, {"lo": st.lo, "hi": st.hi}, pack=pack)
+    who = rows.pop("who", np.zeros(rows["start"].size, np.int64))
+    return _end_back(trace, table, rows) | {"tid": np.asarray(tids, np.int64)[who]}
 
 
 def _lookup(keys: np.ndarray, values: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

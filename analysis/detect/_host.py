@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from analysis import trace as T
 from analysis.detect import _common as C
@@ -90,17 +91,48 @@ def _osrt(trace: T.Trace, st: C.Steady, tid: int, ids: list[int], every: list[in
 
 
 def _hint_ranges(trace: T.Trace, st: C.Steady, tid: int, hints: list[str]):
-    """Union of the thread's NVTX ranges whose name contains a loading hint."""
+    """Union of the thread's NVTX ranges whose name contains a loading hint (lower-cased, as
+    :func:`analysis.trace.nvtx_ranges` would give them, marks and open ranges left out)."""
     if not trace.has("NVTX_EVENTS") or not hints:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    r = T.nvtx_ranges(trace, tid=tid, spans=[(st.lo, st.hi)])
-    r = r[r["end_ns"].notna() & r["text"].notna()]
-    low = r["text"].str.lower()
-    hit = np.zeros(len(r), bool)
+    rows = _hint_candidates(trace, st, tid, hints)
+    low = pd.Series([r[2] for r in rows], dtype=T.STR).str.lower()
+    hit = np.zeros(len(rows), bool)
     for h in hints:
         hit |= low.str.contains(h, regex=False).to_numpy(bool)
-    r = r[hit].astype({"end_ns": "int64"})
-    return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
+    s = np.array([r[0] for r in rows], np.int64)[hit]
+    e = np.array([r[1] for r in rows], np.int64)[hit]
+    return C.union(np.clip(s, st.lo, None), np.clip(e, None, st.hi))
+
+
+def _hint_candidates(
+    trace: T.Trace, st: C.Steady, tid: int, hints: list[str]
+) -> list[tuple[int, int, str]]:
+    """(start, end, text) of the thread's NVTX ranges in the window that may hold a hint: one
+    lean query instead of :func:`analysis.trace.nvtx_ranges` (names, domains, depths: a
+    second per range on a loop that marks every operator). SQLite's LIKE folds ASCII case
+    alone, so a text with another character is kept for pandas to judge, as is every text
+    where a hint is not plain ASCII."""
+    types = "SELECT id FROM {} WHERE name IN ('NvtxPushPopRange', 'NvtxStartEndRange')"
+    text = "COALESCE(n.text, s.value)"
+    params: dict[str, object] = {"tid": int(tid), "lo": st.lo, "hi": st.hi}
+    like = ""
+    if all(h.isascii() for h in hints):
+        params |= {f"h{i}": "%" + _like_escaped(h) + "%" for i, h in enumerate(hints)}
+        params["other"] = "*[^\x01-\x7f]*"  # any character beyond ASCII
+        ors = [f"{text} LIKE :h{i} ESCAPE '\\'" for i in range(len(hints))]
+        like = f" AND ({' OR '.join([*ors, f'{text} GLOB :other'])})"
+    sql = f"""SELECT n.start, n."end", {text} FROM NVTX_EVENTS AS n
+              LEFT JOIN StringIds AS s ON s.id = n.textId
+              WHERE n.eventType IN ({types.format(T.enum_table(trace, "ENUM_NSYS_EVENT_TYPE"))})
+              AND n.globalTid = :tid AND n."end" > :lo AND n.start < :hi
+              AND {text} IS NOT NULL{like}"""
+    return trace.query(sql, params)[1]
+
+
+def _like_escaped(text: str) -> str:
+    """``text`` as a literal inside a LIKE pattern with ``ESCAPE '\\'``."""
+    return text.replace("\\", "\\\\").replace("%", "\\%").replace("_", "\\_")
 
 
 def suite_ranges(trace: T.Trace, st: C.Steady, name: str):
@@ -209,6 +241,9 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     if found is None:
         return None
     tid, issuing = found
+    # one OS-runtime scan for the input evidence and the GIL waits, read beside what follows
+    gil_ids = C.name_ids(trace, list(cfg.get("gil_contention", {}).get("wait_calls", ())))
+    C.prefetch_osrt(trace, st, issuing, [*osrt_ids(trace, cfg), *gil_ids])
     every = C.window_calls(trace, st)
     calls = C.rows_where(every, np.isin(every["tid"], issuing) & (every["end"] > st.lo))
     # every issuing thread's blocking calls: a sync in a backward hook runs on PyTorch's
@@ -218,24 +253,24 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
         np.clip(calls["start"][block], st.lo, None), np.clip(calls["end"][block], None, st.hi)
     )
 
+    gbs, gbe = C.busy(trace, st, act)
+    gs, ge = C.gaps(gbs, gbe, st.lo, st.hi)
+    idle_sync = C.overlap_total(gs, ge, bs, be)
+    queued = _queued_gaps(trace, st, act, gs, ge)  # the next kernel was launched long before
+    # the loop threads' waits for the GIL are a cause of their own, out of every stretch
+    ws, we = C.difference(*_gil_waits(trace, cfg, st, tid, issuing), bs, be)
+
     ss, se, nxt = _stretches(calls, st, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
     ev = input_evidence(trace, cfg, st, act, tid, calls, (ss, se, nxt))
     is_data = ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
     if st.mode == "nvtx":  # the suite's own capture marks every batch fetch: it decides
         is_data &= ev["suite_range"]
-
-    gbs, gbe = C.busy(trace, st, act)
-    gs, ge = C.gaps(gbs, gbe, st.lo, st.hi)
-    idle_sync = C.overlap_total(gs, ge, bs, be)
-    # the loop threads' waits for the GIL are a cause of their own, out of every stretch
-    ws, we = C.difference(*_gil_waits(trace, cfg, st, tid, issuing), bs, be)
     ds, de = C.difference(*C.union(ss[is_data], se[is_data]), ws, we)
     hs, he = C.difference(*C.union(ss[~is_data], se[~is_data]), ws, we)
     idle_data = C.overlap_total(gs, ge, ds, de)
     idle_host = C.overlap_total(gs, ge, hs, he)
     idle_gil = C.overlap_total(gs, ge, ws, we)
     idle_total = C.length(gs, ge)
-    queued = _queued_gaps(trace, st, act, gs, ge)  # the next kernel was launched long before
     idle_queued = C.length(gs[queued], ge[queued])
     idle_dispatch = max(0, idle_total - idle_queued - idle_sync - idle_data - idle_host - idle_gil)
 
@@ -307,16 +342,12 @@ def input_evidence(
     ``data_load`` range overlaps it). Shared by the host view and the time model (``_model``)."""
     hc = cfg.get("host", {})
     ss, se, nxt = stretches
-    file_ids = C.name_ids(trace, list(hc.get("file_calls", ())))
-    wait_ids = C.name_ids(trace, list(hc.get("wait_calls", WAIT_CALLS)))
-    every = osrt_ids(trace, cfg)
-    rs, re_ = _osrt(trace, st, tid, file_ids, every)
-    ws, we = _osrt(trace, st, tid, wait_ids, every)
+    file_ids, wait_ids, _ = _evidence_ids(trace, hc)
+    every = osrt_ids(trace, cfg)  # the model's blocked calls too: one scan serves both
+    C.prefetch_osrt(trace, st, [tid], every)  # the OS-runtime scan runs beside the rest
     ns, ne = _hint_ranges(trace, st, tid, [h.lower() for h in hc.get("data_hints", ())])
     length = np.maximum(1, se - ss)
     out = {
-        "read": C.overlap_each(ss, se, rs, re_) > 0,
-        "wait": C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length,
         "h2d_after": _h2d_follows(trace, act, calls, nxt, int(hc.get("h2d_lookahead_calls", 8))),
         "nvtx_hint": C.overlap_each(ss, se, ns, ne) >= 0.5 * length,
         "suite_range": np.ones(ss.size, bool),
@@ -325,7 +356,19 @@ def input_evidence(
         name = str(cfg.get("data_stall", {}).get("range_name", "data_load"))
         ls, le = suite_ranges(trace, st, name)
         out["suite_range"] = C.overlap_each(ss, se, ls, le) > 0
-    return out
+    rs, re_ = _osrt(trace, st, tid, file_ids, every)
+    ws, we = _osrt(trace, st, tid, wait_ids, every)
+    out["read"] = C.overlap_each(ss, se, rs, re_) > 0
+    out["wait"] = C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length
+    return {k: out[k] for k in ("read", "wait", "h2d_after", "nvtx_hint", "suite_range")}
+
+
+def _evidence_ids(trace: T.Trace, hc: Mapping[str, Any]) -> tuple[list[int], list[int], list[int]]:
+    """StringIds ids of the host settings' file calls, wait calls and both (one OS-runtime
+    scan reads the union)."""
+    file_ids = C.name_ids(trace, list(hc.get("file_calls", ())))
+    wait_ids = C.name_ids(trace, list(hc.get("wait_calls", WAIT_CALLS)))
+    return file_ids, wait_ids, sorted(set(file_ids) | set(wait_ids))
 
 
 def _host_savings(idle: dict[str, int], own_pace: float) -> dict[str, float]:

@@ -1,0 +1,99 @@
+"""The detectors' shared reads give what a direct read gives (real exports): the OS-runtime
+calls taken out of one scan for several threads, names and windows, and the host view's NVTX
+loading hints read by a lean query instead of ``trace.nvtx_ranges``."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from analysis import trace as T
+from analysis.detect import _common as C
+from analysis.detect import _host as H
+from analysis.detect import load_thresholds
+from tests._fixtures import sqlite_fixture
+
+CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "wild" / "exports"
+
+
+def _issuing(path: Path) -> tuple[C.Steady, list[int], list[int]]:
+    """(steady window, issuing threads, every OS-runtime name id the host view and the GIL
+    reading ask about) of one export."""
+    cfg = load_thresholds()
+    with T.open_trace(path) as tr:
+        view = H.host_view(tr, cfg)
+        assert view is not None
+        ids = H._evidence_ids(tr, cfg["host"])[2]
+        ids += C.name_ids(tr, list(cfg["gil_contention"]["wait_calls"]))
+        return C.steady(tr, cfg), [int(t) for t in view.issuing], sorted(set(ids))
+
+
+@pytest.mark.parametrize(
+    ("name", "data_dir"),
+    [("gil_shard_prep", CORPUS), ("gpu_nsys2025_sync_loading", None)],
+)
+def test_osrt_scan_serves_every_thread_name_set_and_inner_window(
+    name: str, data_dir: Path | None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One prefetch scan for all issuing threads and names, then each thread's calls of a
+    subset of names, in the window and in one inside it (the time model's), equal a direct
+    scan for exactly that; none of them scans again."""
+    path = sqlite_fixture(name, data_dir) if data_dir else sqlite_fixture(name)
+    st, tids, ids = _issuing(path)
+    assert ids, "the export names none of the calls asked about"
+    inner = replace(st, lo=st.lo + (st.hi - st.lo) // 3)
+    asks = [(w, t, sub) for w in (st, inner) for t in tids for sub in (ids, ids[::2], ids[:1])]
+    with T.open_trace(path) as direct:
+        want = [C.thread_osrt(direct, w, t, sub) for w, t, sub in asks]
+    assert sum(w["start"].size for w in want) > 0  # the comparison is not of empties
+    scans = []
+    real = T.int_columns
+    monkeypatch.setattr(
+        T,
+        "int_columns",
+        lambda tr, table, *a, **k: (scans.append(table), real(tr, table, *a, **k))[1],
+    )
+    with T.open_trace(path) as tr:
+        C.prefetch_osrt(tr, st, tids, ids)
+        got = [C.thread_osrt(tr, w, t, sub) for w, t, sub in asks]
+    assert scans == ["OSRT_API"]
+    for g, w in zip(got, want, strict=True):
+        assert list(g) == ["start", "end", "name"]
+        for k in g:
+            np.testing.assert_array_equal(g[k], w[k])
+
+
+def _hints_by_nvtx_ranges(tr: T.Trace, st: C.Steady, tid: int, hints: list[str]):
+    """The host view's hint ranges read through trace.nvtx_ranges (the reference)."""
+    r = T.nvtx_ranges(tr, tid=tid, spans=[(st.lo, st.hi)])
+    r = r[r["end_ns"].notna() & r["text"].notna()]
+    low = r["text"].str.lower()
+    hit = np.zeros(len(r), bool)
+    for h in hints:
+        hit |= low.str.contains(h, regex=False).to_numpy(bool)
+    r = r[hit].astype({"end_ns": "int64"})
+    return C.union(r["start_ns"].clip(lower=st.lo), r["end_ns"].clip(upper=st.hi))
+
+
+@pytest.mark.parametrize(
+    "hints",
+    [["data", "load"], ["_l"], ["step"], ["%"], ["dätä"], []],
+)
+def test_hint_ranges_match_nvtx_ranges(hints: list[str]) -> None:
+    """The lean query (SQL LIKE as a first filter, pandas deciding) finds the ranges that
+    nvtx_ranges and pandas find, with LIKE's wildcards in a hint taken literally and a hint
+    beyond ASCII read without the SQL filter."""
+    path = sqlite_fixture("gpu_nsys2025_sync_loading")
+    cfg = load_thresholds()
+    with T.open_trace(path) as tr:
+        st = C.steady(tr, cfg)
+        tid = H.host_view(tr, cfg).tid
+        got = H._hint_ranges(tr, st, tid, hints)
+        want = _hints_by_nvtx_ranges(tr, st, tid, hints)
+    for g, w in zip(got, want, strict=True):
+        np.testing.assert_array_equal(g, w)
+    # data_load and step ranges are in this capture; none is called like the last two
+    assert (got[0].size > 0) == (hints in (["data", "load"], ["_l"], ["step"]))
