@@ -51,10 +51,6 @@ def attach(
             p = F.predict(trace, cfg, f.klass, step_ms)
             _from_model(f, p)
             _decide(f, cfg, p)
-        elif f.klass == "exposed_comm":
-            _exposed(f)
-        elif f.klass == "stage_imbalance":
-            _balanced(f)
         elif not f.prediction_note:
             f.prediction_note = f"{f.klass}: no prediction model"
 
@@ -117,28 +113,3 @@ def _not_judged(f: Finding, why: str) -> None:
     f.impact = 0.0
     f.reason = f"{f.reason}; not judged: {why}" if f.reason else f"not judged: {why}"
     f.prediction_note = f.prediction_note or why
-
-
-def _balanced(f: Finding) -> None:
-    """Stages re-split evenly: the window would take the balanced split's bound (the total
-    work over the ranks plus the busiest rank's own idle, ``stage_imbalance``)."""
-    share = float(f.metrics.get("balanced_share", 0.0))
-    if share <= 0.0:
-        f.prediction_note = "no balanced bound: the ranks' busy times were not read"
-        return
-    f.predicted_speedup = round(1.0 / share, 4)
-    if "balanced_step_ms" in f.metrics:
-        f.predicted_step_ms = round(float(f.metrics["balanced_step_ms"]), 4)
-    f.prediction_note = "the stages re-split evenly: the balanced split's bound, all else kept"
-
-
-def _exposed(f: Finding) -> None:
-    """Collectives removed entirely: their exposed time goes, the rest stays where it was."""
-    share = float(f.metrics.get("nccl_exposed_share", 0.0))
-    if share >= 1.0:
-        f.prediction_note = "the collectives cover the whole window: no step is left to predict"
-        return
-    f.predicted_speedup = round(1.0 / (1.0 - share), 4)
-    f.prediction_note = (
-        "the exposed collective time removed (mean over the GPUs), the rest of the window kept"
-    )
