@@ -54,6 +54,8 @@ EXPECTED = {
     "pp_param_split": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     "pp_heavy_head": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     "pp_balanced": ("none", "none", ""),
+    # 2 x H200, 2026-11-28: rank 0 also scores a held-out batch every step
+    "dp_straggler": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     "clean_compile_short": ("none", "none", ""),
     # traced, its 1,029-launch step looks host-bound (nsys: ~20 us a call); calibrated to its
     # untraced step, removing the launches saves under launch_bound's bar: cleared
@@ -96,7 +98,7 @@ def test_class_scores(reports: pd.DataFrame) -> None:
         "host_sync": (3, 0, 0),
         "exposed_comm": (1, 0, 0),
         "gil_contention": (2, 0, 0),
-        "stage_imbalance": (2, 0, 0),
+        "stage_imbalance": (3, 0, 0),
     }
     # right on every report; nothing fires on a clean one
     right = (reports["primary"] == reports["truth"]).sum()
@@ -227,9 +229,11 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     # ds_slow_storage: its untraced step moves with the storage, 40-57 ms between sessions;
     # calibrated to its capture's session (56.4 ms) against a removal timed in another (43.4)
     assert outside == {("ds_slow_storage", "data_stall")}
-    assert len(got) == 25 and sum(v == "within" for v in got.values()) == 24
+    # 26 with dp_straggler (stage_imbalance: the work re-split evenly, 1.30x against 1.36x)
+    assert len(got) == 26 and sum(v == "within" for v in got.values()) == 25
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
-    assert errors.abs().median() == pytest.approx(0.0770, abs=5e-4)
+    assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.0730, abs=5e-4)
     assert errors.abs().max() == pytest.approx(0.3082, abs=5e-4)  # ds_slow_storage
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
@@ -237,5 +241,5 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     assert set(alone[alone.abs() > 0.4].index) == {
         ("lb_batch1_infer", "launch_bound"),  # nsys cost this loop 20 us a call, not 7
     }
-    assert int((alone.abs() <= 0.2).sum()) == 20
-    assert alone.abs().median() == pytest.approx(0.1166, abs=5e-4)
+    assert int((alone.abs() <= 0.2).sum()) == 21
+    assert alone.abs().median() == pytest.approx(0.1108, abs=5e-4)
