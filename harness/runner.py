@@ -146,6 +146,17 @@ NO_GPU_NOTE = (
 )
 
 
+def shares_capture_stop(
+    *, profiled: bool, one_node: bool, world: int, overlap_capture_stop: bool
+) -> bool:
+    """Whether another worker may measure while this one waits in ``cudaProfilerStop`` past its
+    window (``Live.quiet_past_window``): a single profiled process on one node, where
+    ``harness.overlap_capture_stop`` is on. Never a distributed one: nsys takes 35-38 s to write
+    a report of every rank (2 x H200, 2026-11-28), and the three windows measured beside one ran
+    1.6-2.2x slower than their timing, where a single process's stop (3-5 s) costs nothing."""
+    return profiled and one_node and world <= 1 and overlap_capture_stop
+
+
 class Suite:
     """One invocation of ``harness run``."""
 
@@ -493,13 +504,12 @@ class Suite:
             overlaps=one_node,
             memory_cap_gb=self.cfg.harness.memory_cap_gb,
             detach_when=detach,
-            # a distributed report takes nsys 35-38 s to write past the window (2 x H200,
-            # 2026-11-28), and three windows measured beside one ran 1.6-2.2x slower than their
-            # timing: only a single process's capture stop (3-5 s) is quiet enough to share
-            quiet_past_window=unit.is_profile
-            and one_node
-            and world <= 1
-            and self.overlap_capture_stop,
+            quiet_past_window=shares_capture_stop(
+                profiled=unit.is_profile,
+                one_node=one_node,
+                world=world,
+                overlap_capture_stop=self.overlap_capture_stop,
+            ),
         )
 
     @property

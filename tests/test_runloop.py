@@ -285,3 +285,16 @@ def test_a_worker_held_behind_a_slow_batch_mate_is_not_timed_out(tmp_path):
     units = [Unit("s", v, "timing-1") for v in "abc"]
     RunLoop(host, units, overlap=True, batch=3).run()
     assert host.outcomes == {"a": Status.TIMEOUT, "b": Status.OK, "c": Status.OK}
+
+
+def test_only_a_single_process_capture_stop_is_shared() -> None:
+    """A window may run beside a profiled worker's cudaProfilerStop only where that worker is a
+    single process: a distributed report keeps nsys busy for 35-38 s, and windows beside it ran
+    1.6-2.2x slower (2 x H200, 2026-11-28)."""
+    from harness.runner import shares_capture_stop
+
+    one = {"profiled": True, "one_node": True, "overlap_capture_stop": True}
+    assert shares_capture_stop(world=1, **one)
+    assert not shares_capture_stop(world=2, **one)
+    assert not shares_capture_stop(world=1, **(one | {"profiled": False}))
+    assert not shares_capture_stop(world=1, **(one | {"overlap_capture_stop": False}))
