@@ -301,10 +301,16 @@ class GilContentionThresholds(_Section):
     not end times out after it."""
     min_timeout_share: float = 0.2
     """Without a GIL trace, the thread's wait calls of at least 1 ms are GIL waits only if at
-    least this share of them last one switch interval (+-20%): CPython's GIL waits time out
-    there while another thread holds it; a peer's or a queue's waits (gloo's receive, a
-    loader's queue) end when their data comes (3 of 39 did on a CPU pipeline capture, 16 of 27
-    on the gil_contention baseline's)."""
+    least this share of them time out and wait again: last one switch interval (-2%/+20%) and
+    are followed by the thread's next wait call within ``max_rewait_us``. CPython's GIL waits
+    do that while another thread holds the GIL; a peer's or a queue's waits (gloo's receive, a
+    loader's queue) end when their data comes and the thread works before it waits again (0 of
+    39 on a CPU pipeline capture, where 3 lasted one interval; 15 of 27 on the gil_contention
+    baseline's)."""
+    max_rewait_us: float = 200.0
+    """A timed-out GIL wait is followed by the next wait call of its thread within this (6-16
+    us on the CPU gil_contention baseline); a receive that happened to last one interval is
+    followed by the step's compute (milliseconds)."""
 
 
 @dataclass(kw_only=True)

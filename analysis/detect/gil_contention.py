@@ -181,15 +181,23 @@ def _from_osrt(
 
 def _times_out(rows: Mapping[str, np.ndarray], th: Mapping[str, Any]) -> bool:
     """Whether a thread's wait calls show CPython's GIL signature: of those lasting 1 ms or
-    more, at least ``min_timeout_share`` end at one switch interval (+-20%), where a GIL wait
-    times out while another thread holds it (fewer than three such calls: too few to tell, and
-    too few to matter)."""
-    dur = (rows["end"] - rows["start"]) / 1e6
+    more, at least ``min_timeout_share`` time out and wait again. CPython's GIL wait times out
+    at one switch interval (no earlier; up to 20% later on a busy box) while another thread
+    holds the GIL, asks the holder to let go and at once waits again (the next call starts
+    within ``max_rewait_us``). A peer's or a queue's wait (gloo's receive) ends when its data
+    comes, whatever its length, and the thread then works before it waits again. Fewer than
+    three such calls: too few to tell, and too few to matter."""
+    order = np.argsort(rows["start"], kind="stable")
+    start, end = rows["start"][order], rows["end"][order]
+    dur = (end - start) / 1e6
     long = dur >= 1.0
     if int(long.sum()) < 3:
         return True
     interval = float(th.get("switch_interval_ms", 5.0))
-    timed_out = np.abs(dur[long] - interval) <= 0.2 * interval
+    at_interval = (dur >= 0.98 * interval) & (dur <= 1.2 * interval)
+    gap_us = np.append((start[1:] - end[:-1]) / 1e3, np.inf)
+    rewaits = gap_us <= float(th.get("max_rewait_us", 200.0))
+    timed_out = (at_interval & rewaits)[long]
     return float(timed_out.mean()) >= float(th.get("min_timeout_share", 0.2))
 
 
