@@ -1,7 +1,7 @@
 """nsys's own expert rules (``nsys analyze``) on a report, mapped to the suite's bottleneck classes.
 
 The cross-check runs the rules that the nsys at hand offers on the same exports the detectors
-read, and scores them against the same ground truth (``harness.crosscheck.crosscheck``). A rule
+read, and scores them against the same ground truth (``harness.judge.crosscheck.crosscheck``). A rule
 *fires* when it returns any row, which is what the rules do at their defaults (no options are
 passed, so the default row limit of 50 also caps ``rows``). A rule that nsys skips because the
 report lacks its data (a CPU export has no CUDA tables: "does not contain the required CUDA

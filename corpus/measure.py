@@ -28,8 +28,10 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: harness.labels
-from harness.labels import parse_removes  # stdlib only; the format's one owner
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # the checkout: harness.judge.labels
+from harness.judge.labels import parse_removes  # stdlib only; the format's one owner
 
 TIMING_FIELDS = ["script", "fix", "repeat", "step_ms", "steps", "rc", "skipped"]
 MEASURED_FIELDS = [

@@ -7,7 +7,7 @@ Prints one line per selected entry,
 ``other_fixes``; TRACE: ``nsys_trace``, default cuda,nvtx,osrt; CACHE: ``cold`` when its profile
 runs with empty compiler caches, else ``warm``; SOURCE: the script file's stem under corpus/wild;
 DEVICE: the ``--device`` every run passes, ``auto`` for none: labels.csv's ``source`` and
-``device``, harness/labels.py), and on stderr one line per entry left out because it needs more
+``device``, harness/judge/labels.py), and on stderr one line per entry left out because it needs more
 GPUs than the machine has (``gpus``).
 
 ``--part K/N`` (or ``KofN``): the corpus is split into N calls that each fit one device call.
@@ -28,8 +28,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent))  # the checkout: harness.labels
-from harness.labels import entry_device, entry_source, parse_removes  # stdlib only; the owner
+sys.path.insert(
+    0, str(Path(__file__).resolve().parent.parent)
+)  # the checkout: harness.judge.labels
+from harness.judge.labels import entry_device, entry_source, parse_removes  # stdlib only; the owner
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 #: Seconds of one timed run on the H100 (forked from a parent that imported torch), by script;

@@ -36,8 +36,8 @@ def _run(argv: list[str]) -> int:
     import hydra
     from omegaconf import DictConfig
 
-    from harness.atomic import ResultWriteError
-    from harness.config import (
+    from harness.core.atomic import ResultWriteError
+    from harness.core.config import (
         UsageError,
         check_scenario_overrides,
         config_dir,
@@ -45,8 +45,8 @@ def _run(argv: list[str]) -> int:
         register_configs,
         to_suite,
     )
-    from harness.overrides import check_overrides, run_help
-    from harness.runner import RunLockedError, Suite
+    from harness.core.overrides import check_overrides, run_help
+    from harness.execution.runner import RunLockedError, Suite
 
     found = discover_scenarios()
     if any(a in ("-h", "--help") for a in argv):
@@ -148,7 +148,7 @@ def _mark_sweep_job(cfg: object, before: set[Path], sweeps: list[Path]) -> None:
             sweeps.append(sweep_dir)
         if not made:
             return
-        from harness.atomic import write_json
+        from harness.core.atomic import write_json
         from harness.report import SWEEP_MARKER
 
         write_json(
@@ -189,7 +189,7 @@ def list_text(found: dict[str, Any]) -> str:
 
 
 def _list(argv: list[str]) -> int:
-    from harness.config import discover_scenarios
+    from harness.core.config import discover_scenarios
 
     list_parser().parse_args(argv)
     print(list_text(discover_scenarios()), end="")
@@ -197,13 +197,13 @@ def _list(argv: list[str]) -> int:
 
 
 def _diagnose(argv: list[str]) -> int:
-    from harness.diagnose import main as diagnose_main
+    from harness.judge.diagnose import main as diagnose_main
 
     return diagnose_main(argv)
 
 
 def _score(argv: list[str]) -> int:
-    from harness.score import main as score_main
+    from harness.judge.score import main as score_main
 
     return score_main(argv)
 

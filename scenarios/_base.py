@@ -35,7 +35,7 @@ ROLES: tuple[str, ...] = ("clean", "bottleneck", "partial")
 class Rule:
     """A machine-dependent expectation decided from measurements of the same run:
     ``metric op than * than_scale``, e.g. ``loader_only_samples_per_s < 0.7 *
-    ideal.throughput_samples_per_s``. The harness evaluates it (``harness.truth``); a name is
+    ideal.throughput_samples_per_s``. The harness evaluates it (``harness.judge.truth``); a name is
     looked up among the variant's result metrics (mean over its timing processes, else the
     profile's), its ``gpu_work.csv`` columns, then its ``runs.csv`` columns."""
 

@@ -19,10 +19,10 @@ import pandas as pd
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from analysis.detect import load_thresholds
-from harness import runfolder as rf
-from harness import scoring
-from harness import verdicts as V
-from harness.config import discover_scenarios
+from harness.core import runfolder as rf
+from harness.core.config import discover_scenarios
+from harness.judge import scoring
+from harness.judge import verdicts as V
 
 
 def main() -> int:

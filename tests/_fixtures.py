@@ -17,7 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
-from harness.atomic import write_bytes
+from harness.core.atomic import write_bytes
 
 DATA = Path(__file__).resolve().parent / "data"
 

@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import json
 
-from harness.runfolder import Unit
+from harness.core.runfolder import Unit
 
 
 def _lead(tmp_path, device: str, phase: str, *overrides: str) -> int:
-    from harness.config import compose
-    from harness.runner import Suite
+    from harness.core.config import compose
+    from harness.execution.runner import Suite
 
     raw, cfg = compose(["+scenario=forced_sync", *overrides])
     suite = Suite(cfg, raw)

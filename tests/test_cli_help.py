@@ -9,9 +9,9 @@ import re
 import pytest
 
 from harness import __main__ as M
-from harness import diagnose, score
-from harness.config import discover_scenarios
-from harness.overrides import run_help, schema_keys
+from harness.core.config import discover_scenarios
+from harness.core.overrides import run_help, schema_keys
+from harness.judge import diagnose, score
 from harness.report import cli as report_cli
 from harness.report import compare
 

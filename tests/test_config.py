@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import scenarios
-from harness.config import EXTRA_SCENARIOS_ENV, UsageError, compose, config_dir
+from harness.core.config import EXTRA_SCENARIOS_ENV, UsageError, compose, config_dir
 from scenarios import ScenarioConfig
 
 SHIPPED = scenarios.shipped_names()
@@ -143,7 +143,7 @@ def test_other_config_errors_are_one_line_too(capsys, args, says):
 
 
 def test_valid_overrides_pass_the_check():
-    from harness.overrides import check_overrides
+    from harness.core.overrides import check_overrides
 
     found = scenarios.discover()
     check_overrides(

@@ -293,7 +293,7 @@ def test_example_yaml_composes_onto_its_schema(example, tmp_path):
     from hydra import compose, initialize_config_dir
     from hydra.core.config_store import ConfigStore
 
-    from harness.config import config_dir, register_configs, to_suite
+    from harness.core.config import config_dir, register_configs, to_suite
 
     conf = tmp_path / "conf"
     shutil.copytree(config_dir(), conf)
@@ -352,7 +352,7 @@ def _worker_metrics(name: str, variant: str, warmup_steps: int, cache: Path) -> 
     size asking for ``warmup_steps``."""
     import torch
 
-    from harness.worker import MIN_WARMUP_STEPS, WorkerSpec, run
+    from harness.execution.worker import MIN_WARMUP_STEPS, WorkerSpec, run
 
     torch._dynamo.reset()  # compile afresh, as a new worker process would
     threads = torch.get_num_threads()

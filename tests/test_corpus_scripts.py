@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from bottlenecks import CLASSES as BOTTLENECKS
-from harness.labels import DEVICES, entry_device, entry_source
+from harness.judge.labels import DEVICES, entry_device, entry_source
 
 ROOT = Path(__file__).resolve().parents[1]
 WILD = ROOT / "corpus" / "wild"

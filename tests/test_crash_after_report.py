@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from harness import runfolder as rf
-from harness.execute import Outcome, crashed_after_report
-from harness.runfolder import Status
+from harness.core import runfolder as rf
+from harness.core.runfolder import Status
+from harness.execution.execute import Outcome, crashed_after_report
 
 
 def _unit(tmp_path: Path, *, result: bool, report: bool) -> tuple[Path, Path]:

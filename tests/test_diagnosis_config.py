@@ -13,7 +13,7 @@ import pytest
 from analysis.detect import REGISTRY, load_thresholds
 from analysis.detect.config import DataStallThresholds
 from bottlenecks import CLASSES
-from harness.config import (
+from harness.core.config import (
     DiagnosisConfig,
     UsageError,
     compose,
@@ -26,7 +26,7 @@ KEY = "diagnosis.data_stall.min_saving_share"
 
 
 def test_command_line_override_reaches_the_config_and_the_manifest(tmp_path):
-    from harness.runner import Suite
+    from harness.execution.runner import Suite
 
     raw, suite = compose(["+scenario=sync_loading", f"{KEY}=0.4"])
     assert raw.diagnosis.data_stall.min_saving_share == 0.4

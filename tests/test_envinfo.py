@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from harness.envinfo import parse_gpus
+from harness.core.envinfo import parse_gpus
 
 
 def test_a_default_compute_mode_lets_workers_overlap():

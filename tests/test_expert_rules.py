@@ -21,9 +21,9 @@ import scenarios
 from analysis import expert_rules as E
 from analysis import trace as T
 from analysis.findings import CLASSES
-from harness import crosscheck as X
-from harness import nsys as nsys_mod
-from harness import verdicts as V
+from harness.core import nsys as nsys_mod
+from harness.judge import crosscheck as X
+from harness.judge import verdicts as V
 from tests._fixtures import sqlite_fixture
 
 GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")

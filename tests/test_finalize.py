@@ -6,9 +6,9 @@ from __future__ import annotations
 import sys
 import time
 
-from harness.runner import Outcome, finish, run_process, worker_has_ended
+from harness.execution.runner import Outcome, finish, run_process, worker_has_ended
 
-# Stands in for nsys: a parent that outlives its child, a "harness.worker" process that writes
+# Stands in for nsys: a parent that outlives its child, a "harness.execution.worker" process that writes
 # result.json (when asked to) and lingers a little, as a worker's interpreter exit does.
 WORKER = """
 import sys, time, pathlib
@@ -19,7 +19,7 @@ time.sleep(0.5)
 """
 PARENT = """
 import subprocess, sys, time
-subprocess.run([sys.executable, "-c", {worker!r}, {out!r}, "harness.worker"])
+subprocess.run([sys.executable, "-c", {worker!r}, {out!r}, "harness.execution.worker"])
 time.sleep({after})
 sys.exit({code})
 """

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.forkserver import ForkServer, ForkServerError
+from harness.execution.forkserver import ForkServer, ForkServerError
 
 
 def _loaded(pid: int, needle: str) -> bool:
@@ -32,8 +32,8 @@ def test_unimportable_preload_refuses_to_serve() -> None:
 
 def test_a_scenario_may_trace_its_own_apis() -> None:
     """``scenario.<name>.nsys_trace`` replaces ``nsys.trace`` for that scenario only."""
-    from harness.config import compose
-    from harness.runner import Suite
+    from harness.core.config import compose
+    from harness.execution.runner import Suite
 
     raw, suite = compose(
         ["+scenario=[forced_sync,kernel_flood]", "scenario.forced_sync.nsys_trace=[cuda,nvtx]"]
@@ -44,8 +44,8 @@ def test_a_scenario_may_trace_its_own_apis() -> None:
 
 
 def test_the_default_preload_depends_on_the_device() -> None:
-    from harness.config import compose
-    from harness.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
+    from harness.core.config import compose
+    from harness.execution.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
 
     raw, suite = compose(["+scenario=forced_sync"])
     s = Suite(suite, raw)
@@ -60,9 +60,9 @@ def test_the_default_preload_depends_on_the_device() -> None:
 def test_unforked_workers_import_inductor_only_where_the_variant_compiles() -> None:
     """A profiled worker of a variant that never compiles skips Inductor's import (8 s of its
     start on the H100); one that compiles gets it, and an explicit list is kept as given."""
-    from harness.config import compose
-    from harness.runfolder import Unit
-    from harness.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
+    from harness.core.config import compose
+    from harness.core.runfolder import Unit
+    from harness.execution.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
 
     raw, suite = compose(["+scenario=kernel_flood"])
     s = Suite(suite, raw)
@@ -80,8 +80,8 @@ def test_fork_servers_start_with_the_workers_compiler_caches(monkeypatch) -> Non
     """A fork server imports what its workers use before it forks them: it must resolve the
     same compiler caches as a worker started on its own (the background warmer), or its
     forked workers compile again what the warmer compiled (57 and 64 s on the H100)."""
-    from harness.config import compose
-    from harness.runner import Suite
+    from harness.core.config import compose
+    from harness.execution.runner import Suite
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/the-users-own")  # the user's setting wins
@@ -115,7 +115,13 @@ def test_a_stray_sigterm_does_not_end_a_server(tmp_path) -> None:
         assert server.alive
         out = tmp_path / "child"
         out.mkdir()
-        cmd = [sys.executable, "-m", "harness.worker", "--spec", str(tmp_path / "none.json")]
+        cmd = [
+            sys.executable,
+            "-m",
+            "harness.execution.worker",
+            "--spec",
+            str(tmp_path / "none.json"),
+        ]
         child = server.spawn(cmd, out / "o.log", out / "e.log", dict(os.environ))
         assert child.wait(timeout=60) != 0  # forked and run: its spec does not exist
         assert server.alive

@@ -12,12 +12,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness.forkserver import ForkServer
-from harness.runner import _kill_group
+from harness.execution.forkserver import ForkServer
+from harness.execution.runner import _kill_group
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
 from tests.test_faults import pid_gone
 
-WORKER = [sys.executable, "-m", "harness.worker", "--spec"]
+WORKER = [sys.executable, "-m", "harness.execution.worker", "--spec"]
 
 
 @pytest.fixture(scope="module")

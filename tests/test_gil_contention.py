@@ -222,9 +222,9 @@ def test_a_peer_wait_of_one_interval_is_no_gil_wait(interval_ms):
     wait at once, so they are never GIL waits; the baseline's are, at CPython's 5 ms."""
     th = {"switch_interval_ms": interval_ms}
     with T.open_trace(sqlite_fixture("cpu_nsys2022_pipeline_imbalance_balanced")) as tr:
-        assert G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)}).metrics[
-            "gil_wait_share"
-        ] == 0.0
+        assert (
+            G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)}).metrics["gil_wait_share"] == 0.0
+        )
     with T.open_trace(sqlite_fixture(CPU + "baseline")) as tr:
         f = G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)})
     assert f.fired is (interval_ms == 5.0), f.reason

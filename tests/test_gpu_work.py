@@ -10,7 +10,7 @@ import pytest
 
 from analysis import trace as T
 from analysis.gpu_work import COLUMNS, gpu_work
-from harness.verdicts import gpu_work_table
+from harness.judge.verdicts import gpu_work_table
 from scenarios import discover
 from tests._fixtures import DATA, sqlite_fixture
 

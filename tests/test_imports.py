@@ -78,7 +78,7 @@ def test_no_module_outside_the_harness_imports_it():
 def test_the_scan_finds_a_harness_import(tmp_path):
     """The scanner itself can fail: it sees an import of the harness where there is one."""
     probe = REPO / "tests" / "_probe_imports.py"
-    probe.write_text("from harness.runfolder import Status\nimport harness.signals\n")
+    probe.write_text("from harness.core.runfolder import Status\nimport harness.core.signals\n")
     try:
         assert len(_harness_imports(probe)) == 2
     finally:

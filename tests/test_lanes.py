@@ -1,4 +1,4 @@
-"""Lanes of traced sessions (``nsys.server_lanes``, harness/profiling.py): the next profiled
+"""Lanes of traced sessions (``nsys.server_lanes``, harness/execution/profiling.py): the next profiled
 worker is forked from a session of its scenario that runs no worker, since one forked while a
 sibling's capture range is open loses its capture (and nsys 2025.3 ends that session); where
 no session is free, the runner forks only once the running worker's capture has been taken.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from harness.profiling import ProfileServers, Session
-from harness.runfolder import Unit, WorkerState
+from harness.core.runfolder import Unit, WorkerState
+from harness.execution.profiling import ProfileServers, Session
 
 
 class _Server:
@@ -87,10 +87,10 @@ def test_a_failed_worker_retires_only_its_own_lane(tmp_path) -> None:
 def test_the_runner_waits_for_the_capture_where_no_lane_is_free(tmp_path) -> None:
     """With one lane, the next served worker of the scenario starts only once the running
     one's cudaProfilerStop has returned (it says TEARDOWN); another scenario's at once."""
-    from harness.config import compose
-    from harness.nsys import Nsys
-    from harness.runloop import Live
-    from harness.runner import Suite
+    from harness.core.config import compose
+    from harness.core.nsys import Nsys
+    from harness.execution.runloop import Live
+    from harness.execution.runner import Suite
 
     raw, cfg = compose(["+scenario=[forced_sync,pageable_copies]", "nsys.server_lanes=1"])
     suite = Suite(cfg, raw)
@@ -122,9 +122,9 @@ class _Forking(_Server):
 def test_a_served_worker_honours_overlap_capture_stop(tmp_path) -> None:
     """harness.overlap_capture_stop reaches workers forked from a traced server too (at
     c6fae69 only workers under their own nsys had it)."""
-    from harness.config import compose
-    from harness.nsys import Nsys
-    from harness.runner import Suite
+    from harness.core.config import compose
+    from harness.core.nsys import Nsys
+    from harness.execution.runner import Suite
 
     for on in (True, False):
         raw, cfg = compose(["+scenario=forced_sync", f"harness.overlap_capture_stop={on}"])

@@ -11,10 +11,10 @@ import sys
 import pandas as pd
 import pytest
 
-from harness import envinfo
-from harness import nsys as nsys_mod
-from harness.config import UsageError, compose
-from harness.runner import (
+from harness.core import envinfo
+from harness.core import nsys as nsys_mod
+from harness.core.config import UsageError, compose
+from harness.execution.runner import (
     Suite,
     Unit,
     distributed_skip,
@@ -40,7 +40,7 @@ def test_one_node_is_standalone_with_the_scenario_world_size(tmp_path):
     cmd = torchrun_program(_suite(), UNIT, 2, tmp_path / "spec.json")
     assert cmd[:3] == [sys.executable, "-m", "torch.distributed.run"]
     assert "--standalone" in cmd and _flag(cmd, "nproc-per-node") == "2"
-    assert cmd[-4:] == ["-m", "harness.worker", "--spec", str(tmp_path / "spec.json")]
+    assert cmd[-4:] == ["-m", "harness.execution.worker", "--spec", str(tmp_path / "spec.json")]
     cmd = torchrun_program(_suite("dist.nproc_per_node=8"), UNIT, 2, tmp_path / "s.json")
     assert _flag(cmd, "nproc-per-node") == "8"
 

@@ -222,7 +222,12 @@ def test_dockerignore_keeps_runs_environments_and_profiles_out():
         assert docker_ignored(path), f".dockerignore lets {path} into the build context"
     kept = [p.relative_to(REPO).as_posix() for p in (REPO / "tests" / "data").glob("*.sqlite.xz")]
     assert kept, "no compressed exports under tests/data"
-    for path in [*kept, "harness/config.py", "conf/hydra/launcher/slurm.yaml", "pyproject.toml"]:
+    for path in [
+        *kept,
+        "harness/core/config.py",
+        "conf/hydra/launcher/slurm.yaml",
+        "pyproject.toml",
+    ]:
         assert not docker_ignored(path), f".dockerignore drops {path}"
 
 
@@ -245,7 +250,7 @@ def test_cmd_runs_the_whole_suite_into_results():
     assert cmd[:4] == ["python", "-m", "harness", "run"], cmd
     overrides = cmd[4:]
     assert "+scenario=all" in overrides
-    from harness.config import compose
+    from harness.core.config import compose
 
     _, suite = compose(overrides)
     assert sorted(suite.scenario) == scenarios.shipped_names()
@@ -353,7 +358,7 @@ def test_installed_wheel_composes_the_suite(wheel, tmp_path):
     _pip(["install", "--no-deps", "--quiet", "--target", str(target), str(wheel)], cwd=tmp_path)
     code = (
         "import harness, json\n"
-        "from harness.config import compose, config_dir\n"
+        "from harness.core.config import compose, config_dir\n"
         "_, suite = compose(['+scenario=all'])\n"
         "print(json.dumps({'harness': harness.__file__, 'conf': str(config_dir()),\n"
         "    'slurm': (config_dir() / 'hydra/launcher/slurm.yaml').is_file(),\n"
@@ -411,7 +416,7 @@ def test_slurm_launcher_config_composes():
     from hydra import compose, initialize_config_dir
     from omegaconf import OmegaConf
 
-    from harness.config import config_dir, discover_scenarios, register_configs
+    from harness.core.config import config_dir, discover_scenarios, register_configs
 
     register_configs(discover_scenarios())
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):

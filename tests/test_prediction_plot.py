@@ -13,8 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from analysis import trace as T
 from analysis.detect import diagnose
 from analysis.plots.prediction import prediction_figure
-from harness import predictions as P
-from harness.labels import parse_removes
+from harness.judge import predictions as P
+from harness.judge.labels import parse_removes
 from tests._fixtures import sqlite_fixture
 
 WILD = Path(__file__).resolve().parent.parent / "corpus" / "wild"

@@ -1,4 +1,4 @@
-"""Checking predictions against a run's measurements (harness/predictions.py), on the tables of
+"""Checking predictions against a run's measurements (harness/judge/predictions.py), on the tables of
 a real H100 run (tests/data/h100_run_tables: main at 822d3ef, all four single-GPU scenarios)."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.findings import Finding
-from harness import predictions as P
+from harness.judge import predictions as P
 from scenarios import discover
 
 TABLES = __import__("pathlib").Path(__file__).resolve().parent / "data" / "h100_run_tables"

@@ -1,5 +1,5 @@
 """Profiled workers forked from one traced fork server per scenario (nsys.profile_server,
-harness/profiling.py), under the real nsys: each worker's capture range is a report of its own,
+harness/execution/profiling.py), under the real nsys: each worker's capture range is a report of its own,
 placed on its own variant, and a worker that fails retires its session so that no later report
 lands on the wrong variant."""
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from analysis.trace import nvtx_ranges, open_trace
-from harness.profiling import check_owner
+from harness.execution.profiling import check_owner
 from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir, run_cli
 
 pytestmark = pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")

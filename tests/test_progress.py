@@ -18,8 +18,8 @@ import termios
 import pandas as pd
 import pytest
 
-from harness import runfolder as rf
-from harness.progress import SLOW_STAGE_S, Progress
+from harness.core import runfolder as rf
+from harness.core.progress import SLOW_STAGE_S, Progress
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli, smoke_args
 
 CURSOR_CODES = ("\r", "\x1b[")
@@ -85,7 +85,7 @@ def test_the_worker_says_which_set_up_stage_it_is_in(tmp_path):
     """ctx.stage() publishes its name in .progress.json while it runs, as the bar shows it."""
     import torch
 
-    from harness.worker import WorkerSpec, _publish_stages
+    from harness.execution.worker import WorkerSpec, _publish_stages
     from scenarios import RunContext
 
     spec = WorkerSpec(

@@ -45,7 +45,7 @@ def test_sync_loading_normalises_a_read_only_image_without_a_warning(tmp_path: P
 def test_the_printed_table_of_a_stopped_run_has_no_none(capsys) -> None:
     """A run stopped before its profiled phase has no probe effect: an empty column of None,
     printed as NaN like every other missing number."""
-    from harness.collect import print_summary
+    from harness.execution.collect import print_summary
 
     table = pd.read_csv(DATA / "h100_sync_loading" / "runs.csv")
     table["probe_effect"] = None

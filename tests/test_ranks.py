@@ -1,4 +1,4 @@
-"""Distributed workers (harness/ranks.py, harness/worker.py): timing units' ranks forked from the
+"""Distributed workers (harness/execution/ranks.py, harness/execution/worker.py): timing units' ranks forked from the
 fork server rather than started by torchrun; a failing, hung or interrupted unit leaves no rank
 behind; torchrun workers (profiled ones) hold at their gates, so their start-ups run beside the
 previous worker's tear-down and never beside a warm-up or window. End to end through the CLI on
@@ -17,11 +17,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import nsys as nsys_mod
-from harness import runfolder as rf
-from harness.execute import kill_group
-from harness.ranks import RankGroup, rank_env
-from harness.worker import RDZV_FILE_ENV, WINDOW_MARKER
+from harness.core import nsys as nsys_mod
+from harness.core import runfolder as rf
+from harness.execution.execute import kill_group
+from harness.execution.ranks import RankGroup, rank_env
+from harness.execution.worker import RDZV_FILE_ENV, WINDOW_MARKER
 from tests.conftest import REPO, only_run_dir, run_cli, smoke_args
 from tests.test_faults import pid_gone
 from tests.test_reliability import HANG_S, _wait_for, wait_for_text
@@ -128,7 +128,7 @@ def test_timing_ranks_are_forked_and_import_nothing(ranks_run):
 def test_rank_records_name_the_fork_server_and_torchrun(ranks_run):
     _, _, pid_dir, profiled = ranks_run
     records = _ranks(pid_dir, "baseline") + _ranks(pid_dir, "ideal")
-    forked = [r for r in records if "harness.forkserver" in r["parent"]]
+    forked = [r for r in records if "harness.execution.forkserver" in r["parent"]]
     assert len(forked) == 8  # 2 variants x 2 rounds x 2 ranks
     under_torchrun = [r for r in records if "torch.distributed.run" in r["parent"]]
     assert len(under_torchrun) == (4 if profiled else 0)
@@ -243,7 +243,7 @@ def test_ctrl_c_inside_a_window_stops_every_rank(tmp_path, forked):
     run_dir = only_run_dir(results)
     assert json.loads((run_dir / "state.json").read_text())["state"] == "interrupted"
     ideal = json.loads((run_dir / "faulty_dist/ideal/timing-1" / rf.RESULT).read_text())
-    parent = "harness.forkserver" if forked else "torch.distributed.run"
+    parent = "harness.execution.forkserver" if forked else "torch.distributed.run"
     assert all(parent in r["parent"] for r in _ranks(pid_dir, "ideal"))
     assert [r["rank"] for r in ideal["timing"]["ranks"]] == [0, 1]
     slow = _ranks(pid_dir, "slow")

@@ -20,10 +20,10 @@ import pandas as pd
 import pytest
 
 import scenarios
-from harness.config import SuiteConfig
-from harness.nsys import SEARCH_GLOBS, Nsys, find, profile_command
-from harness.runner import Outcome, RunLock, Suite, Unit, check_export
-from harness.worker import WINDOW_MARKER
+from harness.core.config import SuiteConfig
+from harness.core.nsys import SEARCH_GLOBS, Nsys, find, profile_command
+from harness.execution.runner import Outcome, RunLock, Suite, Unit, check_export
+from harness.execution.worker import WINDOW_MARKER
 from tests._fixtures import sqlite_fixture
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
 

@@ -458,7 +458,7 @@ def test_expected_against_observed_is_coloured_per_variant(tmp_path):
 def test_fix_effect_reads_findings(tmp_path):
     """Per fix, the baseline's main metric and how much of it the fix removed, as findings.csv
     gives them; an older folder without findings.csv says so instead."""
-    from harness.config import MAIN_METRIC
+    from harness.core.config import MAIN_METRIC
     from harness.report import main
 
     run = _subset_folder(tmp_path, _SUBSETS["one scenario"])

@@ -1,4 +1,4 @@
-"""harness.runfolder: the one owner of the run folder's layout, states and reading/writing."""
+"""harness.core.runfolder: the one owner of the run folder's layout, states and reading/writing."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from harness import runfolder as rf
+from harness.core import runfolder as rf
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -51,7 +51,7 @@ def test_status_values_and_their_meaning():
 
 def test_every_status_the_harness_writes_is_in_the_enum():
     """Statuses are written through the enum, never as bare strings."""
-    text = "".join(p.read_text() for p in (REPO / "harness").glob("*.py"))
+    text = "".join(p.read_text() for p in (REPO / "harness").rglob("*.py"))
     members = set(re.findall(r"\bStatus\.([A-Z_]+)\b", text))
     assert members, "the pattern no longer finds the statuses"
     assert members <= set(rf.Status.__members__), members - set(rf.Status.__members__)

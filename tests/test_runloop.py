@@ -1,4 +1,4 @@
-"""The run loop (harness.runloop): the next worker starts while the current one tears down,
+"""The run loop (harness.execution.runloop): the next worker starts while the current one tears down,
 but no warm-up or window ever runs beside another worker, and a scenario's exports come
 before the next scenario measures. Driven with small stand-in workers that speak the progress
 protocol (no torch), so the timings the assertions rest on are seconds of sleep, not load."""
@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from harness import runfolder as rf
-from harness.execute import Outcome, kill_group
-from harness.runfolder import Status, Unit
-from harness.runloop import Live, RunLoop
+from harness.core import runfolder as rf
+from harness.core.runfolder import Status, Unit
+from harness.execution.execute import Outcome, kill_group
+from harness.execution.runloop import Live, RunLoop
 
 # A worker as the harness's speaks: set-up, held until .go, warm-up, window, then a tear-down
 # of TEARDOWN seconds after its result is written.
@@ -291,7 +291,7 @@ def test_only_a_single_process_capture_stop_is_shared() -> None:
     """A window may run beside a profiled worker's cudaProfilerStop only where that worker is a
     single process: a distributed report keeps nsys busy for 35-38 s, and windows beside it ran
     1.6-2.2x slower (2 x H200, 2026-11-28)."""
-    from harness.runner import shares_capture_stop
+    from harness.execution.runner import shares_capture_stop
 
     one = {"profiled": True, "one_node": True, "overlap_capture_stop": True}
     assert shares_capture_stop(world=1, **one)

@@ -20,7 +20,7 @@ from analysis.detect import _common as C
 from analysis.detect import _host as H
 from analysis.detect import diagnose, load_thresholds
 from analysis.trace import open_trace
-from harness import score as S
+from harness.judge import score as S
 from tests.conftest import REPO
 
 CORPUS = REPO / "corpus" / "wild"

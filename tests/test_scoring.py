@@ -19,11 +19,11 @@ import pandas as pd
 import pytest
 
 import scenarios
-from harness import crosscheck as X
-from harness import score as S
-from harness import scoring
-from harness import verdicts as V
-from harness.atomic import write_frame
+from harness.core.atomic import write_frame
+from harness.judge import crosscheck as X
+from harness.judge import score as S
+from harness.judge import scoring
+from harness.judge import verdicts as V
 from tests._fixtures import sqlite_fixture
 
 CPU_BASE = sqlite_fixture("cpu_nsys2022_sync_loading")
@@ -135,7 +135,7 @@ def test_the_score_cli_prints_na_not_zero(run, cli) -> None:
 def test_nsys_rules_read_na_for_a_class_they_have_no_rule_for() -> None:
     """nsys's expert rules cover four classes; on the others (exposed_comm, gil_contention,
     stage_imbalance) their score is n/a, not an F1 of 0.00 as if they had missed."""
-    from harness.score import class_scores
+    from harness.judge.score import class_scores
 
     rows = pd.DataFrame(
         {"report": ["a", "b", "c"], "truth": ["gil_contention", "data_stall", "none"],

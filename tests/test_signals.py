@@ -12,8 +12,8 @@ import sys
 
 import pytest
 
-from harness import signals
-from harness.worker import WINDOW_MARKER
+from harness.core import signals
+from harness.execution.worker import WINDOW_MARKER
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir
 from tests.test_reliability import HANG_S, _wait_for, wait_for_text
 

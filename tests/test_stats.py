@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from harness.stats import as_groups, probe_effect_ci, speedup_ci, summarize
+from harness.core.stats import as_groups, probe_effect_ci, speedup_ci, summarize
 
 
 def _proc(mean: float, n: int = 100, sd: float = 0.5, seed: int = 0) -> list[float]:

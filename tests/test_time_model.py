@@ -300,7 +300,7 @@ def test_no_prediction_without_gpu_activity_says_why(tmp_path: Path) -> None:
 def test_json_and_tables_carry_the_prediction() -> None:
     """``harness diagnose --format json`` names the fields as findings.csv does, on a real
     H100 export (the forced_sync baseline: removing its syncs leaves the GPU's step)."""
-    from harness.diagnose import diagnose_report
+    from harness.judge.diagnose import diagnose_report
     from tests._fixtures import sqlite_fixture
 
     result = diagnose_report(sqlite_fixture("h100_forced_sync__baseline", DATA / "h100"))

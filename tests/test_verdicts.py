@@ -15,10 +15,10 @@ import pytest
 
 import scenarios
 from analysis.findings import CLASSES, Finding, State
-from harness import diagnosis_table as D
-from harness import scoring as S
-from harness import truth as T
-from harness import verdicts as V
+from harness.judge import diagnosis_table as D
+from harness.judge import scoring as S
+from harness.judge import truth as T
+from harness.judge import verdicts as V
 from scenarios import Expectation, Rule, Variant
 from tests._fixtures import sqlite_fixture
 

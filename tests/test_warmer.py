@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.warmer import CompileWarmer
+from harness.execution.warmer import CompileWarmer
 from tests.conftest import only_run_dir, smoke_args
 
 

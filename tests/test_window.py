@@ -7,8 +7,8 @@ import shutil
 
 import pytest
 
-from harness.config import HarnessConfig
-from harness.worker import MIN_WARMUP_STEPS, warmup_done, window_steps
+from harness.core.config import HarnessConfig
+from harness.execution.worker import MIN_WARMUP_STEPS, warmup_done, window_steps
 from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir, smoke_args
 
 

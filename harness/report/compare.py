@@ -205,7 +205,7 @@ def build_compare(
 
 def write_compare(run_dirs: list[Path], out_dir: Path, *, columns: str = "auto") -> list[Path]:
     """Write compare.html, compare.md, compare.csv and compare/*.png; returns the paths."""
-    from harness.atomic import write_frame
+    from harness.core.atomic import write_frame
 
     runs = [RunFolder.load(Path(p)) for p in run_dirs]
     for r in runs:

@@ -16,11 +16,11 @@ from typing import Any
 import pandas as pd
 
 from analysis.findings import CLASSES, State
-from harness.config import MAIN_METRIC
+from harness.core.config import MAIN_METRIC
+from harness.core.runfolder import Status
 from harness.report.doc import Badge, Cell, Doc, Tip
 from harness.report.fmt import num, pct, x
 from harness.report.load import RunFolder, class_state, truthy
-from harness.runfolder import Status
 
 __all__ = [
     "MAIN_METRIC",

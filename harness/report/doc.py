@@ -20,7 +20,7 @@ from urllib.parse import quote
 
 from matplotlib.figure import Figure
 
-from harness.runfolder import write_bytes
+from harness.core.runfolder import write_bytes
 
 __all__ = [
     "Badge",

@@ -17,7 +17,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.findings import State
-from harness import runfolder as rf
+from harness.core import runfolder as rf
 
 __all__ = [
     "SWEEP_MARKER",
@@ -225,7 +225,7 @@ class RunFolder:
         v = pd.to_numeric(sel["value"], errors="coerce").dropna()
         return float(v.iloc[0]) if not v.empty else float("nan")
 
-    # --- files in the folder (the layout is harness.runfolder's) ---------------------------------
+    # --- files in the folder (the layout is harness.core.runfolder's) ---------------------------------
     def profile_file(self, scenario: str, variant: str, suffix: str) -> Path | None:
         """The variant's profile file ending in ``suffix`` (``.nsys-rep``, ``.sqlite``), or None."""
         return rf.profile_file(self.path, scenario, variant, suffix)
@@ -332,7 +332,7 @@ def find_run_folders(path: Path) -> list[Path]:
 def scenario_info() -> tuple[dict[str, Any], str]:
     """The scenarios this checkout knows (teaching texts, classes), and why none if it fails."""
     try:
-        from harness.config import discover_scenarios
+        from harness.core.config import discover_scenarios
 
         return discover_scenarios(), ""
     except Exception as exc:  # a broken scenario module must not cost the report

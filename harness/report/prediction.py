@@ -1,6 +1,6 @@
 """The run report's prediction section: each checked finding's predicted speedup against the
 speedup the run measured for removing that cause entirely (diagnosis.csv's prediction columns,
-``harness.predictions``)."""
+``harness.judge.predictions``)."""
 
 from __future__ import annotations
 

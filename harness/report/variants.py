@@ -10,7 +10,7 @@ from typing import Any
 
 import pandas as pd
 
-from harness import runfolder as rf
+from harness.core import runfolder as rf
 from harness.report.doc import Badge, Code, Doc, Link, Tip
 from harness.report.fmt import VERDICT_KINDS, clip, g3, num, rel, section, speedup_text
 from harness.report.load import TABLES, RunFolder

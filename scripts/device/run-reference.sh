@@ -10,7 +10,7 @@
 set -uo pipefail
 name=$1; shift
 # the device's copy of the tree has no git metadata: .revision (written here before the call,
-# `git rev-parse HEAD > .revision`) names the commit for the manifest (harness/envinfo.py)
+# `git rev-parse HEAD > .revision`) names the commit for the manifest (harness/core/envinfo.py)
 [ -f .revision ] && export BOTTLENECK_GIT_SHA="$(cat .revision)"
 results=/var/tmp/results/$name
 mkdir -p "$results"

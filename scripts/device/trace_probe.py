@@ -76,7 +76,7 @@ def _time_variant(scen, cfg, size, name: str, ctx, warmup: int, steps: int) -> d
 
 def main() -> None:
     args = _parse()
-    from harness.config import discover_scenarios
+    from harness.core.config import discover_scenarios
     from scenarios import RunContext
 
     scen = discover_scenarios()[args.scenario]

@@ -22,9 +22,11 @@ from typing import Any
 import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from harness.collect import TIMING_PARTS
+from harness.execution.collect import TIMING_PARTS
 
-PARTS = TIMING_PARTS  # one owner: harness/collect.py writes these columns into timings.csv
+PARTS = (
+    TIMING_PARTS  # one owner: harness/execution/collect.py writes these columns into timings.csv
+)
 PHASES = ("all_calls_s", "total_s", "workers_s", "exports_s", "diagnosis_s", "report_s")
 
 

@@ -25,7 +25,7 @@ from pathlib import Path
 import torch
 
 from bottlenecks import phase
-from harness.atomic import write_text
+from harness.core.atomic import write_text
 from scenarios import (
     RunContext,
     Scenario,
@@ -122,7 +122,9 @@ class Orphan(Fine):
     def setup(self) -> None:
         super().setup()
         parent = os.getppid()
-        if b"harness.forkserver" in _cmdline(parent) and b"nsys" in _cmdline(_ppid(parent)):
+        if b"harness.execution.forkserver" in _cmdline(parent) and b"nsys" in _cmdline(
+            _ppid(parent)
+        ):
             os.kill(parent, signal.SIGKILL)
 
 

@@ -26,8 +26,8 @@ import torch
 import torch.distributed as dist
 
 from bottlenecks import phase
-from harness.atomic import write_text
-from harness.worker import LAUNCHED_AT_ENV
+from harness.core.atomic import write_text
+from harness.execution.worker import LAUNCHED_AT_ENV
 from scenarios import (
     RunContext,
     Scenario,

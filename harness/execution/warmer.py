@@ -2,7 +2,7 @@
 
 A variant whose set-up compiles (``Variant.compiles``: torch.compile) pays a cold compile once
 per machine: about a minute per variant on the H100, in its first timing run's set-up, on the
-run's critical path. Here a separate process (``harness.worker`` with ``warm_only``) builds and
+run's critical path. Here a separate process (``harness.execution.worker`` with ``warm_only``) builds and
 sets up that variant ahead of time, which fills the shared Inductor and Triton caches
 (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so the real runs find them warm. It runs at
 the lowest CPU priority (SCHED_IDLE), ``harness.warm_parallel`` variants at a time, and is paused
@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness.execute import pause_group, stop_group
+from harness.execution.execute import pause_group, stop_group
 
 
 @dataclass

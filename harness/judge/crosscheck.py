@@ -23,10 +23,10 @@ import pandas as pd
 from analysis import expert_rules as E
 from analysis.detect import load_thresholds
 from analysis.findings import CLASSES
-from harness import nsys as nsys_mod
-from harness.atomic import write_frame
-from harness.diagnosis_table import profiled_exports
-from harness.scoring import confusion, decided, fired_counts, prf
+from harness.core import nsys as nsys_mod
+from harness.core.atomic import write_frame
+from harness.judge.diagnosis_table import profiled_exports
+from harness.judge.scoring import confusion, decided, fired_counts, prf
 
 __all__ = [
     "NSYS",

@@ -13,8 +13,8 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.findings import CLASSES, State
-from harness.diagnosis_table import UNREADABLE
-from harness.truth import UNDECIDED
+from harness.judge.diagnosis_table import UNREADABLE
+from harness.judge.truth import UNDECIDED
 
 __all__ = ["SCORE_COLUMNS", "confusion", "decided", "fired_counts", "judged", "prf"]
 

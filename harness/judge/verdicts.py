@@ -2,12 +2,12 @@
 
 At the end of ``harness run`` (and in ``scripts/rediagnose.py``) the detectors read every
 profiled export; each variant's findings are compared with what it should show
-(:mod:`harness.truth`) into ``diagnosis.csv`` and ``findings.csv`` (their columns:
-:mod:`harness.diagnosis_table`); the same exports also go through nsys's expert rules
-(:mod:`harness.crosscheck`); ``gpu_work.csv`` holds each export's GPU work per step. Each
+(:mod:`harness.judge.truth`) into ``diagnosis.csv`` and ``findings.csv`` (their columns:
+:mod:`harness.judge.diagnosis_table`); the same exports also go through nsys's expert rules
+(:mod:`harness.judge.crosscheck`); ``gpu_work.csv`` holds each export's GPU work per step. Each
 scenario then gets its verdict (``verdicts.csv``): ``confirmed``, ``refuted`` or
 ``inconclusive``, with the reason. The scores (``confusion.csv``, ``detector_scores.csv``) are
-:mod:`harness.scoring`'s.
+:mod:`harness.judge.scoring`'s.
 """
 
 from __future__ import annotations
@@ -24,8 +24,8 @@ from analysis.detect.predict import trace_only
 from analysis.findings import Finding
 from analysis.gpu_work import add_side_bound, gpu_work
 from analysis.trace import TraceError, open_trace
-from harness.crosscheck import write_crosscheck
-from harness.diagnosis_table import (
+from harness.judge.crosscheck import write_crosscheck
+from harness.judge.diagnosis_table import (
     UNREADABLE,
     diagnosis_frame,
     diagnosis_row,
@@ -34,8 +34,8 @@ from harness.diagnosis_table import (
     profiled_exports,
     write_findings,
 )
-from harness.predictions import LIMIT, prediction_columns
-from harness.truth import UNDECIDED, measurements, resolve_expectation
+from harness.judge.predictions import LIMIT, prediction_columns
+from harness.judge.truth import UNDECIDED, measurements, resolve_expectation
 from scenarios import Scenario
 
 __all__ = ["MIN_CI_LOW", "diagnose_exports", "diagnose_run", "gpu_work_table", "verdicts"]
@@ -55,7 +55,7 @@ def diagnose_exports(
     thresholds: Mapping[str, Any] | None = None,
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """(diagnosis, findings) of every profiled export (their columns:
-    :mod:`harness.diagnosis_table`). Rule measurements come from the run's result files, runs
+    :mod:`harness.judge.diagnosis_table`). Rule measurements come from the run's result files, runs
     table and each export's GPU work."""
     diagnosed: list[tuple[Any, dict[str, Finding] | None, str]] = []
     work_rows: list[dict[str, Any]] = []

@@ -124,7 +124,7 @@ def measured_removal(
 ) -> tuple[float | None, float | None, float | None, str]:
     """(speedup, CI low, CI high, what measured it) of removing the cause entirely, seen from
     ``variant``; None and the reason where the run cannot say. ``metrics``: each variant's
-    result metrics (:func:`harness.truth.measurements`), for a ``Scenario.limit_metric``."""
+    result metrics (:func:`harness.judge.truth.measurements`), for a ``Scenario.limit_metric``."""
     mine = _row(runs, scen.name, variant)
     if mine is None or _num(mine.get("step_ms_mean")) is None:
         return None, None, None, f"{variant} has no measured step"

@@ -82,7 +82,7 @@ def write_frame(path: Path | str, frame: Any) -> None:
 
 
 def read_json(path: Path | str) -> Any:
-    """Strict reading (raises for a missing file); :func:`harness.runfolder.read_json` is the
+    """Strict reading (raises for a missing file); :func:`harness.core.runfolder.read_json` is the
     tolerant one for result files."""
     with open(path, encoding="utf-8") as fh:
         return json.load(fh)

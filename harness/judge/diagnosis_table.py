@@ -15,10 +15,10 @@ from typing import Any
 import pandas as pd
 
 from analysis.findings import CLASSES, PREDICTION_FIELDS, Finding
-from harness import runfolder as rf
-from harness.atomic import write_frame
-from harness.predictions import PREDICTION_COLUMNS
-from harness.truth import Expected, judge
+from harness.core import runfolder as rf
+from harness.core.atomic import write_frame
+from harness.judge.predictions import PREDICTION_COLUMNS
+from harness.judge.truth import Expected, judge
 from scenarios import Scenario
 
 __all__ = [

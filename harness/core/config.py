@@ -71,7 +71,7 @@ class NsysConfig:
     worker, started with the run; every worker's capture range (cudaProfilerStart/Stop on a
     GPU, its NVTX ``measure`` range on the CPU) becomes a report of its own
     (``--capture-range-end=repeat``), written in the background once the scenario's last
-    profiled worker has ended (harness/profiling.py). It saves each profiled worker a fresh
+    profiled worker has ended (harness/execution/profiling.py). It saves each profiled worker a fresh
     interpreter's imports (11 s on the H100) and half of cudaProfilerStop: the profiled
     workers took 279-283 s of wall against 511 s with one ``nsys profile`` each (194e593). A
     worker that fails there runs again, once, as its own ``nsys profile`` after the others.
@@ -251,7 +251,7 @@ class HarnessConfig:
 
     def window_budget_s(self, phase: str) -> float | None:
         """The measured-window budget of a worker in ``phase`` ('timing-<r>' or 'profile')."""
-        from harness.runfolder import is_profile
+        from harness.core.runfolder import is_profile
 
         if is_profile(phase) and self.profile_max_window_s is not None:
             return self.profile_max_window_s

@@ -131,7 +131,7 @@ def server_command(
     cuda_graph_trace: str | None = None,
     extra_args: list[str] | None = None,
 ) -> list[str]:
-    """``nsys profile`` in front of a fork server (:class:`harness.forkserver.ForkServer`'s
+    """``nsys profile`` in front of a fork server (:class:`harness.execution.forkserver.ForkServer`'s
     ``command_prefix``): nsys traces every child the server forks (which never exec), and each
     capture range, one per child's measured window (cudaProfilerStart/Stop on a GPU, the NVTX
     range ``window_range`` elsewhere), becomes a report of its own, ``OUTPUT.<k>.nsys-rep``

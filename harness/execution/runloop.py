@@ -1,7 +1,7 @@
 """The run loop: one worker measures at a time; the next ones start while nothing measures.
 
 A unit's worker goes through import, set-up, (held), warm-up, window, tear-down and says where
-it is in ``.progress.json`` (:class:`harness.runfolder.WorkerState`). Once the current worker's
+it is in ``.progress.json`` (:class:`harness.core.runfolder.WorkerState`). Once the current worker's
 measured window is over (a profiled worker then waits 3-14 s in cudaProfilerStop while nsys
 takes its capture, on the H100), the next ones are started: up to ``batch`` workers of one
 scenario at once (``harness.setup_batch``), so that their imports and set-ups run beside that
@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from harness import runfolder as rf
-from harness.execute import Outcome, ended, stop_group, timed_out
-from harness.runfolder import Status, Unit, WorkerState
+from harness.core import runfolder as rf
+from harness.core.runfolder import Status, Unit, WorkerState
+from harness.execution.execute import Outcome, ended, stop_group, timed_out
 
 #: How often the loop looks at its workers when nothing happened (seconds); more often
 #: while one sets up and nothing measures, so a worker reaching its gate waits little.

@@ -24,7 +24,7 @@ from functools import cache
 from typing import Any
 
 import scenarios
-from harness.config import ALL, SIZES, SuiteConfig, UsageError, config_dir
+from harness.core.config import ALL, SIZES, SuiteConfig, UsageError, config_dir
 
 __all__ = ["Key", "check_overrides", "field_docs", "run_help", "schema_keys"]
 
@@ -231,7 +231,9 @@ def _section(keys: Sequence[Key]) -> list[str]:
     out = []
     for k in keys:
         out.append(f"  {k.path}={_value(k.default)}")
-        out += _wrap(_sentence(k.doc) or "(see the schema in harness/config.py)", " " * 6, " " * 6)
+        out += _wrap(
+            _sentence(k.doc) or "(see the schema in harness/core/config.py)", " " * 6, " " * 6
+        )
     return out
 
 

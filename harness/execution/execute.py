@@ -16,12 +16,12 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from harness import nsys as nsys_mod
-from harness import runfolder as rf
-from harness import signals
-from harness.forkserver import ForkServer, ForkServerError
-from harness.runfolder import Status
-from harness.worker import LAUNCHED_AT_ENV, OOM_EXIT_CODE, OOM_MARKER
+from harness.core import nsys as nsys_mod
+from harness.core import runfolder as rf
+from harness.core import signals
+from harness.core.runfolder import Status
+from harness.execution.forkserver import ForkServer, ForkServerError
+from harness.execution.worker import LAUNCHED_AT_ENV, OOM_EXIT_CODE, OOM_MARKER
 
 
 def _descendants(pid: int) -> list[int]:
@@ -52,7 +52,7 @@ def _signal_all(pgids: list[int], pids: list[int], sig: signal.Signals) -> None:
 
 def members(proc: Any) -> list[Any]:
     """The processes a worker is made of, each leading a session of its own: the ranks of a
-    forked distributed unit (:class:`harness.ranks.RankGroup`), else the one process."""
+    forked distributed unit (:class:`harness.execution.ranks.RankGroup`), else the one process."""
     return list(getattr(proc, "members", None) or [proc])
 
 
@@ -143,7 +143,7 @@ def launch(
     forkserver: ForkServer | None = None,
 ) -> Any:
     """Start one worker command (argument list) in a session of its own, logging to
-    ``out_dir``; through the fork server when one is given (``python -m harness.worker``
+    ``out_dir``; through the fork server when one is given (``python -m harness.execution.worker``
     commands only), else as a new process. Returns the process (``poll``, ``wait``, ``pid``)."""
     env = worker_env(extra_env)
     if forkserver is None:
@@ -196,7 +196,7 @@ def wait_outcome(
     ``detach_when(proc)``: polled while the command runs; once it is true the command is left
     to finish on its own and returned as the outcome's ``finishing`` (an nsys writing its
     report after the profiled worker has ended), to be waited for with :func:`finish`.
-    Any exception while it runs (a stop signal: :class:`harness.signals.Interrupted`) kills its
+    Any exception while it runs (a stop signal: :class:`harness.core.signals.Interrupted`) kills its
     process group before it propagates.
     """
     remaining = max(0.0, timeout_s - (time.perf_counter() - t0))
@@ -291,7 +291,7 @@ def _wait_or_detach(proc: Any, timeout_s: float, detach_when: Callable[[Any], bo
 
 def worker_has_ended(out_dir: Path) -> Callable[[Any], bool]:
     """For ``detach_when``: the worker under this nsys wrote its result.json and no
-    ``harness.worker`` process (nor torchrun launching one) is left below nsys."""
+    ``harness.execution.worker`` process (nor torchrun launching one) is left below nsys."""
 
     def ended(proc: Any) -> bool:
         if not (out_dir / rf.RESULT).is_file():
@@ -301,7 +301,7 @@ def worker_has_ended(out_dir: Path) -> Callable[[Any], bool]:
                 cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
             except OSError:
                 continue
-            if b"harness.worker" in cmdline:
+            if b"harness.execution.worker" in cmdline:
                 return False
         return True
 

@@ -1,9 +1,9 @@
 """Profiled workers forked from traced fork servers, two per scenario (``nsys.profile_server``).
 
-A profiled worker started as ``nsys profile python -m harness.worker`` pays a fresh interpreter's
+A profiled worker started as ``nsys profile python -m harness.execution.worker`` pays a fresh interpreter's
 imports (about 11 s on the H100 machine, with or without nsys) and holds in cudaProfilerStop
 while nsys writes its report (8-11 s). Here each scenario gets one ``nsys profile`` session
-around a fork server (:func:`harness.nsys.server_command`), started when the run starts so its
+around a fork server (:func:`harness.core.nsys.server_command`), started when the run starts so its
 imports run before anything is measured. Each profiled worker is a child forked from it: a
 process of its own, with its own CUDA context, whose capture range (cudaProfilerStart/Stop on a
 GPU, its NVTX ``measure`` range on the CPU) nsys turns into a report of its own,
@@ -39,9 +39,9 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from harness import runfolder as rf
-from harness.forkserver import START_TIMEOUT_S, ForkServer, ForkServerError
-from harness.runfolder import Unit
+from harness.core import runfolder as rf
+from harness.core.runfolder import Unit
+from harness.execution.forkserver import START_TIMEOUT_S, ForkServer, ForkServerError
 
 __all__ = ["ProfileServers", "ReportHandle", "Session", "check_owner"]
 

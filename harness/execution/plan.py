@@ -10,10 +10,10 @@ import sys
 from dataclasses import replace
 from pathlib import Path
 
-from harness import runfolder as rf
-from harness.config import SuiteConfig, UsageError
-from harness.execute import Outcome
-from harness.runfolder import Status, Unit
+from harness.core import runfolder as rf
+from harness.core.config import SuiteConfig, UsageError
+from harness.core.runfolder import Status, Unit
+from harness.execution.execute import Outcome
 
 
 class RunLockedError(RuntimeError):
@@ -103,7 +103,7 @@ def multinode_run_dir(cfg: SuiteConfig) -> Path | None:
 
 
 def torchrun_program(cfg: SuiteConfig, unit: Unit, world_size: int, spec: Path) -> list[str]:
-    """``python -m torch.distributed.run ... -m harness.worker --spec SPEC`` for this node."""
+    """``python -m torch.distributed.run ... -m harness.execution.worker --spec SPEC`` for this node."""
     d = cfg.dist
     cmd = [sys.executable, "-m", "torch.distributed.run"]
     nproc = f"--nproc-per-node={nproc_per_node(cfg, world_size)}"
@@ -128,7 +128,7 @@ def torchrun_program(cfg: SuiteConfig, unit: Unit, world_size: int, spec: Path) 
         else:  # c10d ignores --node-rank; node 0 hosts the store by configuration, not by name
             host = "true" if d.node_rank == 0 else "false"
             cmd.append(f"--rdzv-conf=is_host={host},join_timeout={timeout},read_timeout={timeout}")
-    return [*cmd, "-m", "harness.worker", "--spec", str(spec)]
+    return [*cmd, "-m", "harness.execution.worker", "--spec", str(spec)]
 
 
 def distributed_skip(cfg: SuiteConfig, unit: Unit, world_size: int, gpus: int | None) -> str:
@@ -176,7 +176,7 @@ def plan_units(
     scenario's profiled workers, not beside a timing window. Scenarios in ``last`` (those whose
     compiler caches a background process fills meanwhile, harness.warm_compile) get the same
     two parts after all the others' (their timing rounds wait for the reports still being
-    written: :meth:`harness.runner.Suite.ready`), which gives the warm-ups the others' whole
+    written: :meth:`harness.execution.runner.Suite.ready`), which gives the warm-ups the others' whole
     run to fill the caches in."""
     out: list[Unit] = []
     for group in ([n for n in selected if n not in last], [n for n in selected if n in last]):

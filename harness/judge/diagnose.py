@@ -26,7 +26,7 @@ from analysis import expert_rules as E
 from analysis.detect import diagnose
 from analysis.findings import PREDICTION_FIELDS
 from analysis.trace import TraceError, open_trace, unxz
-from harness import nsys as nsys_mod
+from harness.core import nsys as nsys_mod
 
 
 class DiagnoseError(RuntimeError):
@@ -99,7 +99,7 @@ def diagnose_report(
     ``step_ms``: the program's mean step measured without nsys (calibrates the predictions)."""
     rules = None
     if thresholds is None:
-        from harness.config import diagnosis_thresholds
+        from harness.core.config import diagnosis_thresholds
 
         thresholds = diagnosis_thresholds()
     with tempfile.TemporaryDirectory(prefix="bottleneck-diagnose-") as tmp:
@@ -249,7 +249,7 @@ def _positive(text: str) -> float:
 
 def main(argv: list[str]) -> int:
     args = parser().parse_args(argv)
-    from harness.config import UsageError, diagnosis_thresholds, parse_overrides
+    from harness.core.config import UsageError, diagnosis_thresholds, parse_overrides
 
     try:
         thresholds = diagnosis_thresholds(parse_overrides(args.set))

@@ -38,8 +38,8 @@ from analysis.expert_rules import RULES
 from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace, unxz
 from bottlenecks import CLASSES
-from harness import predictions as P
-from harness.labels import parse_removes
+from harness.judge import predictions as P
+from harness.judge.labels import parse_removes
 
 NONE = "none"
 
@@ -68,7 +68,7 @@ class Labelled:
     """Measured second causes (";"-separated classes): flagging them is not a false positive."""
     removes: str = ""
     """labels.csv's ``removes``: per labelled cause, the switch that removes it entirely (what the
-    findings' predicted speedups are checked against, ``harness.predictions``)."""
+    findings' predicted speedups are checked against, ``harness.judge.predictions``)."""
     step_ms: float | None = None
     """The program's mean step measured without nsys (a corpus's timing.csv, a run's runs.csv):
     the predictions are calibrated to it (``diagnosis.predict.calibrate``)."""
@@ -124,7 +124,7 @@ def untraced_steps(timing_csv: Path) -> dict[str, float]:
 
 def run_items(root: Path) -> list[Labelled]:
     """The profiled variants of a run folder, labelled with their expected class."""
-    from harness.truth import UNDECIDED
+    from harness.judge.truth import UNDECIDED
 
     diag = pd.read_csv(root / "diagnosis.csv")
     col = "expected" if "expected" in diag else "injected"
@@ -184,7 +184,7 @@ def tool_classes(template: str, sqlite: Path, tmp: Path, timeout_s: float = 600)
 def expert_classes(sqlite: Path) -> set[str] | None:
     """Classes nsys's expert rules flag on the export, or None without a usable nsys."""
     from analysis import expert_rules as E
-    from harness import nsys as nsys_mod
+    from harness.core import nsys as nsys_mod
 
     found = nsys_mod.find(None)
     if found is None:
@@ -374,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     thresholds = None
     if args.diagnosis:
-        from harness.config import parse_overrides
+        from harness.core.config import parse_overrides
 
         thresholds = parse_overrides(args.diagnosis)
     reports = score_reports(
@@ -394,7 +394,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             summary = prediction_summary(checks, reports, tolerance)
             print("\n" + summary.to_string(index=False, na_rep=NA))
     if args.out:
-        from harness.atomic import write_text
+        from harness.core.atomic import write_text
 
         args.out.mkdir(parents=True, exist_ok=True)
         write_text(args.out / "score_reports.csv", reports.to_csv(index=False))

@@ -1,4 +1,4 @@
-"""One variant in one process: ``python -m harness.worker --spec SPEC.json``.
+"""One variant in one process: ``python -m harness.execution.worker --spec SPEC.json``.
 
 The parent never imports CUDA; this process does. It builds the workload, runs warm-up steps,
 then a measured window of N steps bracketed by ``cudaProfilerStart/Stop`` (so nsys with
@@ -7,7 +7,7 @@ then a measured window of N steps bracketed by ``cudaProfilerStart/Stop`` (so ns
 from CUDA events and the device is synchronized only at the window's edges.
 
 When the parent asks (``WorkerSpec.report_progress``), the worker says how far it got in
-``.progress.json`` (:class:`harness.runfolder.WorkerState`), and with ``WorkerSpec.gate`` it
+``.progress.json`` (:class:`harness.core.runfolder.WorkerState`), and with ``WorkerSpec.gate`` it
 waits after its set-up, before the warm-up, until the parent creates ``.go``: the parent starts
 a worker while the previous one still tears down and lets it measure once that one has gone.
 The ranks of a distributed worker all wait at that gate, polling for ``.go`` (no collective:
@@ -39,8 +39,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from harness import runfolder as rf
-from harness.atomic import read_json, write_json
+from harness.core import runfolder as rf
+from harness.core.atomic import read_json, write_json
 
 #: Set by the parent when it starts a worker (epoch seconds), so the worker can say how long
 #: the interpreter and its wrappers (nsys, torchrun) took to reach ``main``.
@@ -69,7 +69,7 @@ class WorkerSpec:
     variant: str
     """Variant name."""
     phase: str
-    """The unit's phase (:func:`harness.runfolder.timing_phase` or ``runfolder.PROFILE``)."""
+    """The unit's phase (:func:`harness.core.runfolder.timing_phase` or ``runfolder.PROFILE``)."""
     size: str
     """'smoke' or 'full'."""
     device: str
@@ -370,7 +370,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     for module in spec.preload:  # already imported in a forked worker: costs nothing there
         importlib.import_module(module)
     import_preload_s = time.perf_counter() - t_preload
-    from harness.config import discover_scenarios
+    from harness.core.config import discover_scenarios
     from scenarios import RunContext
 
     started = dt.datetime.now(dt.timezone.utc)
@@ -567,7 +567,7 @@ def _is_oom(exc: BaseException) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m harness.worker", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m harness.execution.worker", description=__doc__)
     parser.add_argument("--spec", required=True, help="worker spec JSON written by the parent")
     args = parser.parse_args(argv)
     spec = WorkerSpec.load(args.spec)

@@ -4,12 +4,12 @@ Order per scenario: ``repeats`` unprofiled timing rounds, interleaved across var
 variant sees the same machine state and speedups are side-by-side ratios), then one profiled run
 per variant under nsys with its SQLite export. After every unit the run folder's tables are
 rebuilt from the files on disk, so a later crash, timeout or stop signal never loses finished
-work. The work is split: :mod:`harness.plan` (units, lock, launch commands),
-:mod:`harness.runloop` (the run loop: one worker measures at a time, the next one starts while
-it tears down), :mod:`harness.execute` (one worker process and its outcome),
-:mod:`harness.warmer` (compiler caches filled in the background), :mod:`harness.collect`
-(tables), :mod:`harness.progress` (the bar or the line log), :mod:`harness.signals` (Ctrl-C,
-SIGTERM, SIGHUP), :mod:`harness.runfolder` (the layout).
+work. The work is split: :mod:`harness.execution.plan` (units, lock, launch commands),
+:mod:`harness.execution.runloop` (the run loop: one worker measures at a time, the next one starts while
+it tears down), :mod:`harness.execution.execute` (one worker process and its outcome),
+:mod:`harness.execution.warmer` (compiler caches filled in the background), :mod:`harness.execution.collect`
+(tables), :mod:`harness.core.progress` (the bar or the line log), :mod:`harness.core.signals` (Ctrl-C,
+SIGTERM, SIGHUP), :mod:`harness.core.runfolder` (the layout).
 """
 
 from __future__ import annotations
@@ -29,10 +29,21 @@ import pandas as pd
 from omegaconf import DictConfig, OmegaConf
 
 from bottlenecks import MEASURE
-from harness import envinfo, signals
-from harness import nsys as nsys_mod
-from harness import runfolder as rf
-from harness.collect import (
+from harness.core import envinfo, signals
+from harness.core import nsys as nsys_mod
+from harness.core import runfolder as rf
+from harness.core.config import SuiteConfig, UsageError, diagnosis_dict, discover_scenarios
+from harness.core.progress import Progress
+from harness.core.runfolder import (
+    ResultWriteError,
+    RunState,
+    Status,
+    Unit,
+    WorkerState,
+    read_json,
+    write_json,
+)
+from harness.execution.collect import (
     COLUMNS,
     TIMING_PARTS,
     build_runs_table,
@@ -41,8 +52,7 @@ from harness.collect import (
     print_summary,
     wall_time_record,
 )
-from harness.config import SuiteConfig, UsageError, diagnosis_dict, discover_scenarios
-from harness.execute import (
+from harness.execution.execute import (
     Outcome,
     check_export,
     crashed_after_report,
@@ -57,8 +67,8 @@ from harness.execute import (
     worker_env,
     worker_has_ended,
 )
-from harness.forkserver import ForkServer, ForkServerError
-from harness.plan import (
+from harness.execution.forkserver import ForkServer, ForkServerError
+from harness.execution.plan import (
     RunLock,
     RunLockedError,
     distributed_skip,
@@ -71,21 +81,11 @@ from harness.plan import (
     plan_units,
     torchrun_program,
 )
-from harness.profiling import ProfileServers, ReportHandle, Session, check_owner
-from harness.progress import Progress
-from harness.ranks import launch_ranks
-from harness.runfolder import (
-    ResultWriteError,
-    RunState,
-    Status,
-    Unit,
-    WorkerState,
-    read_json,
-    write_json,
-)
-from harness.runloop import POLL_S, Live, RunLoop
-from harness.warmer import CompileWarmer
-from harness.worker import WorkerSpec
+from harness.execution.profiling import ProfileServers, ReportHandle, Session, check_owner
+from harness.execution.ranks import launch_ranks
+from harness.execution.runloop import POLL_S, Live, RunLoop
+from harness.execution.warmer import CompileWarmer
+from harness.execution.worker import WorkerSpec
 from scenarios import Scenario
 
 # The names tests and other modules import from here (the runner's public surface).
@@ -479,7 +479,7 @@ class Suite:
         forked = not unit.is_profile and (world <= 1 or self.forking_ranks)
         forks = self._forkserver() if forked else None
         spec = self._spec(unit, out_dir, forked=forks is not None)
-        worker = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+        worker = [sys.executable, "-m", "harness.execution.worker", "--spec", str(spec)]
         program = torchrun_program(self.cfg, unit, world, spec) if world > 1 else worker
         detach = None
         if unit.is_profile:
@@ -568,7 +568,7 @@ class Suite:
         then retired)."""
         assert self.servers is not None
         spec = self._spec(unit, out_dir, forked=True)
-        cmd = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+        cmd = [sys.executable, "-m", "harness.execution.worker", "--spec", str(spec)]
         env = worker_env(self.worker_env())
         forked: list[Any] = []
         try:  # held against stop signals: no worker starts unseen
@@ -840,7 +840,7 @@ class Suite:
         RunLoop(self, redo, self.overlapping, self.cfg.harness.setup_batch).run()
         self.run_exports(run_dir)
 
-    # -- the run loop's host (harness.runloop.Host) --------------------------------------
+    # -- the run loop's host (harness.execution.runloop.Host) --------------------------------------
     def launch(self, unit: Unit) -> Live | Outcome:
         assert self.run_dir is not None
         return self.start(unit, self.run_dir)
@@ -850,7 +850,7 @@ class Suite:
         workers of one node, which hold at their gates (a fork server runs its children side
         by side; every rank of a distributed worker holds); a served profile, once a session
         of its scenario runs no worker or ``current``'s capture has been taken (a worker forked
-        while a sibling's capture range is open loses its own: harness/profiling.py)."""
+        while a sibling's capture range is open loses its own: harness/execution/profiling.py)."""
         if self.cfg.dist.multinode:
             return False
         session = self._forked_from.get(current.unit)
@@ -932,7 +932,7 @@ class Suite:
 
     def _relaunch(self, unit: Unit, outcome: Outcome) -> bool:
         """A profile under its own ``nsys profile`` whose nsys failed before the worker
-        started (:func:`harness.execute.never_started`) runs again, once, at once (a served
+        started (:func:`harness.execution.execute.never_started`) runs again, once, at once (a served
         one is run again by its own rule)."""
         served = unit in self._served_tried and unit not in self._serve_failed
         if not unit.is_profile or served or unit in self._relaunched:
@@ -1032,7 +1032,7 @@ class Suite:
         return self._after_tables(run_dir, table, walls, t_start)
 
     def _run_units(self, run_dir: Path, walls: dict[str, float], t_start: float) -> RunState:
-        """Every unit in order through the run loop (harness.runloop), each scenario's exports
+        """Every unit in order through the run loop (harness.execution.runloop), each scenario's exports
         after its last worker; how it ended."""
         state = RunState.COMPLETE
         self.run_dir, self.exports_s = run_dir, 0.0
@@ -1112,7 +1112,7 @@ class Suite:
             folder.mkdir(parents=True, exist_ok=True)
             unit = Unit(scenario, variant, rf.timing_phase(1))
             spec = self._spec(unit, folder, forked=False, warm_only=True)
-            cmd = [sys.executable, "-m", "harness.worker", "--spec", str(spec)]
+            cmd = [sys.executable, "-m", "harness.execution.worker", "--spec", str(spec)]
             return launch(cmd, folder, self.worker_env()), folder
 
         return CompileWarmer(
@@ -1270,8 +1270,8 @@ class Suite:
     # -- diagnosis ------------------------------------------------------------------------
     def write_diagnosis(self, run_dir: Path, table: pd.DataFrame) -> None:
         """diagnosis.csv, verdicts.csv, confusion.csv from the exports; print the verdicts."""
-        from harness import scoring
-        from harness import verdicts as V
+        from harness.judge import scoring
+        from harness.judge import verdicts as V
 
         th = diagnosis_dict(self.cfg)
         diag = V.diagnose_run(run_dir, self.found, table, thresholds=th)

@@ -23,7 +23,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.findings import Finding, State
-from harness import runfolder as rf
+from harness.core import runfolder as rf
 from scenarios import Rule, Scenario
 
 __all__ = [

@@ -13,10 +13,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness import runfolder as rf
-from harness.config import SuiteConfig
-from harness.runfolder import Status, Unit
-from harness.stats import probe_effect_ci, speedup_ci, summarize
+from harness.core import runfolder as rf
+from harness.core.config import SuiteConfig
+from harness.core.runfolder import Status, Unit
+from harness.core.stats import probe_effect_ci, speedup_ci, summarize
 from scenarios import Scenario
 
 #: The parts of a worker's wall time it measures itself (timings.csv columns, seconds), in

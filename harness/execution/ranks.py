@@ -2,12 +2,12 @@
 
 Under torchrun every rank of every variant is a fresh interpreter that imports torch and the
 scenarios (2 x H200, eea352a: 211 s of imports and 107 s of start-up over the 21 workers of
-the two distributed scenarios). The unprofiled fork server (:mod:`harness.forkserver`) has
+the two distributed scenarios). The unprofiled fork server (:mod:`harness.execution.forkserver`) has
 imported them once and never touches CUDA, so on one node (``dist.nnodes=1``,
 ``harness.fork_ranks``) the N ranks of a timing unit are forked from it instead: each a
 process of its own, in a session of its own, with its own CUDA context made after the fork and
 its own process group, and the environment torchrun gives a rank (:func:`rank_env`). Rank 0
-hosts the rendezvous store on a port the kernel picks (``harness.worker.forked_rendezvous``)
+hosts the rendezvous store on a port the kernel picks (``harness.execution.worker.forked_rendezvous``)
 and writes ``result.json`` as under torchrun. All ranks write to the unit's ``stdout.log`` and
 ``stderr.log`` (appended, as torchrun's ranks share its output).
 
@@ -27,11 +27,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from harness import runfolder as rf
-from harness import signals
-from harness.execute import kill_group, popen, stop_group, worker_env
-from harness.forkserver import ForkServer, ForkServerError
-from harness.worker import RDZV_FILE_ENV
+from harness.core import runfolder as rf
+from harness.core import signals
+from harness.execution.execute import kill_group, popen, stop_group, worker_env
+from harness.execution.forkserver import ForkServer, ForkServerError
+from harness.execution.worker import RDZV_FILE_ENV
 
 #: How often :meth:`RankGroup.wait` looks at its ranks (seconds).
 POLL_S = 0.02
@@ -65,7 +65,7 @@ def rank_env(env: dict[str, str], rank: int, world: int, run_id: str, rdzv: Path
 
 class RankGroup:
     """The ranks of one unit as one worker, with the part of :class:`subprocess.Popen` the
-    runner uses (``pid``, ``poll``, ``wait``, ``returncode``); :func:`harness.execute.kill_group`
+    runner uses (``pid``, ``poll``, ``wait``, ``returncode``); :func:`harness.execution.execute.kill_group`
     stops every rank (:attr:`members`)."""
 
     def __init__(self, ranks: list[Any], args: list[str], out_dir: Path) -> None:
@@ -130,7 +130,7 @@ class RankGroup:
 def spawn_ranks(
     server: ForkServer, cmd: list[str], out_dir: Path, env: dict[str, str], world: int, run_id: str
 ) -> RankGroup:
-    """Fork ``world`` ranks of ``cmd`` (``python -m harness.worker ...``) from ``server``, all
+    """Fork ``world`` ranks of ``cmd`` (``python -m harness.execution.worker ...``) from ``server``, all
     logging to the unit's logs (emptied first). ForkServerError when one could not be forked
     (the ranks already forked are killed first)."""
     rdzv = out_dir / rf.RDZV

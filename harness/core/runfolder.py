@@ -19,7 +19,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-from harness.atomic import ResultWriteError, write_bytes, write_frame, write_json, write_text
+from harness.core.atomic import ResultWriteError, write_bytes, write_frame, write_json, write_text
 
 __all__ = [
     "ResultWriteError",

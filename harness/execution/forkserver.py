@@ -5,12 +5,12 @@ before it does anything (about 11 s each on the H100 machine, 2-4 s on a 2-core 
 ``timings.csv``). The fork server pays that once: it imports what a worker needs, never touches
 CUDA, and forks one child per worker run. Each child is still a process of its own (its own
 session and process group, its own CUDA context, created after the fork), runs
-``harness.worker.main`` and exits; the parent times and kills it exactly as a spawned worker.
+``harness.execution.worker.main`` and exits; the parent times and kills it exactly as a spawned worker.
 
 The same server runs under ``nsys profile`` for profiled workers (``command_prefix``, see
-:func:`harness.nsys.server_command`): nsys then traces each forked child, and every child's
+:func:`harness.core.nsys.server_command`): nsys then traces each forked child, and every child's
 capture range becomes a report of its own. The ranks of a distributed timing unit on one node
-are forked from the unprofiled server too, one child per rank (:mod:`harness.ranks`); profiled
+are forked from the unprofiled server too, one child per rank (:mod:`harness.execution.ranks`); profiled
 distributed units stay ``nsys profile ... torchrun``.
 
 Protocol (one JSON object per line, over a Unix socket the parent listens on and the server
@@ -109,7 +109,13 @@ class ForkServer:
         # NVML answers torch.cuda.is_available()/device_count() without the CUDA runtime call
         # that would make every forked child refuse CUDA ("bad fork").
         given = dict(env or os.environ, PYTHONUNBUFFERED="1", PYTORCH_NVML_BASED_CUDA_CHECK="1")
-        cmd = [*(command_prefix or []), sys.executable, "-m", "harness.forkserver", "--connect"]
+        cmd = [
+            *(command_prefix or []),
+            sys.executable,
+            "-m",
+            "harness.execution.forkserver",
+            "--connect",
+        ]
         out = open(log, "ab") if log is not None else None
         try:
             # Its own session: Ctrl-C meant for the harness must not kill the server under a
@@ -127,7 +133,7 @@ class ForkServer:
                 out.close()
         try:
             self._sock = self._accept(start_timeout_s)
-            reply = self.read(start_timeout_s, ["harness.forkserver"])
+            reply = self.read(start_timeout_s, ["harness.execution.forkserver"])
         except (subprocess.TimeoutExpired, ForkServerError) as exc:
             self.close()
             raise ForkServerError(
@@ -156,7 +162,7 @@ class ForkServer:
                     f"the fork server exited with code {self.proc.returncode} before it was ready"
                 )
             if time.monotonic() > deadline:
-                raise subprocess.TimeoutExpired(["harness.forkserver"], timeout_s)
+                raise subprocess.TimeoutExpired(["harness.execution.forkserver"], timeout_s)
 
     def spawn(
         self,
@@ -167,10 +173,10 @@ class ForkServer:
         *,
         append: bool = False,
     ) -> ForkedProcess:
-        """Fork ``python -m harness.worker ARGS`` (``cmd``) with these logs and environment;
+        """Fork ``python -m harness.execution.worker ARGS`` (``cmd``) with these logs and environment;
         ``append``: add to the logs (shared by several children) rather than truncate them."""
-        if cmd[1:3] != ["-m", "harness.worker"]:
-            raise ValueError(f"the fork server runs harness.worker only, not {cmd}")
+        if cmd[1:3] != ["-m", "harness.execution.worker"]:
+            raise ValueError(f"the fork server runs harness.execution.worker only, not {cmd}")
         request = {
             "argv": cmd[3:],
             "stdout": str(stdout),
@@ -297,7 +303,7 @@ def _child(request: dict[str, Any], proto_fd: int) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         signal.signal(signal.SIGHUP, signal.SIG_DFL)
-        from harness import worker
+        from harness.execution import worker
 
         worker._MODULE_LOADED_AT = time.time()
         code = worker.main(list(request["argv"]))
@@ -334,8 +340,8 @@ def serve(path: str, preload: list[str]) -> None:
     import torch
 
     import bottlenecks  # noqa: F401
-    from harness import worker  # noqa: F401
-    from harness.config import discover_scenarios
+    from harness.core.config import discover_scenarios
+    from harness.execution import worker  # noqa: F401
 
     discover_scenarios()  # every scenario module, as the worker will import them
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
@@ -484,5 +490,5 @@ def _quiet_signals() -> None:
 
 if __name__ == "__main__":
     if len(sys.argv) < 3 or sys.argv[1] != "--connect":
-        sys.exit("usage: python -m harness.forkserver --connect SOCKET [MODULE ...]")
+        sys.exit("usage: python -m harness.execution.forkserver --connect SOCKET [MODULE ...]")
     serve(sys.argv[2], sys.argv[3:])
