@@ -43,6 +43,7 @@ import numpy as np
 
 from analysis import trace as T
 from analysis.detect import _common as C
+from analysis.detect import _events as E
 from analysis.detect import _host as H
 
 #: Gap kinds: how the host spent the time before a call (``_host``'s stretch classification).
@@ -203,6 +204,8 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
     if calls["start"].size == 0:
         return None
     block = C.blocking_calls(trace, act, calls)
+    # an event sync on another pipeline's stream (DALI's) leaves the loop's queue running
+    block &= ~E.foreign_event_syncs(trace, calls["corr"], E.loop_streams(act, calls["corr"]))
     st0 = C.Steady(t0, hi, st.mode, st.n_steps, st.step_ns, st.step_tid, st.note, st.min_call_ns)
     stretches = H._stretches(calls, st0, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
     ev = H.input_evidence(trace, cfg, st0, act, tid, calls, stretches)

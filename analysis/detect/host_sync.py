@@ -28,6 +28,7 @@ import numpy as np
 
 from analysis import trace as T
 from analysis.detect import _common as C
+from analysis.detect import _events as E
 from analysis.detect import _host as H
 from analysis.findings import Finding
 
@@ -56,6 +57,9 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         return C.missing(KLASS, C.RUNTIME, "CUDA API calls of a launching thread")
     blocking = _sync_calls(trace, st, act)
     mine = (blocking["start"] >= st.lo) & np.isin(blocking["tid"], view.issuing)
+    every = C.window_calls(trace, st)
+    loop = E.loop_streams(act, every["corr"][np.isin(every["tid"], view.issuing)])
+    mine &= ~E.foreign_event_syncs(trace, blocking["corr"], loop)  # another pipeline's wait
     syncs = {k: v[mine] for k, v in blocking.items()}
     metrics: dict[str, float] = {}
     name, value = st.rate("syncs", syncs["start"].size)
