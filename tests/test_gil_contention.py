@@ -12,6 +12,7 @@ import pytest
 
 from analysis import trace as T
 from analysis.detect import _common as C
+from analysis.detect import _gil_waits as W
 from analysis.detect import _host as H
 from analysis.detect import diagnose, load_thresholds
 from analysis.detect import gil_contention as G
@@ -154,7 +155,7 @@ def _naive_share(name: str) -> tuple[float, float]:
         shares = []
         for waits in (
             G.read_waits(tr, st, st.step_tid, th),
-            G._from_osrt(tr, st, st.step_tid, naive, tids=tids),
+            W._from_osrt(tr, st, st.step_tid, naive, tids=tids),
         ):
             shares.append(C.overlap_total(waits.starts, waits.ends, ss, se) / st.step_ns)
     return shares[0], shares[1]
@@ -222,9 +223,9 @@ def test_a_peer_wait_of_one_interval_is_no_gil_wait(interval_ms):
     wait at once, so they are never GIL waits; the baseline's are, at CPython's 5 ms."""
     th = {"switch_interval_ms": interval_ms}
     with T.open_trace(sqlite_fixture("cpu_nsys2022_pipeline_imbalance_balanced")) as tr:
-        assert G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)}).metrics[
-            "gil_wait_share"
-        ] == 0.0
+        assert (
+            G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)}).metrics["gil_wait_share"] == 0.0
+        )
     with T.open_trace(sqlite_fixture(CPU + "baseline")) as tr:
         f = G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)})
     assert f.fired is (interval_ms == 5.0), f.reason
