@@ -12,6 +12,7 @@ import pytest
 
 from analysis import trace as T
 from analysis.detect import _common as C
+from analysis.detect import _gil_waits as W
 from analysis.detect import _host as H
 from analysis.detect import diagnose, load_thresholds
 from analysis.detect import gil_contention as G
@@ -154,7 +155,7 @@ def _naive_share(name: str) -> tuple[float, float]:
         shares = []
         for waits in (
             G.read_waits(tr, st, st.step_tid, th),
-            G._from_osrt(tr, st, st.step_tid, naive, tids=tids),
+            W._from_osrt(tr, st, st.step_tid, naive, tids=tids),
         ):
             shares.append(C.overlap_total(waits.starts, waits.ends, ss, se) / st.step_ns)
     return shares[0], shares[1]

@@ -27,6 +27,7 @@ import pandas as pd
 import pytest
 
 from analysis import trace as T
+from analysis import trace_ints
 from tests._fixtures import sqlite_fixture
 
 DATA_DIR = Path(os.environ.get("ANALYSIS_TEST_DATA", Path(__file__).parent / "data"))
@@ -764,7 +765,7 @@ def test_sql_files_ship_as_package_data() -> None:
 @pytest.mark.parametrize("workers", [1, 3], ids=["serial", "parallel"])
 def test_int_columns_match_plain_query(gpu_export: Path, workers: int, monkeypatch) -> None:
     """Chunked, column-at-a-time (and threaded) reading gives exactly the plain query's rows."""
-    monkeypatch.setattr(T, "PARALLEL_READERS", workers)
+    monkeypatch.setattr(trace_ints, "PARALLEL_READERS", workers)  # read where it lives
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
     with T.open_trace(gpu_export) as tr:
         lo, hi = T.window(tr)

@@ -38,6 +38,7 @@ import pandas as pd
 
 from analysis import trace as T
 from analysis.detect import _common as C
+from analysis.detect._gil_waits import read_waits
 
 #: OS-runtime calls that mean the thread waits on other threads or processes for input: the
 #: polls, receives and (timed) semaphore waits of Python queues fed by loader workers or a
@@ -306,10 +307,8 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
 def _gil_waits(
     trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, tid: int, issuing: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray]:
-    """The loop threads' GIL waits in the window (``gil_contention.read_waits``), as a union."""
-    from analysis.detect import gil_contention  # here: that module reads this one's host view
-
-    found = gil_contention.read_waits(trace, st, tid, cfg.get("gil_contention", {}), issuing)
+    """The loop threads' GIL waits in the window (``_gil_waits.read_waits``), as a union."""
+    found = read_waits(trace, st, tid, cfg.get("gil_contention", {}), issuing)
     if found is None:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     s = np.clip(np.asarray(found.starts, np.int64), st.lo, st.hi)

@@ -1,0 +1,120 @@
+"""Interval arithmetic on numpy arrays: unions, gaps, differences and overlaps.
+
+The detectors measure time as lengths of unions of intervals (GPU busy, host blocked, waits),
+and these run vectorised over millions of kernels, so none of them loops per interval in
+Python. A *union* is sorted and disjoint, as :func:`union` returns it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+__all__ = [
+    "covered",
+    "difference",
+    "gaps",
+    "length",
+    "overlap_any",
+    "overlap_each",
+    "overlap_total",
+    "union",
+]
+
+
+def union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Merge intervals into sorted, disjoint ones."""
+    s = np.asarray(starts, dtype=np.int64)
+    e = np.asarray(ends, dtype=np.int64)
+    keep = e > s
+    if not keep.all():
+        s, e = s[keep], e[keep]
+    if s.size == 0:
+        return s, e
+    if not bool((s[1:] >= s[:-1]).all()):  # GPU activity comes sorted already
+        order = np.argsort(s, kind="stable")
+        s, e = s[order], e[order]
+    run_end = np.maximum.accumulate(e)
+    new = np.ones(s.size, dtype=bool)
+    new[1:] = s[1:] > run_end[:-1]
+    first = np.flatnonzero(new)
+    # a group's end is the running maximum at its last member (earlier groups end before it)
+    last = np.append(first[1:] - 1, s.size - 1)
+    return s[first], run_end[last]
+
+
+def gaps(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """The holes of a disjoint sorted union within [lo, hi] (window edges included)."""
+    gs = np.concatenate([[lo], e])
+    ge = np.concatenate([s, [hi]])
+    keep = ge > gs
+    return gs[keep], ge[keep]
+
+
+def difference(
+    s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted union (s, e) less the disjoint sorted union (bs, be)."""
+    if s.size == 0 or bs.size == 0:
+        return s, e
+    pts = np.unique(np.concatenate([s, e, bs, be]))
+    lo, hi = pts[:-1], pts[1:]
+    mid = lo + (hi - lo) // 2
+
+    def inside(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+        i = np.searchsorted(a, mid, side="right") - 1
+        return (i >= 0) & (mid < b[np.maximum(i, 0)])
+
+    keep = inside(s, e) & ~inside(bs, be) & (hi > lo)
+    return union(lo[keep], hi[keep])
+
+
+def covered(bs: np.ndarray, be: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Length of the disjoint sorted union (bs, be) lying before each point x."""
+    x = np.asarray(x, dtype=np.int64)
+    if bs.size == 0:
+        return np.zeros(x.shape, dtype=np.int64)
+    return _covered(bs, be, np.concatenate([[0], np.cumsum(be - bs)]), x)
+
+
+def _covered(bs: np.ndarray, be: np.ndarray, cum: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """:func:`covered` with the union's prefix lengths ``cum`` given."""
+    i = np.searchsorted(bs, x, side="right") - 1
+    j = np.clip(i, 0, None)
+    partial = np.where(i >= 0, np.minimum(x, be[j]) - bs[j], 0)
+    return np.where(i >= 0, cum[j] + partial, 0)
+
+
+def overlap_total(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> int:
+    """``overlap_each(s, e, bs, be).sum()`` for two disjoint sorted unions: the length of their
+    intersection, which is symmetric, so the fewer intervals are the ones looked up."""
+    if s.size > bs.size:
+        s, e, bs, be = bs, be, s, e
+    return int(overlap_each(s, e, bs, be).sum())
+
+
+def overlap_any(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+    """``overlap_each(s, e, bs, be) > 0`` for two disjoint sorted unions, in time linear in
+    ``s`` and small in ``bs``: each (bs, be) marks the run of (s, e) it overlaps."""
+    first = np.searchsorted(e, bs, side="right")  # first interval ending after bs
+    stop = np.searchsorted(s, be, side="left")  # past the last interval starting before be
+    ok = first < stop
+    marks = np.zeros(s.size + 1, np.int64)
+    np.add.at(marks, first[ok], 1)
+    np.add.at(marks, stop[ok], -1)
+    return np.cumsum(marks[:-1]) > 0
+
+
+def overlap_each(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+    """For each interval (s, e), how much of it the disjoint sorted union (bs, be) covers."""
+    s, e = np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)
+    if bs.size == 0:
+        return np.zeros(s.shape, dtype=np.int64)
+    cum = np.concatenate([[0], np.cumsum(be - bs)])
+    return _covered(bs, be, cum, e) - _covered(bs, be, cum, s)
+
+
+def length(s: np.ndarray, e: np.ndarray) -> int:
+    """Total length of intervals (of a union: the time it covers)."""
+    return int((np.asarray(e) - np.asarray(s)).sum())
