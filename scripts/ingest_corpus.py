@@ -75,7 +75,7 @@ ITERATIONS = 8
 #: larger total is flagged.
 BUDGET_MB = 7.0
 #: Tables no reader uses (analysis/sql/*.sql, analysis/trace.py, analysis/detect/, harness/):
-#: call chains, CUDA event records and graph-building events, nsys's own bookkeeping, the
+#: call chains, graph-building events, nsys's own bookkeeping, the
 #: profiled machine's environment variables. Every table not named here is kept (kernels,
 #: copies, memsets, graph replays, CUDA API, syncs, OS-runtime calls of every thread, NVTX,
 #: StringIds, ThreadNames, PROCESSES, the READ_ENUMS, the other TARGET_INFO_*,
@@ -83,7 +83,6 @@ BUDGET_MB = 7.0
 UNREAD = (
     "OSRT_CALLCHAINS",
     "CUDA_CALLCHAINS",
-    "CUPTI_ACTIVITY_KIND_CUDA_EVENT",
     "CUDA_GRAPH_EVENTS",
     "META_DATA_CAPTURE",
     "PROFILER_OVERHEAD",
@@ -144,7 +143,9 @@ UNREAD_COLUMNS: dict[str, tuple[str, ...]] = {
         "virtualAddress",
         "copyCount",
     ),
-    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ("deprecatedSyncType", "eventSyncId"),
+    "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ("deprecatedSyncType",),
+    # an event sync's record (analysis/detect/_events.py): joined on eventId and eventSyncId
+    "CUPTI_ACTIVITY_KIND_CUDA_EVENT": ("deviceId", "contextId", "greenContextId"),
     "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ("graphId",),
 }
 #: Columns that hold StringIds ids, besides those the export's schema marks ``REFERENCES
@@ -249,9 +250,10 @@ def _role_ids(path: Path) -> list[int]:
 
 def drop_unread(path: Path, *, calls: bool = False, api: bool = False) -> None:
     """Drop what no reader uses from an export in place: the UNREAD tables, the ENUM_* tables
-    not in READ_ENUMS, the UNREAD_COLUMNS, with ``calls`` the OS-runtime calls no detector
-    reads by default (:func:`read_calls`), with ``api`` the CUDA API calls no detector reads by
-    default (:func:`_drop_unread_api`), then the strings no row refers to any more; VACUUM
+    not in READ_ENUMS, the UNREAD_COLUMNS, the CUDA event records no sync waits for, with
+    ``calls`` the OS-runtime calls no detector reads by default (:func:`read_calls`), with
+    ``api`` the CUDA API calls no detector reads by default (:func:`_drop_unread_api`), then
+    the strings no row refers to any more; VACUUM
     (freed pages would stay). Rows (but those calls'), rowids, the columns kept and their
     declarations are as they were; a column SQLite cannot drop (one an index uses) is kept."""
     roles = _role_ids(path) if api else []
@@ -261,6 +263,7 @@ def drop_unread(path: Path, *, calls: bool = False, api: bool = False) -> None:
             _drop_unread_calls(db)
         if api:
             _drop_unread_api(db, roles)
+        _drop_unawaited_events(db)
         for t in _tables(db):
             if t in UNREAD or (t.startswith("ENUM_") and t not in READ_ENUMS):
                 db.execute(f'DROP TABLE "{t}"')
@@ -279,6 +282,22 @@ def drop_unread(path: Path, *, calls: bool = False, api: bool = False) -> None:
         db.execute("VACUUM")
     finally:
         db.close()
+
+
+def _drop_unawaited_events(db: sqlite3.Connection) -> None:
+    """Delete the CUDA event records no sync of the export waits for: the one reader
+    (analysis/detect/_events.py) looks a record up from a sync, by eventId and eventSyncId."""
+    tables = _tables(db)
+    ev, sy = "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
+    if ev not in tables or "eventSyncId" not in _columns(db, ev):
+        return
+    if sy not in tables or "eventSyncId" not in _columns(db, sy):
+        db.execute(f'DELETE FROM "{ev}"')
+        return
+    db.execute(
+        f"""DELETE FROM "{ev}" WHERE NOT EXISTS (SELECT 1 FROM "{sy}" AS y
+            WHERE y.eventSyncId = "{ev}".eventSyncId AND y.eventId = "{ev}".eventId)"""
+    )
 
 
 def _drop_unused_strings(db: sqlite3.Connection) -> None:
