@@ -163,6 +163,23 @@ def test_cli_scores_a_folder(tmp_path: Path, cli) -> None:
     assert list(table["primary"]) == ["pageable_copy", "none"]
 
 
+def test_set_and_its_former_name_diagnosis_are_one_flag(tmp_path: Path, cli) -> None:
+    """score's threshold overrides are --set, as in diagnose; -d/--diagnosis still read the
+    same; an unknown key exits 2 naming it."""
+    parse = S.parser().parse_args
+    key = "host_sync.min_saving_share=0.99"
+    assert parse(["x", "--set", key]).set == parse(["x", "-d", key]).set
+    assert parse(["x", "--diagnosis", key]).set == [key]
+    corpus = _mini_corpus(tmp_path, ("hs_grad_hooks",))
+    new, old = (cli(["score", str(corpus), "--no-expert-rules", flag, key])
+                for flag in ("--set", "--diagnosis"))  # fmt: skip
+    assert new.returncode == old.returncode == 0, new.stderr + old.stderr
+    assert new.stdout == old.stdout
+    assert "primary right on 0 of 1 reports" in new.stdout  # the bar was raised out of reach
+    bad = cli(["score", str(corpus), "--set", "host_sync.no_such_key=1"])
+    assert bad.returncode == 2 and "no_such_key" in bad.stderr
+
+
 def test_cli_refuses_a_folder_without_labels(tmp_path: Path, cli) -> None:
     proc = cli(["score", str(tmp_path), "--no-expert-rules"])
     assert proc.returncode == 2 and "neither a corpus" in proc.stderr

@@ -33,11 +33,13 @@ import pandas as pd
 import yaml
 
 from analysis.detect import diagnose, load_thresholds
+from analysis.detect.config import ThresholdError
 from analysis.detect.predict import trace_only
 from analysis.expert_rules import RULES
 from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace, unxz
 from bottlenecks import CLASSES
+from harness.core.config import UsageError, parse_overrides
 from harness.core.console import fit_table
 from harness.judge import predictions as P
 from harness.judge.labels import parse_removes
@@ -357,9 +359,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--out", type=Path, help="also write score_reports.csv and score_classes.csv here"
     )
-    ap.add_argument("-d", "--diagnosis", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a detector threshold, e.g. host_sync.min_saving_share=0.2 "
-                    "(repeatable)")  # fmt: skip
+    ap.add_argument("--set", "-d", "--diagnosis", dest="set", action="append", default=[],
+                    metavar="KEY=VALUE", help="override a threshold of the diagnosis config "
+                    "group, as harness diagnose --set and harness run's diagnosis.KEY=VALUE do, "
+                    "e.g. --set host_sync.min_saving_share=0.2 (repeatable; -d/--diagnosis: "
+                    "its former name, still read)")  # fmt: skip
     return ap
 
 
@@ -373,11 +377,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not items:
         print(f"score: {args.path}: no labelled exports found", file=sys.stderr)
         return 2
-    thresholds = None
-    if args.diagnosis:
-        from harness.core.config import parse_overrides
-
-        thresholds = parse_overrides(args.diagnosis)
+    try:
+        thresholds = _thresholds(args.set)
+    except UsageError as exc:
+        print(f"score: {exc}", file=sys.stderr)
+        return 2
     reports = score_reports(
         items, thresholds=thresholds, expert_rules=not args.no_expert_rules, tools=args.tool
     )
@@ -395,6 +399,18 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(args.out / "score_predictions.csv", checks.to_csv(index=False))
             _prediction_png(checks, tolerance, args.out / "score_predictions.png")
     return 0
+
+
+def _thresholds(items: Sequence[str]) -> dict[str, Any] | None:
+    """The --set overrides, validated (a UsageError naming the key), or None without any."""
+    if not items:
+        return None
+    overrides = parse_overrides(items)
+    try:
+        load_thresholds(overrides)
+    except ThresholdError as exc:
+        raise UsageError(str(exc)) from exc
+    return overrides
 
 
 def print_scores(
