@@ -6,9 +6,11 @@
 # - nsys 2022.4 looks for its importer in `host-linux-x64` beside the *resolved*
 #   `target-linux-x64`; Debian does not ship it there, so we link it.
 set -euo pipefail
+# The version is said once, at the end, with whether it was there already.
 if command -v nsys >/dev/null 2>&1 && nsys --version >/dev/null 2>&1; then
-  echo "nsys already installed: $(nsys --version)"
+  how="already installed"
 else
+  how=installed
   src=/etc/apt/sources.list.d/debian.sources
   extra=/etc/apt/sources.list.d/bottleneck-suite-nonfree.sources
   if [ -f "$src" ]; then
@@ -37,4 +39,4 @@ case "$target_dir" in
     fi
     ;;
 esac
-nsys --version
+echo "nsys $how: $(nsys --version)"

@@ -59,6 +59,17 @@ def cache_dir(tmp_path_factory) -> Path:
     return tmp_path_factory.getbasetemp() / "cache"
 
 
+#: The terminal width the console output is written for (harness.core.console.WIDTH).
+CONSOLE_WIDTH = 100
+
+
+def assert_fits(text: str) -> None:
+    """Every line of ``text`` fits a terminal 100 columns wide (the failing lines in the
+    message)."""
+    long = [line for line in text.splitlines() if len(line) > CONSOLE_WIDTH]
+    assert not long, "\n".join(long)
+
+
 def only_run_dir(results: Path) -> Path:
     runs = [p for p in results.iterdir() if p.is_dir()]
     assert len(runs) == 1, runs

@@ -11,6 +11,7 @@ from analysis.detect import GPU_ACTIVITY_LOST, gpu_activity_lost
 from analysis.findings import CLASSES as ALL_CLASSES
 from analysis.trace import open_trace
 from tests._fixtures import DATA, sqlite_fixture
+from tests.conftest import assert_fits
 
 GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
 GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
@@ -54,11 +55,14 @@ def test_fix_is_host_bound_and_several_reports_give_a_list(cli):
     assert fired == {"launch_bound", "data_stall"}
 
 
-def test_text_format_names_primary(cli):
+def test_text_format_names_primary_within_100_columns(cli):
+    """The text for people: the primary, each finding, its metrics and reason wrapped to fit
+    100 columns (the reasons run to 400 characters)."""
     proc = cli(["diagnose", str(GPU_BASE)])
     assert proc.returncode == 0
     assert "primary: data_stall" in proc.stdout
     assert "FIRED data_stall" in proc.stdout
+    assert_fits(proc.stdout)
 
 
 @pytest.mark.parametrize("kind", ["truncated", "missing", "text"])
@@ -120,8 +124,10 @@ def test_a_killed_capture_is_not_judged_and_says_why(cli):
         assert f["state"] == "not_judged" and f["reason"] == GPU_ACTIVITY_LOST
     text = cli(["diagnose", path])
     assert text.returncode == 0, text.stderr
-    assert f"nothing could be judged: {GPU_ACTIVITY_LOST}" in text.stdout
+    said = " ".join(text.stdout.split())  # wrapped to 100 columns
+    assert f"nothing could be judged: {' '.join(GPU_ACTIVITY_LOST.split())}" in said
     assert text.stdout.count("CUPTI never flushed") == 1  # said once, not per class
+    assert_fits(text.stdout)
 
 
 @pytest.mark.parametrize(

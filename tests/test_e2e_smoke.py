@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from analysis.trace import nvtx_ranges, open_trace, step_ranges
-from tests.conftest import only_run_dir
+from tests.conftest import assert_fits, only_run_dir
 
 pytestmark = pytest.mark.slow
 
@@ -50,6 +50,14 @@ def test_exit_code_and_summary(smoke_run):
     )
     for v in VARIANTS:
         assert v in proc.stdout
+
+
+def test_the_console_fits_100_columns(smoke_run):
+    """Every line `harness run` prints, the verdicts, the confusion matrix and the cross-check
+    with nsys's rules among them, fits a terminal 100 columns wide."""
+    proc, _ = smoke_run
+    assert "confusion (rows: expected" in proc.stdout or "confusion: nothing judged" in proc.stdout
+    assert_fits(proc.stdout)
 
 
 def test_run_folder_layout(smoke_run):

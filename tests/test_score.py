@@ -21,7 +21,7 @@ from analysis.detect import _host as H
 from analysis.detect import diagnose, load_thresholds
 from analysis.trace import open_trace
 from harness.judge import score as S
-from tests.conftest import REPO
+from tests.conftest import REPO, assert_fits
 
 CORPUS = REPO / "corpus" / "wild"
 
@@ -132,21 +132,52 @@ def test_labels_stand_on_their_measurements() -> None:
     assert (own.loc[own["label"] == "none", "speedup"] <= 1.1).all()
 
 
-def test_cli_scores_a_folder(tmp_path: Path, cli) -> None:
-    """The CLI on a small corpus of two exports: exit 0, both reports, the CSVs written."""
-    corpus = tmp_path / "mini"
+def _mini_corpus(root: Path, names: tuple[str, ...] = ("pg_cuda_ram", "clean_rare_item")) -> Path:
+    """A corpus of a few of corpus/wild's exports, with their labels and measurements."""
+    corpus = root / "mini"
     (corpus / "exports").mkdir(parents=True)
-    for name in ("pg_cuda_ram", "clean_rare_item"):
+    for name in names:
         src = CORPUS / "exports" / f"{name}.sqlite.xz"
         (corpus / "exports" / src.name).write_bytes(src.read_bytes())
-    (corpus / "labels.csv").write_text(
-        "script,label\npg_cuda_ram,pageable_copy\nclean_rare_item,none\n"
-    )
+    with (CORPUS / "labels.csv").open() as fh:
+        rows = [r for r in csv.DictReader(fh) if r["script"] in names]
+    with (corpus / "labels.csv").open("w", newline="") as fh:
+        out = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        out.writeheader()
+        out.writerows(rows)
+    measured = pd.read_csv(CORPUS / "measured.csv")
+    measured[measured["script"].isin(names)].to_csv(corpus / "measured.csv", index=False)
+    return corpus
+
+
+def test_cli_scores_a_folder(tmp_path: Path, cli) -> None:
+    """The CLI on a small corpus of two exports: exit 0, both reports, the predictions against
+    the measurements, the CSVs written, every line within 100 columns."""
+    corpus = _mini_corpus(tmp_path)
     proc = cli(["score", str(corpus), "--no-expert-rules", "--out", str(tmp_path / "out")])
     assert proc.returncode == 0, proc.stderr
     assert "primary right on 2 of 2 reports" in proc.stdout
+    assert "predicted [95% CI] against measured" in proc.stdout
+    assert_fits(proc.stdout)
     table = pd.read_csv(tmp_path / "out" / "score_reports.csv")
     assert list(table["primary"]) == ["pageable_copy", "none"]
+
+
+def test_set_and_its_former_name_diagnosis_are_one_flag(tmp_path: Path, cli) -> None:
+    """score's threshold overrides are --set, as in diagnose; -d/--diagnosis still read the
+    same; an unknown key exits 2 naming it."""
+    parse = S.parser().parse_args
+    key = "host_sync.min_saving_share=0.99"
+    assert parse(["x", "--set", key]).set == parse(["x", "-d", key]).set
+    assert parse(["x", "--diagnosis", key]).set == [key]
+    corpus = _mini_corpus(tmp_path, ("hs_grad_hooks",))
+    new, old = (cli(["score", str(corpus), "--no-expert-rules", flag, key])
+                for flag in ("--set", "--diagnosis"))  # fmt: skip
+    assert new.returncode == old.returncode == 0, new.stderr + old.stderr
+    assert new.stdout == old.stdout
+    assert "primary right on 0 of 1 reports" in new.stdout  # the bar was raised out of reach
+    bad = cli(["score", str(corpus), "--set", "host_sync.no_such_key=1"])
+    assert bad.returncode == 2 and "no_such_key" in bad.stderr
 
 
 def test_cli_refuses_a_folder_without_labels(tmp_path: Path, cli) -> None:

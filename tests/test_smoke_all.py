@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 
 import scenarios
-from tests.conftest import only_run_dir, run_cli, smoke_args
+from tests.conftest import assert_fits, only_run_dir, run_cli, smoke_args
 
 pytestmark = pytest.mark.slow
 
@@ -48,6 +48,16 @@ def test_smoke_runs_every_variant(name, smoke_run):
         else:
             assert v.needs_gpu in runs.loc[v.name, "error"]
     assert runs.loc[scen.baseline.name, "speedup"] == pytest.approx(1.0)
+
+
+def test_an_unprofiled_run_says_why_nothing_was_judged_within_100_columns(smoke_run):
+    """nsys.enabled=false: no verdicts and no all-zero confusion matrix, but one line saying
+    why; every line the run printed fits 100 columns."""
+    proc, _ = smoke_run
+    why = "verdicts, confusion: nothing judged (no variant has an nsys export: nsys.enabled=false)"
+    assert why in proc.stdout.splitlines()
+    assert "rows: expected" not in proc.stdout
+    assert_fits(proc.stdout)
 
 
 #: Seconds of slack between two clock readings (smoke windows last a few milliseconds).

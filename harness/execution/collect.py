@@ -15,6 +15,7 @@ import pandas as pd
 
 from harness.core import runfolder as rf
 from harness.core.config import SuiteConfig
+from harness.core.console import fit_table
 from harness.core.runfolder import Status, Unit
 from harness.core.stats import probe_effect_ci, speedup_ci, summarize
 from scenarios import Scenario
@@ -437,8 +438,12 @@ def print_summary(table: pd.DataFrame, run_dir: Path) -> None:
     )
     text = ["scenario", "variant", "status"]  # the rest are numbers: None (never set) is NaN
     view = view.astype({c: float for c in view.columns if c not in text})
-    with pd.option_context("display.width", 160, "display.max_columns", 20):
-        print(view.to_string(index=False, float_format=lambda x: f"{x:.3g}"))
+    for i, (scenario, rows) in enumerate(view.groupby("scenario", sort=False)):
+        # one table per scenario, under its name: a scenario column beside long variant names
+        # pushed the table past 100 columns
+        print(f"{'' if i == 0 else chr(10)}{scenario}:")
+        table = rows.drop(columns="scenario")
+        print(fit_table(table, indent=2, float_format=lambda x: f"{x:.3g}", na_rep="NaN"))
     print(f"\nrun folder: {run_dir}")
 
 

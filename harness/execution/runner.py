@@ -43,6 +43,7 @@ from harness.core.runfolder import (
     read_json,
     write_json,
 )
+from harness.execution import console
 from harness.execution.collect import (
     COLUMNS,
     TIMING_PARTS,
@@ -1182,6 +1183,8 @@ class Suite:
             except Exception as exc:  # the tables above are safe; say what broke and fail
                 self.failures.append(f"diagnosis failed: {type(exc).__name__}: {exc}")
                 self._say(f"FAILED diagnosing the exports in {run_dir}: {exc}")
+        else:
+            console.print_unprofiled(table, self.cfg.nsys.enabled, self.nsys is not None)
         walls["diagnosis_s"] = time.perf_counter() - t0
         self.write_timings(run_dir, walls, time.perf_counter() - t_start, say=False)
         from harness.report import report_after_run  # never raises; the results are kept
@@ -1286,20 +1289,9 @@ class Suite:
         rf.write_frame(rf.table_path(run_dir, "verdicts"), verdict)
         work = V.gpu_work_table(run_dir, self.found, table)
         rf.write_frame(rf.table_path(run_dir, "gpu_work"), work)
-        limits = work[work["share_of_limit"].notna()] if "share_of_limit" in work else work.iloc[:0]
         rf.write_frame(rf.table_path(run_dir, "confusion"), matrix.reset_index(names="expected"))
         rf.write_frame(rf.table_path(run_dir, "detector_scores"), scores)
-        with pd.option_context("display.width", 160, "display.max_colwidth", 90):
-            print("\nverdicts:")
-            print(verdict[["scenario", "verdict", "reason"]].to_string(index=False))
-            print("\nconfusion (rows: expected, columns: primary finding):")
-            print(matrix.to_string())
-            if not limits.empty:
-                print("\nanalytic limits (sum of the baseline's kernel durations per step):")
-                cols = ["scenario", "variant", "kernels_per_step", "kernel_ms_per_step"]
-                cols += ["step_ms_mean", "limit_ms_per_step", "share_of_limit"]
-                print(limits[cols].to_string(index=False, float_format=lambda x: f"{x:.3g}"))
-            _print_side_work(work)
+        console.print_diagnosis(verdict, matrix, diag, work)
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:
@@ -1311,17 +1303,3 @@ class Suite:
         rf.write_frame(rf.table_path(run_dir, "runs", ".parquet"), table)
         rf.write_frame(rf.table_path(run_dir, "runs"), table)
         return table
-
-
-def _print_side_work(work: pd.DataFrame) -> None:
-    """The variants with GPU work on streams of their own (a GPU input pipeline such as DALI's
-    decoders) and the share of ``ideal`` that leaves them at most (gpu_work.csv)."""
-    cols = ["side_kernel_ms_per_step", "side_bound_share_of_ideal"]
-    if not set(cols) <= set(work.columns):
-        return
-    side = work[(work["side_kernel_ms_per_step"].fillna(0) > 0)]
-    if side.empty:
-        return
-    print("\nside-stream GPU work per step, and the share of ideal it leaves at most:")
-    view = side[["scenario", "variant", "step_ms_mean", "gpu_idle_ms_per_step", *cols]]
-    print(view.to_string(index=False, float_format=lambda x: f"{x:.3g}"))

@@ -25,6 +25,7 @@ from analysis.detect import load_thresholds
 from analysis.findings import CLASSES
 from harness.core import nsys as nsys_mod
 from harness.core.atomic import write_frame
+from harness.core.console import fit_table
 from harness.judge.diagnosis_table import profiled_exports
 from harness.judge.scoring import confusion, decided, fired_counts, prf
 
@@ -228,7 +229,7 @@ def write_crosscheck(
             print(f"\nnsys analyze cross-check skipped: {skip}")
         else:
             print("\ncross-check with nsys analyze (crosscheck.csv, expert_rules.csv):")
-            print(summary(scores).to_string(index=False))
+            print(fit_table(summary(scores)))
     return rules, scores
 
 

@@ -27,6 +27,7 @@ from analysis.detect import diagnose
 from analysis.findings import PREDICTION_FIELDS
 from analysis.trace import TraceError, open_trace, unxz
 from harness.core import nsys as nsys_mod
+from harness.core.console import WIDTH, wrap
 
 
 class DiagnoseError(RuntimeError):
@@ -143,26 +144,15 @@ def format_text(result: dict[str, Any]) -> str:
     reasons = {f.get("reason", "") for f in result["findings"]}
     shared = next(iter(reasons)) if len(reasons) == 1 else ""
     if not result.get("judged", True):
-        lines.append(
-            f"  nothing could be judged: {shared}"
-            if shared
-            else "  nothing could be judged: the report has no GPU activity and none of the "
-            "suite's NVTX steps (a CPU-only program, or a capture without --trace=cuda)"
+        why = shared or (
+            "the report has no GPU activity and none of the suite's NVTX steps (a CPU-only "
+            "program, or a capture without --trace=cuda)"
         )
-    marks = {"fired": "FIRED", "clear": "     ", "not_judged": "  n/a"}
+        lines += ["  " + line for line in wrap(f"nothing could be judged: {why}", WIDTH - 2)]
     for f in result["findings"]:
         if shared and not result.get("judged", True):  # said once above
             f = {**f, "reason": ""}
-        mark = marks.get(f.get("state", ""), "FIRED" if f["fired"] else "     ")
-        shown = ", ".join(
-            f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-            for k, v in list(f["metrics"].items())[:4]
-        )
-        lines.append(f"  {mark} {f['class']:14s} impact {f['impact']:.3f}  {shown}")
-        if f.get("reason"):
-            lines.append(f"        {f['reason']}")
-        if f.get("predicted_speedup") is not None and f["state"] != "not_judged":
-            lines.append(f"        {_predicted(f)}")
+        lines += _finding_lines(f)
     rules = result.get("expert_rules")
     if rules is not None and "skipped" in rules:
         lines.append(f"  nsys analyze: skipped ({rules['skipped']})")
@@ -173,8 +163,28 @@ def format_text(result: dict[str, Any]) -> str:
         for r in rules["rules"]:
             mark = "FIRED" if r["fired"] else "     "
             what = f"{r['rows']} rows" if r["fired"] else r["status"].replace("_", " ")
-            lines.append(f"  {mark} {r['rule']:18s} -> {r['class']:14s} {what}")
+            lines.append(f"  {mark} {r['rule']:18s} -> {r['class']:15s} {what}")
     return "\n".join(lines)
+
+
+def _finding_lines(f: dict[str, Any]) -> list[str]:
+    """One finding within 100 columns: its mark, class, impact and first metrics, then its
+    reason and prediction wrapped under it."""
+    marks = {"fired": "FIRED", "clear": "     ", "not_judged": "  n/a"}
+    mark = marks.get(f.get("state", ""), "FIRED" if f["fired"] else "     ")
+    shown = ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in list(f["metrics"].items())[:4]
+    )
+    head = f"  {mark} {f['class']:15s} impact {f['impact']:.3f}  "
+    metrics = wrap(shown, WIDTH - len(head))
+    lines = [(head + metrics[0]).rstrip(), *(" " * len(head) + m for m in metrics[1:])]
+    said = [f.get("reason") or ""]
+    if f.get("predicted_speedup") is not None and f["state"] != "not_judged":
+        said.append(_predicted(f))
+    for text in filter(None, said):
+        lines += ["        " + line for line in wrap(text, WIDTH - 8)]
+    return lines
 
 
 def _predicted(f: dict[str, Any]) -> str:

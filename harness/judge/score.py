@@ -33,11 +33,14 @@ import pandas as pd
 import yaml
 
 from analysis.detect import diagnose, load_thresholds
+from analysis.detect.config import ThresholdError
 from analysis.detect.predict import trace_only
 from analysis.expert_rules import RULES
 from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace, unxz
 from bottlenecks import CLASSES
+from harness.core.config import UsageError, parse_overrides
+from harness.core.console import fit_table
 from harness.judge import predictions as P
 from harness.judge.labels import parse_removes
 
@@ -356,9 +359,11 @@ def parser() -> argparse.ArgumentParser:
     ap.add_argument(
         "--out", type=Path, help="also write score_reports.csv and score_classes.csv here"
     )
-    ap.add_argument("-d", "--diagnosis", action="append", default=[], metavar="KEY=VALUE",
-                    help="override a detector threshold, e.g. host_sync.min_saving_share=0.2 "
-                    "(repeatable)")  # fmt: skip
+    ap.add_argument("--set", "-d", "--diagnosis", dest="set", action="append", default=[],
+                    metavar="KEY=VALUE", help="override a threshold of the diagnosis config "
+                    "group, as harness diagnose --set and harness run's diagnosis.KEY=VALUE do, "
+                    "e.g. --set host_sync.min_saving_share=0.2 (repeatable; -d/--diagnosis: "
+                    "its former name, still read)")  # fmt: skip
     return ap
 
 
@@ -372,27 +377,18 @@ def main(argv: Sequence[str] | None = None) -> int:
     if not items:
         print(f"score: {args.path}: no labelled exports found", file=sys.stderr)
         return 2
-    thresholds = None
-    if args.diagnosis:
-        from harness.core.config import parse_overrides
-
-        thresholds = parse_overrides(args.diagnosis)
+    try:
+        thresholds = _thresholds(args.set)
+    except UsageError as exc:
+        print(f"score: {exc}", file=sys.stderr)
+        return 2
     reports = score_reports(
         items, thresholds=thresholds, expert_rules=not args.no_expert_rules, tools=args.tool
     )
     classes = class_scores(reports)
     tolerance = float(load_thresholds(thresholds)["predict"]["tolerance_share"])
     checks = prediction_table(items, reports, tolerance)
-    shown = reports[[c for c in reports.columns if ":" not in c]]
-    with pd.option_context("display.width", 200, "display.max_columns", 20):
-        print(shown.to_string(index=False, na_rep=""))
-        print(f"\n{primary_line(reports)}\n")
-        print(classes.to_string(index=False, na_rep=NA, float_format=lambda v: f"{v:.2f}"))
-        if checks is not None:
-            print("\npredicted against measured (the cause removed entirely):")
-            print(checks.to_string(index=False, na_rep="", float_format=lambda v: f"{v:.3g}"))
-            summary = prediction_summary(checks, reports, tolerance)
-            print("\n" + summary.to_string(index=False, na_rep=NA))
+    print_scores(reports, classes, checks, tolerance)
     if args.out:
         from harness.core.atomic import write_text
 
@@ -403,6 +399,71 @@ def main(argv: Sequence[str] | None = None) -> int:
             write_text(args.out / "score_predictions.csv", checks.to_csv(index=False))
             _prediction_png(checks, tolerance, args.out / "score_predictions.png")
     return 0
+
+
+def _thresholds(items: Sequence[str]) -> dict[str, Any] | None:
+    """The --set overrides, validated (a UsageError naming the key), or None without any."""
+    if not items:
+        return None
+    overrides = parse_overrides(items)
+    try:
+        load_thresholds(overrides)
+    except ThresholdError as exc:
+        raise UsageError(str(exc)) from exc
+    return overrides
+
+
+def print_scores(
+    reports: pd.DataFrame, classes: pd.DataFrame, checks: pd.DataFrame | None, tolerance: float
+) -> None:
+    """The tables within 100 columns (harness.core.console): a column too wide for a row
+    moves under it; --out writes every column (score_*.csv)."""
+    print(fit_table(reports[[c for c in reports.columns if ":" not in c]]))
+    print(f"\n{primary_line(reports)}\n")
+    print(fit_table(classes, na_rep=NA, float_format=lambda v: f"{v:.2f}"))
+    if checks is None:
+        return
+    print(
+        f"\npredicted [95% CI] against measured [min-max] (the cause removed entirely; within: "
+        f"|error| <= {tolerance:.0%}):"
+    )
+    print(fit_table(checks_view(checks), keep=2))
+    summary = prediction_summary(checks, reports, tolerance)
+    print("\n" + fit_table(summary, na_rep=NA, float_format=lambda v: f"{v:.3g}"))
+
+
+def checks_view(checks: pd.DataFrame) -> pd.DataFrame:
+    """score_predictions.csv in fewer columns, those read first leftmost: each speedup with
+    its interval in one cell, the error in percent; the reason only where a pair was not
+    checked (otherwise it restates the prediction against the measured speedup)."""
+    rows = []
+    for r in checks.to_dict("records"):
+        checked = str(r["prediction"]) in (str(P.Check.WITHIN), str(P.Check.OUTSIDE))
+        alone = _speedup(r.get("trace_only_speedup"))
+        rows.append({
+            "report": r["report"], "class": r["class"],
+            "predicted": _speedup(r["predicted_speedup"], r["predicted_speedup_ci_low"],
+                                  r["predicted_speedup_ci_high"]),
+            "measured": _speedup(r["measured_speedup"], r["measured_speedup_min"],
+                                 r["measured_speedup_max"]),
+            "error": _percent(r["prediction_error"]), "prediction": str(r["prediction"]),
+            "switch": r["switch"],
+            "trace alone": f"{alone} ({_percent(r.get('trace_only_error'))})" if alone else "",
+            "why": "" if checked else r["prediction_why"],
+        })  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+def _speedup(x: Any, lo: Any = None, hi: Any = None) -> str:
+    """'1.44x [1.38-1.5]', or '' without a number."""
+    if x is None or pd.isna(x):
+        return ""
+    span = f" [{lo:.3g}-{hi:.3g}]" if pd.notna(lo) and pd.notna(hi) else ""
+    return f"{x:.3g}x{span}"
+
+
+def _percent(x: Any) -> str:
+    return "" if x is None or pd.isna(x) else f"{x:+.0%}"
 
 
 def prediction_summary(

@@ -1,0 +1,119 @@
+"""What ``harness run`` prints at its end, within 100 columns (harness.core.console): the
+verdicts, the confusion matrix, the analytic limits and the side-stream GPU work; or, where
+nothing could be judged, one line that says why. The full tables are the run folder's CSVs
+(verdicts.csv, confusion.csv, diagnosis.csv, gpu_work.csv)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from harness.core.console import fit_table
+from harness.judge.diagnosis_table import UNREADABLE
+from harness.judge.truth import UNDECIDED
+
+__all__ = ["nothing_judged", "print_diagnosis", "print_unprofiled", "unprofiled_why"]
+
+
+def _g(x: float) -> str:
+    return f"{x:.3g}"
+
+
+def print_diagnosis(
+    verdict: pd.DataFrame, matrix: pd.DataFrame, diag: pd.DataFrame, work: pd.DataFrame
+) -> None:
+    """The end of a profiled run: verdicts (the reason wrapped under its column), the confusion
+    matrix or why it is empty, and the GPU-work tables where they have rows."""
+    print("\nverdicts:")
+    print(fit_table(verdict[["scenario", "verdict", "reason"]]))
+    why = nothing_judged(diag)
+    if why is not None:
+        print(f"\nconfusion: nothing judged ({why})")
+    else:
+        print("\nconfusion (rows: expected, columns: primary finding):")
+        print(fit_table(matrix.reset_index(names="expected")))
+        left = left_out(diag)
+        if left:
+            print(f"left out of the matrix: {left}")
+    _print_limits(work)
+    _print_side_work(work)
+
+
+def print_unprofiled(runs: pd.DataFrame, nsys_enabled: bool, nsys_found: bool) -> None:
+    """The end of a run without one nsys export (runs.csv's table): no verdicts or matrix,
+    and why, rather than silence."""
+    why = unprofiled_why(runs, nsys_enabled=nsys_enabled, nsys_found=nsys_found)
+    print(f"\nverdicts, confusion: nothing judged (no variant has an nsys export: {why})")
+
+
+def unprofiled_why(runs: pd.DataFrame, *, nsys_enabled: bool, nsys_found: bool) -> str:
+    """Why no variant of ``runs`` (runs.csv) was profiled, in a few words."""
+    if not nsys_enabled:
+        return "nsys.enabled=false"
+    if not nsys_found:
+        return "no nsys found"
+    if runs.empty or not (runs["status"].astype(str) == "ok").any():
+        return "no variant ran"
+    return "no profile finished; runs.csv's error says why"
+
+
+def _reasons(diag: pd.DataFrame) -> list[tuple[int, str]]:
+    """(how many, why) for the rows of diagnosis.csv the matrix counts nowhere: no readable
+    export, an undecided expectation, or an expected class the export could not judge."""
+    unreadable = diag["primary"].astype(str) == UNREADABLE
+    undecided = ~unreadable & (diag["expected_role"].astype(str) == UNDECIDED)
+    unjudged = ~unreadable & ~undecided & diag["match"].isna()
+    classes = ", ".join(sorted(set(diag.loc[unjudged, "expected"].astype(str))))
+    out = [
+        (int(unreadable.sum()), "without a readable export"),
+        (int(undecided.sum()), "with an undecided expectation"),
+        (int(unjudged.sum()), f"whose expected class the export cannot judge ({classes})"),
+    ]
+    return [(n, why) for n, why in out if n]
+
+
+def _said(reasons: list[tuple[int, str]]) -> str:
+    return "; ".join(f"{n} {why}" for n, why in reasons)
+
+
+def nothing_judged(diag: pd.DataFrame) -> str | None:
+    """Why the confusion matrix counts no variant at all (None when it counts some)."""
+    if diag.empty:
+        return "no variant has an nsys export"
+    reasons = _reasons(diag)
+    if len(diag) > sum(n for n, _ in reasons):
+        return None
+    return f"{len(diag)} variants: {_said(reasons)}"
+
+
+def left_out(diag: pd.DataFrame) -> str:
+    """The variants a non-empty matrix leaves out and why ('' when it counts every one)."""
+    reasons = _reasons(diag) if not diag.empty else []
+    return f"{_said(reasons)} (diagnosis.csv)" if reasons else ""
+
+
+def _print_limits(work: pd.DataFrame) -> None:
+    """Scenarios whose limit is analytic: the baseline's kernel time per step against each
+    variant's step (gpu_work.csv)."""
+    if "share_of_limit" not in work:
+        return
+    limits = work[work["share_of_limit"].notna()]
+    if limits.empty:
+        return
+    print("\nanalytic limits (sum of the baseline's kernel durations per step; gpu_work.csv):")
+    cols = ["scenario", "variant", "kernels_per_step", "kernel_ms_per_step"]
+    cols += ["step_ms_mean", "limit_ms_per_step", "share_of_limit"]
+    print(fit_table(limits[cols], float_format=_g))
+
+
+def _print_side_work(work: pd.DataFrame) -> None:
+    """The variants with GPU work on streams of their own (a GPU input pipeline such as DALI's
+    decoders) and the share of ``ideal`` that leaves them at most (gpu_work.csv)."""
+    cols = ["side_kernel_ms_per_step", "side_bound_share_of_ideal"]
+    if not set(cols) <= set(work.columns):
+        return
+    side = work[(work["side_kernel_ms_per_step"].fillna(0) > 0)]
+    if side.empty:
+        return
+    print("\nside-stream GPU work per step, and the share of ideal it leaves at most:")
+    view = side[["scenario", "variant", "step_ms_mean", "gpu_idle_ms_per_step", *cols]]
+    print(fit_table(view, float_format=_g))

@@ -1,0 +1,120 @@
+"""The console's tables fit a terminal 100 columns wide and lose nothing (harness.core.console),
+and the end of a run says why its confusion matrix is empty (harness.execution.console). The
+real CLI's output is checked line by line in test_e2e_smoke.py, test_smoke_all.py,
+test_diagnose_cli.py and test_score.py."""
+
+from __future__ import annotations
+
+import pandas as pd
+import pytest
+
+from harness.core.console import WIDTH, fit_table, wrap
+from harness.execution import console
+from tests.conftest import CONSOLE_WIDTH, REPO, assert_fits
+
+REFERENCE = REPO / "results" / "reference"
+
+
+def test_the_tests_width_is_the_consoles() -> None:
+    assert CONSOLE_WIDTH == WIDTH
+
+
+def _words(text: str) -> list[str]:
+    return "".join(text.split()).split(";")
+
+
+@pytest.mark.parametrize("run", ["h100", "h200", "h200x2", "h200x4"])
+def test_the_reference_runs_verdicts_fit_with_every_reason_whole(run: str) -> None:
+    """The reasons (up to 160 characters) wrap under their column; joined again, each is
+    the reason verdicts.csv holds."""
+    verdicts = pd.read_csv(REFERENCE / run / "verdicts.csv")
+    text = fit_table(verdicts[["scenario", "verdict", "reason"]])
+    assert_fits(text)
+    assert text.splitlines()[0].split() == ["scenario", "verdict", "reason"]
+    start = text.splitlines()[0].index("reason")
+    body = " ".join(line[start:].strip() for line in text.splitlines()[1:])
+    for reason in verdicts["reason"]:
+        assert " ".join(reason.split()) in body
+
+
+def test_a_wide_table_moves_its_last_columns_under_each_row() -> None:
+    """Columns that cannot fit, even wrapped, come under their row as ``name: value``."""
+    classes = "data_stall;pageable_copy;launch_bound;host_sync;exposed_comm;gil_contention"
+    rows = pd.DataFrame(
+        {"report": ["pp_heavy_head", "clean"], "truth": ["stage_imbalance", "none"],
+         "not_judged": [classes, ""], "nsys_rules": ["", classes]}
+    )  # fmt: skip
+    text = fit_table(rows)
+    assert_fits(text)
+    lines = text.splitlines()
+    assert lines[0].split() == ["report", "truth", "not_judged"]
+    assert "nsys_rules: data_stall;pageable_copy;" in text
+    assert _words(text.split("nsys_rules: ")[1]) == classes.split(";")
+
+
+def test_numbers_right_text_left_and_headers_wrap_only_when_needed() -> None:
+    narrow = pd.DataFrame({"scenario": ["a"], "step_ms_mean": [1.5]})
+    assert fit_table(narrow).splitlines() == ["scenario  step_ms_mean", "a                  1.5"]
+    wide = pd.DataFrame({f"a_long_header_number_{i}": [i] for i in range(9)})
+    text = fit_table(wide)
+    assert_fits(text)
+    assert len(text.splitlines()) > 2  # the headers wrapped at "_"
+
+
+def test_wrap_breaks_lists_and_keeps_their_separators() -> None:
+    assert wrap("data_stall;host_sync;launch_bound", 22) == [
+        "data_stall;host_sync;",
+        "launch_bound",
+    ]
+    assert wrap("removed entirely: 1.40x [1.38-1.43], 29.4 ms", 24) == [
+        "removed entirely: 1.40x",
+        "[1.38-1.43], 29.4 ms",
+    ]
+    assert all(len(line) <= 5 for line in wrap("abcdefghijkl", 5))
+
+
+def _diag(**columns: list) -> pd.DataFrame:
+    base = {"scenario": ["s", "s"], "variant": ["baseline", "fix"],
+            "expected": ["host_sync", "none"], "expected_role": ["bottleneck", "clean"],
+            "primary": ["none", "none"], "match": [None, None]}  # fmt: skip
+    return pd.DataFrame(base | columns)
+
+
+@pytest.mark.parametrize(
+    ("diag", "why"),
+    [
+        (_diag(primary=["unreadable", "unreadable"]), "2 variants: 2 without a readable export"),
+        (_diag(expected_role=["undecided"] * 2), "2 variants: 2 with an undecided expectation"),
+        (_diag(), "2 variants: 2 whose expected class the export cannot judge (host_sync, none)"),
+        (pd.DataFrame(), "no variant has an nsys export"),
+    ],
+)
+def test_an_empty_confusion_matrix_says_why_in_one_line(diag, why, capsys) -> None:
+    matrix = pd.DataFrame(0, index=["host_sync", "none"], columns=["host_sync", "none"])
+    verdict = pd.DataFrame({"scenario": ["s"], "verdict": ["inconclusive"], "reason": ["r"]})
+    console.print_diagnosis(verdict, matrix, diag, pd.DataFrame())
+    out = capsys.readouterr().out
+    assert f"\nconfusion: nothing judged ({why})\n" in out
+    assert "rows: expected" not in out  # no all-zero matrix
+
+
+def test_a_matrix_with_counts_names_what_it_left_out(capsys) -> None:
+    diag = _diag(match=[True, None])
+    assert console.nothing_judged(diag) is None
+    matrix = pd.DataFrame([[1, 0], [0, 0]], index=["host_sync", "none"],
+                          columns=["host_sync", "none"])  # fmt: skip
+    verdict = pd.DataFrame({"scenario": ["s"], "verdict": ["confirmed"], "reason": ["r"]})
+    console.print_diagnosis(verdict, matrix, diag, pd.DataFrame())
+    out = capsys.readouterr().out
+    assert "left out of the matrix: 1 whose expected class the export cannot judge (none)" in out
+
+
+@pytest.mark.parametrize(
+    ("enabled", "found", "why"),
+    [(False, False, "nsys.enabled=false"), (True, False, "no nsys found")],
+)
+def test_an_unprofiled_run_says_why_nothing_was_judged(enabled, found, why, capsys) -> None:
+    runs = pd.DataFrame({"status": ["ok"], "profiled": [False]})
+    console.print_unprofiled(runs, enabled, found)
+    line = capsys.readouterr().out.strip()
+    assert line == f"verdicts, confusion: nothing judged (no variant has an nsys export: {why})"
