@@ -352,7 +352,9 @@ def test_report_failure_is_reported_not_raised(tmp_path, monkeypatch):
 
 
 def test_html_escapes_text_and_markdown_escapes_tables():
-    from harness.report.doc import Doc, Link, render_html, render_markdown
+    from harness.report.doc import Doc, Link
+    from harness.report.markdown import render_markdown
+    from harness.report.page import render_html
 
     doc = Doc("t <x>")
     doc.h(2, "A <b>")
@@ -635,7 +637,7 @@ def test_a_report_drawn_by_workers_is_the_report_drawn_here(tmp_path):
     """The H100 tables with exports for three scenarios (one unreadable): the document built
     with a worker per timeline is the one built without workers, pictures and error note too."""
     from harness.report import RunFolder, build_run_report
-    from harness.report.doc import render_markdown
+    from harness.report.markdown import render_markdown
 
     run = _subset_folder(tmp_path, _SUBSETS["everything"])
     exports = {
