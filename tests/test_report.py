@@ -367,6 +367,30 @@ def test_html_escapes_text_and_markdown_escapes_tables():
     assert "| x\\|y | 1.23 |" in md and "| – | – |" in md
 
 
+def test_every_value_the_templates_show_is_escaped():
+    """Text from run folders (scenario names, skip reasons, exceptions) reaches every kind of
+    block: none of it can open a tag or leave an attribute."""
+    from harness.report.doc import Badge, Cell, Code, Doc, Link, Tip
+    from harness.report.page import environment, render_html
+
+    assert environment().autoescape is True
+    evil = "\"><script>alert('x')</script>"
+    doc = Doc(evil)
+    doc.h(2, evil, anchor=evil)
+    doc.p(evil, Link(evil, evil), Code(evil), Badge(evil, evil, evil), Tip(evil, evil), cls=evil)
+    doc.note(evil, kind=evil)
+    doc.table([evil], [[Cell(evil, evil, evil)], [[Tip(evil, evil), f"{evil}\n{evil}"]]],
+              caption=evil)  # fmt: skip
+    doc.image(evil, b"png", evil, caption=evil)
+    doc.details(evil, evil)
+    doc.deflist([(evil, [evil, Link(evil, evil)])])
+    html = render_html(doc)
+    assert "<script" not in html
+    escaped = "&quot;&gt;&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
+    assert html.count(escaped) == 31, html  # every text, attribute and class above
+    assert html.count('href="%22%3E%3Cscript%3Ealert%28%27x%27%29%3C/script%3E"') == 2
+
+
 def test_cli_usage_errors(tmp_path):
     from harness.report import main
 

@@ -1,7 +1,7 @@
 """A small document model rendered twice: self-contained HTML and Markdown with PNG files.
 
 Sections are built once as blocks (headings, paragraphs, notes, tables, images, details) and
-rendered by :func:`~harness.report.page.render_html` (images embedded as base64
+rendered by :func:`~harness.report.page.render_html` (Jinja templates; images embedded as base64
 PNG, one file that opens from disk) and :func:`~harness.report.markdown.render_markdown` (images
 as PNG files in a folder next to the ``.md``), so both say the same thing;
 :func:`~harness.report.write.write_doc` writes them. Nothing here knows HTML.
