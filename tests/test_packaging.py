@@ -340,6 +340,8 @@ def test_wheel_carries_every_config_and_scenario_module(wheel, build_context):
     for package in ("bottlenecks", "harness", "scenarios", "analysis"):
         expected += [f"{package}/{m}" for m in _source_files(build_context, package, ".py")]
     expected += [f"analysis/{s}" for s in _source_files(build_context, "analysis", ".sql")]
+    expected += [f"harness/{t}" for t in _source_files(build_context, "harness", ".j2")]
+    expected += [f"harness/{t}" for t in _source_files(build_context, "harness", ".css")]
     missing = [m for m in expected if m not in names]
     assert not missing, f"the wheel lacks {missing} (pyproject: packages / package-data)"
     for name in scenarios.shipped_names():
@@ -353,15 +355,18 @@ def test_wheel_carries_every_config_and_scenario_module(wheel, build_context):
 
 @pytest.mark.slow
 def test_installed_wheel_composes_the_suite(wheel, tmp_path):
-    """Installed (no checkout on sys.path), the package finds its configs as harness.conf."""
+    """Installed (no checkout on sys.path), the package finds its configs as harness.conf and
+    the report's templates."""
     target = tmp_path / "site"
     _pip(["install", "--no-deps", "--quiet", "--target", str(target), str(wheel)], cwd=tmp_path)
     code = (
         "import harness, json\n"
         "from harness.core.config import compose, config_dir\n"
         "_, suite = compose(['+scenario=all'])\n"
+        "from harness.report.page import environment\n"
+        "page = environment().get_template('report.html.j2').filename\n"
         "print(json.dumps({'harness': harness.__file__, 'conf': str(config_dir()),\n"
-        "    'slurm': (config_dir() / 'hydra/launcher/slurm.yaml').is_file(),\n"
+        "    'slurm': (config_dir() / 'hydra/launcher/slurm.yaml').is_file(), 'page': page,\n"
         "    'scenarios': sorted(suite.scenario)}))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(target))
@@ -379,6 +384,7 @@ def test_installed_wheel_composes_the_suite(wheel, tmp_path):
     assert Path(seen["harness"]).is_relative_to(target), seen
     assert Path(seen["conf"]) == target / "harness" / "conf"
     assert seen["slurm"] and seen["scenarios"] == scenarios.shipped_names()
+    assert Path(seen["page"]) == target / "harness" / "report" / "templates" / "report.html.j2"
 
 
 # --- SLURM -----------------------------------------------------------------------------------

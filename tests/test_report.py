@@ -352,7 +352,9 @@ def test_report_failure_is_reported_not_raised(tmp_path, monkeypatch):
 
 
 def test_html_escapes_text_and_markdown_escapes_tables():
-    from harness.report.doc import Doc, Link, render_html, render_markdown
+    from harness.report.doc import Doc, Link
+    from harness.report.markdown import render_markdown
+    from harness.report.page import render_html
 
     doc = Doc("t <x>")
     doc.h(2, "A <b>")
@@ -363,6 +365,30 @@ def test_html_escapes_text_and_markdown_escapes_tables():
     assert 'href="a%20b/c#1.nsys-rep"' in html
     md = render_markdown(doc)
     assert "| x\\|y | 1.23 |" in md and "| – | – |" in md
+
+
+def test_every_value_the_templates_show_is_escaped():
+    """Text from run folders (scenario names, skip reasons, exceptions) reaches every kind of
+    block: none of it can open a tag or leave an attribute."""
+    from harness.report.doc import Badge, Cell, Code, Doc, Link, Tip
+    from harness.report.page import environment, render_html
+
+    assert environment().autoescape is True
+    evil = "\"><script>alert('x')</script>"
+    doc = Doc(evil)
+    doc.h(2, evil, anchor=evil)
+    doc.p(evil, Link(evil, evil), Code(evil), Badge(evil, evil, evil), Tip(evil, evil), cls=evil)
+    doc.note(evil, kind=evil)
+    doc.table([evil], [[Cell(evil, evil, evil)], [[Tip(evil, evil), f"{evil}\n{evil}"]]],
+              caption=evil)  # fmt: skip
+    doc.image(evil, b"png", evil, caption=evil)
+    doc.details(evil, evil)
+    doc.deflist([(evil, [evil, Link(evil, evil)])])
+    html = render_html(doc)
+    assert "<script" not in html
+    escaped = "&quot;&gt;&lt;script&gt;alert(&#x27;x&#x27;)&lt;/script&gt;"
+    assert html.count(escaped) == 31, html  # every text, attribute and class above
+    assert html.count('href="%22%3E%3Cscript%3Ealert%28%27x%27%29%3C/script%3E"') == 2
 
 
 def test_cli_usage_errors(tmp_path):
@@ -635,7 +661,7 @@ def test_a_report_drawn_by_workers_is_the_report_drawn_here(tmp_path):
     """The H100 tables with exports for three scenarios (one unreadable): the document built
     with a worker per timeline is the one built without workers, pictures and error note too."""
     from harness.report import RunFolder, build_run_report
-    from harness.report.doc import render_markdown
+    from harness.report.markdown import render_markdown
 
     run = _subset_folder(tmp_path, _SUBSETS["everything"])
     exports = {

@@ -13,9 +13,10 @@ folders), :mod:`~harness.report.sections`, :mod:`~harness.report.diagnosis` and
 :mod:`~harness.report.variants` (the sections), :mod:`~harness.report.timelines` (the
 scenarios' timelines, drawn by worker processes while the sections are built),
 :mod:`~harness.report.run` and :mod:`~harness.report.sweep` (the documents),
-:mod:`~harness.report.doc` (HTML / Markdown), :mod:`~harness.report.cli` (the command and the
-reports ``harness run`` writes), :mod:`~harness.report.compare` (``harness compare``). Every
-figure is in ``analysis/plots``.
+:mod:`~harness.report.doc` (the document model), :mod:`~harness.report.page` (HTML, from the
+Jinja templates in ``templates/``), :mod:`~harness.report.markdown`, :mod:`~harness.report.write`
+(the files), :mod:`~harness.report.cli` (the command and the reports ``harness run`` writes),
+:mod:`~harness.report.compare` (``harness compare``). Every figure is in ``analysis/plots``.
 """
 
 from __future__ import annotations

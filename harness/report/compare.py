@@ -23,9 +23,10 @@ from typing import Any
 
 import pandas as pd
 
-from harness.report.doc import Badge, Code, Doc, Link, write_doc
+from harness.report.doc import Badge, Code, Doc, Link
 from harness.report.fmt import figure_context, rel, section
 from harness.report.load import RunFolder, scenario_info
+from harness.report.write import write_doc
 
 __all__ = ["build_compare", "main", "parser", "write_compare"]
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.report.diagnosis import detectors_section, fix_effect_section, main_metrics
-from harness.report.doc import Doc, Link, write_doc
+from harness.report.doc import Doc, Link
 from harness.report.fmt import BY_REPORT, figure_context, section
 from harness.report.load import RunFolder, scenario_info
 from harness.report.prediction import prediction_section
@@ -26,6 +26,7 @@ from harness.report.variants import (
     timeline_job,
     variants_section,
 )
+from harness.report.write import write_doc
 
 __all__ = ["build_run_report", "write_run_report"]
 

@@ -20,9 +20,10 @@ import pandas as pd
 from analysis.findings import State
 from harness.core.runfolder import Status
 from harness.report.diagnosis import MAIN_METRIC, main_metrics
-from harness.report.doc import Badge, Doc, Link, Tip, write_doc
+from harness.report.doc import Badge, Doc, Link, Tip
 from harness.report.fmt import BY_REPORT, figure_context, num, rel, section, speedup_text
 from harness.report.load import RunFolder, class_state, scenario_info, warn
+from harness.report.write import write_doc
 
 __all__ = ["build_sweep_report", "dose_data", "write_sweep_report"]
 
