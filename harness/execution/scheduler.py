@@ -118,8 +118,8 @@ class Scheduler:
 
     # -- ends ---------------------------------------------------------------------------------
     def ended(self, unit: Unit, outcome: Outcome, live: Live | None) -> list[Unit]:
-        """Record a unit that ended (tables rebuilt); units to run again (a profile whose
-        early exit lost its GPU activity)."""
+        """Record a unit that ended (tables rebuilt) and give it its progress number, skipped
+        ones too; units to run again (a profile whose early exit lost its GPU activity)."""
         run_dir = self.run_dir
         assert run_dir is not None
         outcome = self.exporter.settle(unit, run_dir, outcome, defer_export=True)
@@ -133,7 +133,8 @@ class Scheduler:
         self.records.write_tables(run_dir)
         status = Status(outcome.status)
         said = "ok (nsys finishes its report)" if status == Status.FINALIZING else status.value
-        self.progress.finished(unit.label, said, outcome.wall_s, live is not None)
+        why = outcome.error if status == Status.SKIPPED else ""
+        self.progress.finished(unit.label, said, outcome.wall_s, live is not None, why=why)
         return []
 
     def scenario_done(self, scenario: str) -> None:
