@@ -143,6 +143,7 @@ class Suite:
 
     @property
     def failures(self) -> list[str]:
+        """What failed so far (the records keep them: state.json counts them)."""
         return self.records.failures
 
     # -- main loop ------------------------------------------------------------------------
@@ -387,6 +388,7 @@ class Suite:
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:
+        """runs.csv and runs.parquet (:meth:`Records.write_tables`)."""
         return self.records.write_tables(run_dir)
 
 
