@@ -12,14 +12,14 @@ from harness.core.runfolder import Unit
 
 def _lead(tmp_path, device: str, phase: str, *overrides: str) -> int:
     from harness.core.config import compose
-    from harness.execution.runner import Suite
+    from harness.execution.settings import Settings
 
     raw, cfg = compose(["+scenario=forced_sync", *overrides])
-    suite = Suite(cfg, raw)
-    suite.device = device
+    settings = Settings(cfg, raw)
+    settings.device = device
     out = tmp_path / f"{device}-{phase}-{len(list(tmp_path.iterdir()))}"
     out.mkdir()
-    spec = suite._spec(Unit("forced_sync", "baseline", phase), out, forked=True)
+    spec = settings.spec(Unit("forced_sync", "baseline", phase), out, forked=True)
     return json.loads(spec.read_text())["capture_lead_steps"]
 
 

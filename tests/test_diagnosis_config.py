@@ -33,7 +33,7 @@ def test_command_line_override_reaches_the_config_and_the_manifest(tmp_path):
     assert suite.diagnosis.data_stall.min_saving_share == 0.4
     assert diagnosis_dict(raw)["data_stall"]["min_saving_share"] == 0.4
     assert diagnosis_dict(suite) == diagnosis_dict(raw)
-    manifest = json.loads(json.dumps(Suite(suite, raw)._manifest(tmp_path)))
+    manifest = json.loads(json.dumps(Suite(suite, raw).records.manifest(tmp_path)))
     recorded = manifest["config"]["diagnosis"]
     assert recorded["data_stall"]["min_saving_share"] == 0.4
     assert recorded["data_stall"]["min_data_load_share"] == 0.3  # untouched keys are recorded too

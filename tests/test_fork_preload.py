@@ -33,28 +33,28 @@ def test_unimportable_preload_refuses_to_serve() -> None:
 def test_a_scenario_may_trace_its_own_apis() -> None:
     """``scenario.<name>.nsys_trace`` replaces ``nsys.trace`` for that scenario only."""
     from harness.core.config import compose
-    from harness.execution.runner import Suite
+    from harness.execution.settings import Settings
 
     raw, suite = compose(
         ["+scenario=[forced_sync,kernel_flood]", "scenario.forced_sync.nsys_trace=[cuda,nvtx]"]
     )
-    s = Suite(suite, raw)
+    s = Settings(suite, raw)
     assert s.trace_for("forced_sync") == ["cuda", "nvtx"]
     assert s.trace_for("kernel_flood") == ["cuda", "nvtx", "osrt"]
 
 
 def test_the_default_preload_depends_on_the_device() -> None:
     from harness.core.config import compose
-    from harness.execution.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
+    from harness.execution.settings import PRELOAD_ALWAYS, PRELOAD_GPU, Settings
 
     raw, suite = compose(["+scenario=forced_sync"])
-    s = Suite(suite, raw)
+    s = Settings(suite, raw)
     s.device = "cpu"
     assert s.fork_preload() == list(PRELOAD_ALWAYS)
     s.device = "cuda"
     assert s.fork_preload() == [*PRELOAD_ALWAYS, *PRELOAD_GPU]
     raw, suite = compose(["+scenario=forced_sync", "harness.fork_preload=[json]"])
-    assert Suite(suite, raw).fork_preload() == ["json"]
+    assert Settings(suite, raw).fork_preload() == ["json"]
 
 
 def test_unforked_workers_import_inductor_only_where_the_variant_compiles() -> None:
@@ -62,16 +62,16 @@ def test_unforked_workers_import_inductor_only_where_the_variant_compiles() -> N
     start on the H100); one that compiles gets it, and an explicit list is kept as given."""
     from harness.core.config import compose
     from harness.core.runfolder import Unit
-    from harness.execution.runner import PRELOAD_ALWAYS, PRELOAD_GPU, Suite
+    from harness.execution.settings import PRELOAD_ALWAYS, PRELOAD_GPU, Settings
 
     raw, suite = compose(["+scenario=kernel_flood"])
-    s = Suite(suite, raw)
+    s = Settings(suite, raw)
     s.device = "cuda"
     assert s.unforked_preload(Unit("kernel_flood", "baseline", "profile")) == list(PRELOAD_ALWAYS)
     compiled = Unit("kernel_flood", "torch_compile", "profile")
     assert s.unforked_preload(compiled) == [*PRELOAD_ALWAYS, *PRELOAD_GPU]
     raw, suite = compose(["+scenario=kernel_flood", "harness.fork_preload=[json]"])
-    s = Suite(suite, raw)
+    s = Settings(suite, raw)
     s.device = "cuda"
     assert s.unforked_preload(Unit("kernel_flood", "baseline", "profile")) == ["json"]
 
@@ -81,12 +81,12 @@ def test_fork_servers_start_with_the_workers_compiler_caches(monkeypatch) -> Non
     same compiler caches as a worker started on its own (the background warmer), or its
     forked workers compile again what the warmer compiled (57 and 64 s on the H100)."""
     from harness.core.config import compose
-    from harness.execution.runner import Suite
+    from harness.execution.settings import Settings
 
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR", raising=False)
     monkeypatch.setenv("TRITON_CACHE_DIR", "/tmp/the-users-own")  # the user's setting wins
     raw, suite = compose(["+scenario=forced_sync"])
-    s = Suite(suite, raw)
+    s = Settings(suite, raw)
     cache = s.cfg.harness.cache_path()
     server = ForkServer(s.server_env())
     try:

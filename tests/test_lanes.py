@@ -94,21 +94,21 @@ def test_the_runner_waits_for_the_capture_where_no_lane_is_free(tmp_path) -> Non
 
     raw, cfg = compose(["+scenario=[forced_sync,pageable_copies]", "nsys.server_lanes=1"])
     suite = Suite(cfg, raw)
-    suite.nsys = Nsys(path="nsys", version="stand-in")
+    suite.settings.nsys = Nsys(path="nsys", version="stand-in")
     servers, _ = _servers(tmp_path, lanes=1)
-    suite.servers = servers
+    suite.traced.pool = servers
     servers.start("forced_sync")
     servers.ready()
     session, _ = servers.server("forced_sync")
     assert isinstance(session, Session)
     current = Live(_unit("baseline"), None, tmp_path, 60.0)
-    suite._forked_from[current.unit] = session
+    suite.traced.forked_from[current.unit] = session
     servers.forked(session, current.unit)
     current.state = WorkerState.STOPPING
-    assert not suite.may_overlap(current, _unit("sync_free"))
-    assert suite.may_overlap(current, Unit("pageable_copies", "baseline", "profile"))
+    assert not suite.scheduler.may_overlap(current, _unit("sync_free"))
+    assert suite.scheduler.may_overlap(current, Unit("pageable_copies", "baseline", "profile"))
     current.state = WorkerState.TEARDOWN
-    assert suite.may_overlap(current, _unit("sync_free"))
+    assert suite.scheduler.may_overlap(current, _unit("sync_free"))
     servers.close_all()
 
 
@@ -129,12 +129,12 @@ def test_a_served_worker_honours_overlap_capture_stop(tmp_path) -> None:
     for on in (True, False):
         raw, cfg = compose(["+scenario=forced_sync", f"harness.overlap_capture_stop={on}"])
         suite = Suite(cfg, raw)
-        suite.device = "cuda"
-        suite.nsys = Nsys(path="nsys", version="stand-in")
+        suite.settings.device = "cuda"
+        suite.settings.nsys = Nsys(path="nsys", version="stand-in")
         servers = ProfileServers(lambda b, log: _Forking(), lambda u: tmp_path, tmp_path, 60.0)
-        suite.servers = servers
+        suite.traced.pool = servers
         out = tmp_path / f"served-{on}"
         out.mkdir()
-        live = suite._start_served(_unit("baseline"), out)
+        live = suite.traced.start_served(_unit("baseline"), out)
         assert live is not None and live.quiet_past_window is on
         servers.close_all()

@@ -154,3 +154,27 @@ def test_a_skipped_variant_has_one_clean_reason(cli, tmp_path):
     assert reason == "this machine has no GPU: CUDA graphs capture GPU work only"
     said = [ln for ln in proc.stderr.splitlines() if ln.startswith("skipped ")]
     assert said == [f"skipped kernel_flood/cuda_graphs: {reason}"]
+
+
+def test_skipped_runs_get_their_progress_numbers_too(cli, tmp_path):
+    """Every worker run gets a number in the line log, skipped ones included: on the CPU
+    kernel_flood's cuda_graphs is skipped in each round, between the baseline's runs, and the
+    numbers are still 1..N without a gap (they were counted silently: 2 and 4 never showed)."""
+    results = tmp_path / "r"
+    args = smoke_args(
+        "kernel_flood", results, "scenario.kernel_flood.variants=[baseline,cuda_graphs]"
+    )
+    args = [a for a in args if a != "harness.progress=false"]
+    proc = cli([*args, "harness.repeats=2"])
+    runs = pd.read_csv(only_run_dir(results) / "runs.csv")
+    if "skipped" not in set(runs["status"]):
+        pytest.skip("this machine has a GPU: cuda_graphs runs here")
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    done = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
+    assert [ln.split("]")[0] for ln in done] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    skipped = [ln for ln in done if "cuda_graphs" in ln]
+    assert [ln.split("] ", 1)[1] for ln in skipped] == [
+        f"kernel_flood/cuda_graphs [timing-{k}] skipped (this machine has no GPU: CUDA graphs "
+        "capture GPU work only)"
+        for k in (1, 2)
+    ]

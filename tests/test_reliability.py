@@ -22,7 +22,9 @@ import pytest
 import scenarios
 from harness.core.config import SuiteConfig
 from harness.core.nsys import SEARCH_GLOBS, Nsys, find, profile_command
-from harness.execution.runner import Outcome, RunLock, Suite, Unit, check_export
+from harness.execution.exporter import Exporter
+from harness.execution.runner import Outcome, RunLock, Unit, check_export
+from harness.execution.settings import Settings
 from harness.execution.worker import WINDOW_MARKER
 from tests._fixtures import sqlite_fixture
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
@@ -194,9 +196,10 @@ def test_export_of_truncated_report_is_evidence_failed(tmp_path):
     subprocess.run(cmd, capture_output=True, timeout=HANG_S, check=True)
     rep = base.with_suffix(".nsys-rep")
     rep.write_bytes(rep.read_bytes()[:20000])
-    suite = Suite.__new__(Suite)  # only _export is used: no scenarios, no GPU probe
-    suite.cfg, suite.nsys = SuiteConfig(), Nsys(nsys.path, nsys.version)
-    outcome = suite._export(Unit("x", "y", "profile"), base, tmp_path, Outcome("ok", "", 0, 1.0))
+    settings = Settings.__new__(Settings)  # only export is used: no scenarios, no GPU probe
+    settings.cfg, settings.nsys = SuiteConfig(), Nsys(nsys.path, nsys.version)
+    exporter = Exporter(settings, records=None, traced=None, progress=None)  # type: ignore[arg-type]
+    outcome = exporter.export(Unit("x", "y", "profile"), base, tmp_path, Outcome("ok", "", 0, 1.0))
     assert outcome.status == "evidence_failed"
     assert "x/y [profile]: nsys export --type sqlite failed (exit 1)" in outcome.error
     assert "magic number mismatch" in outcome.error  # nsys's own words

@@ -4,9 +4,9 @@ On a terminal (``harness.progress`` and stderr a TTY) a single tqdm bar counts t
 its description says which unit runs and how far it got (``setup: compile 22 s``), and every
 message goes through the bar (``tqdm.write``), so nothing breaks it. When stderr is a file or a
 pipe (a batch job's log, a device call) there is no bar: each finished worker run is one line,
-``[12/56] forced_sync/ideal [profile] ok in 14.2 s``, and a set-up stage that takes long is
-said once, so a cold torch.compile does not look like a hang. ``harness.progress=false``
-prints messages only.
+``[12/56] forced_sync/ideal [profile] ok in 14.2 s`` (a skipped one gets its number too, with
+its reason instead of a time), and a set-up stage that takes long is said once, so a cold
+torch.compile does not look like a hang. ``harness.progress=false`` prints messages only.
 """
 
 from __future__ import annotations
@@ -62,14 +62,16 @@ class Progress:
                 total=total, initial=reused, unit="run", file=self.stream, dynamic_ncols=True
             )
 
-    def finished(self, label: str, status: str, wall_s: float, ran: bool) -> None:
-        """A worker run ended (``ran``: a process ran; skipped ones are counted silently)."""
+    def finished(self, label: str, status: str, wall_s: float, ran: bool, why: str = "") -> None:
+        """A worker run ended (``ran``: a process ran). Every one gets its number, a skipped
+        one too (with ``why``, and no wall time), so the line log counts 1..total unbroken."""
         self.done += 1
         if self.bar is not None:
             self.bar.update(1)
-        elif self.enabled and ran:
+        elif self.enabled:
             width = len(str(self.total))
-            self.say(f"[{self.done:>{width}}/{self.total}] {label} {status} in {wall_s:.1f} s")
+            end = f"in {wall_s:.1f} s" if ran else (f"({why})" if why else "")
+            self.say(f"[{self.done:>{width}}/{self.total}] {label} {status} {end}".rstrip())
 
     def running(self, label: str, state: str | None, stage: str | None, seconds: float) -> None:
         """Where the current worker is: the bar's description, or, in the line log, one line

@@ -176,8 +176,8 @@ def plan_units(
     scenario's profiled workers, not beside a timing window. Scenarios in ``last`` (those whose
     compiler caches a background process fills meanwhile, harness.warm_compile) get the same
     two parts after all the others' (their timing rounds wait for the reports still being
-    written: :meth:`harness.execution.runner.Suite.ready`), which gives the warm-ups the others' whole
-    run to fill the caches in."""
+    written: :meth:`harness.execution.scheduler.Scheduler.ready`), which gives the warm-ups the
+    others' whole run to fill the caches in."""
     out: list[Unit] = []
     for group in ([n for n in selected if n not in last], [n for n in selected if n in last]):
         for name in group:

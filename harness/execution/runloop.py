@@ -14,7 +14,8 @@ that worker waits in cudaProfilerStop (``harness.overlap_capture_stop``). No wor
 while one measures.
 
 The loop itself knows processes and states, not what a unit means: launching, recording and
-exporting are the runner's (:class:`Host`).
+exporting are the host's (:class:`Host`, implemented by
+:class:`harness.execution.scheduler.Scheduler`).
 """
 
 from __future__ import annotations
