@@ -111,8 +111,8 @@ def test_recut_cuts_the_committed_exports_again(tmp_path: Path) -> None:
 
 def test_drop_unread_drops_those_tables_columns_and_strings_alone(tmp_path: Path) -> None:
     """On a real H100 export (nsys 2025.3, tests/data, the one fixture kept as nsys wrote it):
-    the UNREAD tables and the ENUM_* tables not read go, and the UNREAD_COLUMNS; every other
-    table keeps all its rows and columns (declarations too), StringIds every string a row still
+    the UNREAD tables and the ENUM_* tables not read go, and the UNREAD_COLUMNS, and the CUDA
+    event records no sync waits for; every other table keeps all its rows and columns (declarations too), StringIds every string a row still
     refers to and its largest id; the readers see the same; the file shrinks (VACUUM)."""
     src = ROOT / "tests" / "data" / "gpu_nsys2025_sync_loading.sqlite.xz"
     path = tmp_path / "x.sqlite"
@@ -133,10 +133,24 @@ def test_drop_unread_drops_those_tables_columns_and_strings_alone(tmp_path: Path
         <= set(before) - gone
         < set(before) - set(ingest_corpus.UNREAD)
     )
+    events = "CUPTI_ACTIVITY_KIND_CUDA_EVENT"
+    awaited = (
+        sqlite3.connect(orig)
+        .execute(
+            f"""SELECT COUNT(*) FROM {events} AS e WHERE EXISTS (SELECT 1 FROM
+            CUPTI_ACTIVITY_KIND_SYNCHRONIZATION AS y WHERE y.eventSyncId = e.eventSyncId
+            AND y.eventId = e.eventId)"""
+        )
+        .fetchone()[0]
+    )
+    assert awaited < before[events]  # none: its syncs wait on streams, not on events
     ingest_corpus.drop_unread(path)
     after = _rows(path)
     assert 0 < after.pop("StringIds") < before["StringIds"]
-    assert after == {t: n for t, n in before.items() if t not in gone and t != "StringIds"}
+    assert after.pop(events) == awaited  # the records some sync waits for (analysis/detect/_events)
+    assert after == {
+        t: n for t, n in before.items() if t not in gone and t not in ("StringIds", events)
+    }
     unread = ingest_corpus.UNREAD_COLUMNS
     assert _schema(path) == {
         t: {c: d for c, d in cs.items() if c not in unread.get(t, ())}
