@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # The test command (README and CI): the whole suite on the CPU, on TEST_WORKERS (default 2)
 # pytest-xdist workers; a module's tests stay together (tests/conftest.py), so each harness run
-# a module needs is made once. TEST_WORKERS=0 runs everything in this process.
+# a module needs is made once, and the files are handed out in collection order, the slow ones
+# first (tests/conftest.py: SLOW_FIRST; xdist's own order, by number of tests, left the long
+# end-to-end files with few tests for last). TEST_WORKERS=0 runs everything in this process.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-exec .venv/bin/python -m pytest -q -ra -n "${TEST_WORKERS:-2}" --dist loadscope "$@"
+exec .venv/bin/python -m pytest -q -ra -n "${TEST_WORKERS:-2}" --dist loadscope --no-loadscope-reorder "$@"

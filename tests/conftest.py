@@ -34,9 +34,9 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 
 #: Test files by how long they take (slowest first; a fresh clone on an idle 2-core box,
 #: 2026-11-28: test_reliability ~200 s in all, the shared sweep's files ~130 s, test_ranks ~120
-#: s, ...). The scheduler hands files out in collection order, so the long ones go first and the
-#: short ones fill in at the end; in alphabetical order the longest came last and one worker
-#: ran alone for minutes.
+#: s, ...). The scheduler hands files out in collection order (scripts/test.sh passes
+#: --no-loadscope-reorder; xdist's own order, by number of tests, put these files with few
+#: tests last), so the long ones go first and the short ones fill in at the end.
 SLOW_FIRST = (
     "tests/test_reliability.py",
     "tests/test_compare.py",
