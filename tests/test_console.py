@@ -118,3 +118,19 @@ def test_an_unprofiled_run_says_why_nothing_was_judged(enabled, found, why, caps
     console.print_unprofiled(runs, enabled, found)
     line = capsys.readouterr().out.strip()
     assert line == f"verdicts, confusion: nothing judged (no variant has an nsys export: {why})"
+
+
+def test_why_nothing_was_profiled_names_the_cause():
+    """A run with no nsys export says why in words a user acts on: nsys off, not found, no
+    variant at all, none finished (a profile that left only a .qdstrm: its timing ran), or only
+    the profiles failing."""
+    from harness.execution.console import unprofiled_why
+
+    runs = pd.read_csv(REPO / "tests" / "data" / "h100_run_tables" / "runs.csv")
+    on = {"nsys_enabled": True, "nsys_found": True}
+    assert unprofiled_why(runs, nsys_enabled=False, nsys_found=True) == "nsys.enabled=false"
+    assert unprofiled_why(runs, nsys_enabled=True, nsys_found=False) == "no nsys found"
+    assert unprofiled_why(runs.iloc[:0], **on) == "no variant ran"
+    failed = runs.assign(status="failed")
+    assert unprofiled_why(failed, **on).startswith("no variant finished")
+    assert unprofiled_why(runs, **on).startswith("no profile finished")

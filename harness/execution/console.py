@@ -51,8 +51,10 @@ def unprofiled_why(runs: pd.DataFrame, *, nsys_enabled: bool, nsys_found: bool) 
         return "nsys.enabled=false"
     if not nsys_found:
         return "no nsys found"
-    if runs.empty or not (runs["status"].astype(str) == "ok").any():
+    if runs.empty:
         return "no variant ran"
+    if not (runs["status"].astype(str) == "ok").any():  # e.g. a profile that left no report
+        return "no variant finished; runs.csv's status and error say why"
     return "no profile finished; runs.csv's error says why"
 
 
