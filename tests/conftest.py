@@ -40,6 +40,7 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
 SLOW_FIRST = (
     "tests/test_reliability.py",
     "tests/test_compare.py",
+    "tests/test_interrupts.py",
     "tests/test_ranks.py",
     "tests/test_pipeline_e2e.py",
     "tests/test_corpus_scripts.py",
@@ -55,6 +56,7 @@ SLOW_FIRST = (
     "tests/test_contract.py",
     "tests/test_multinode.py",
     "tests/test_warmer.py",
+    "tests/test_cli_errors.py",
 )
 
 

@@ -19,13 +19,11 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-import scenarios
 from harness.core.config import SuiteConfig
 from harness.core.nsys import SEARCH_GLOBS, Nsys, find, profile_command
 from harness.execution.exporter import Exporter
 from harness.execution.runner import Outcome, RunLock, Unit, check_export
 from harness.execution.settings import Settings
-from harness.execution.worker import WINDOW_MARKER
 from tests._fixtures import sqlite_fixture
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
 
@@ -205,75 +203,6 @@ def test_export_of_truncated_report_is_evidence_failed(tmp_path):
     assert "magic number mismatch" in outcome.error  # nsys's own words
 
 
-# -- 7/8. Ctrl-C, and resume of the interrupted run --------------------------------------------
-@pytest.fixture(scope="module", params=["parent", "group"])
-def interrupted_run(request, tmp_path_factory):
-    """SIGINT to the harness process alone, or to its whole group as a terminal's Ctrl-C does,
-    while the second variant's worker waits inside its window (for a hold file that never
-    appears); a snapshot of the run folder right after."""
-    results = tmp_path_factory.mktemp(f"interrupt-{request.param}")
-    never = results.parent / f"never-released-{request.param}"
-    proc = _popen(
-        _args(results, "scenario.faulty.variants=[ideal,slow]"),
-        env={"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never)},
-    )
-    try:
-        _wait_for("*/faulty/ideal/timing-1/status.json", results, proc)
-        log = _wait_for("*/faulty/slow/timing-1/stdout.log", results, proc)
-        wait_for_text(log, WINDOW_MARKER, proc)  # the slow worker is inside its window
-        if request.param == "parent":
-            os.kill(proc.pid, signal.SIGINT)
-        else:
-            os.killpg(os.getpgid(proc.pid), signal.SIGINT)
-        _, err = proc.communicate(timeout=HANG_S)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-    run_dir = only_run_dir(results)
-    ideal = run_dir / "faulty/ideal/timing-1/result.json"
-    return {
-        "rc": proc.returncode,
-        "stderr": err,
-        "run_dir": run_dir,
-        "state": json.loads((run_dir / "state.json").read_text())["state"],
-        "tmp": sorted(str(p) for p in results.rglob("*.tmp")),
-        "lock": (results / ".lock").exists(),
-        "ideal": json.loads(ideal.read_text()),
-        "ideal_mtime": ideal.stat().st_mtime_ns,
-        "statuses": _statuses(run_dir),
-    }
-
-
-def test_ctrl_c_keeps_finished_and_marks_interrupted(interrupted_run):
-    snap = interrupted_run
-    assert snap["rc"] == 130, snap["stderr"][-2000:]
-    assert snap["state"] == "interrupted"
-    assert f"harness.resume={snap['run_dir']}" in snap["stderr"]
-    assert snap["ideal"]["variant"] == "ideal" and len(snap["ideal"]["step_ms"]) == 3
-    assert snap["statuses"] == {"faulty/ideal/timing-1": "ok"}  # slow: no half-written status
-    assert snap["tmp"] == []
-    assert not snap["lock"]
-
-
-def test_resume_of_interrupted_run_finishes_only_the_rest(interrupted_run):
-    run_dir = interrupted_run["run_dir"]
-    proc = run_cli(
-        _args(
-            run_dir.parent,
-            "scenario.faulty.variants=[ideal,slow]",
-            f"harness.resume={run_dir}",
-        ),
-        env={**PLUGIN, "FAULTY_SLOW_S": "0.05"},
-        timeout=HANG_S,
-    )
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    ideal = run_dir / "faulty/ideal/timing-1/result.json"
-    assert ideal.stat().st_mtime_ns == interrupted_run["ideal_mtime"], "ideal was run again"
-    assert json.loads((run_dir / "state.json").read_text())["state"] == "complete"
-    assert _statuses(run_dir) == {"faulty/ideal/timing-1": "ok", "faulty/slow/timing-1": "ok"}
-    assert (pd.read_csv(run_dir / "runs.csv")["status"] == "ok").all()
-
-
 # -- 9. two runs into one results folder -------------------------------------------------------
 def test_second_run_into_same_results_folder_is_refused(tmp_path):
     results = tmp_path / "results"
@@ -311,35 +240,6 @@ def test_stale_lock_of_a_dead_process_is_taken_over(tmp_path):
     with RunLock(tmp_path) as lock:
         assert lock.path.read_text().split()[0] == str(os.getpid())
     assert not (tmp_path / ".lock").exists()
-
-
-# -- 10/11. invalid config and unknown scenario, from the CLI ----------------------------------
-@pytest.mark.parametrize(
-    ("override", "needle"),
-    [
-        ("harness.repeats=0", "harness.repeats must be >= 1"),
-        ("harness.memory_cap_gb=-1", "harness.memory_cap_gb must be > 0"),
-        ("scenario.faulty.smoke.steps=0", "'steps' must be >= 1"),
-        ("scenario.faulty.severity=11", "scenario.faulty.severity=11.0 is out of range"),
-    ],
-)
-def test_cli_rejects_invalid_value_before_anything_runs(tmp_path, override, needle):
-    results = tmp_path / "results"
-    proc = run_cli([*_args(results), override], env=PLUGIN, timeout=HANG_S)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "error: invalid configuration:" in proc.stderr
-    assert needle in proc.stderr
-    assert not results.exists(), "a rejected config created the results folder"
-
-
-def test_cli_unknown_scenario_lists_available(tmp_path):
-    results = tmp_path / "results"
-    proc = run_cli(["run", "+scenario=nope", f"harness.results_dir={results}"], timeout=HANG_S)
-    assert proc.returncode == 2
-    assert "unknown scenario nope" in proc.stderr
-    for name in [*scenarios.shipped_names(), "all"]:
-        assert name in proc.stderr
-    assert not results.exists()
 
 
 # -- 12. disk full -----------------------------------------------------------------------------

@@ -1,0 +1,97 @@
+"""Faults 7 and 8 of the fault matrix (docs/reliability.md): Ctrl-C during a run keeps what
+finished and marks the run interrupted, whether the signal reaches the harness alone or its
+whole process group, and resuming the interrupted run finishes only the rest. Through the real
+CLI on the CPU with the deliberately broken scenario in tests/plugins/faulty.py; a file of its
+own so that pytest-xdist runs it beside test_reliability.py rather than after it."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+
+import pandas as pd
+import pytest
+
+from harness.execution.worker import WINDOW_MARKER
+from tests.conftest import only_run_dir, run_cli
+from tests.test_reliability import (
+    HANG_S,
+    PLUGIN,
+    _args,
+    _popen,
+    _statuses,
+    _wait_for,
+    wait_for_text,
+)
+
+pytestmark = pytest.mark.slow
+
+
+# -- 7/8. Ctrl-C, and resume of the interrupted run --------------------------------------------
+@pytest.fixture(scope="module", params=["parent", "group"])
+def interrupted_run(request, tmp_path_factory):
+    """SIGINT to the harness process alone, or to its whole group as a terminal's Ctrl-C does,
+    while the second variant's worker waits inside its window (for a hold file that never
+    appears); a snapshot of the run folder right after."""
+    results = tmp_path_factory.mktemp(f"interrupt-{request.param}")
+    never = results.parent / f"never-released-{request.param}"
+    proc = _popen(
+        _args(results, "scenario.faulty.variants=[ideal,slow]"),
+        env={"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never)},
+    )
+    try:
+        _wait_for("*/faulty/ideal/timing-1/status.json", results, proc)
+        log = _wait_for("*/faulty/slow/timing-1/stdout.log", results, proc)
+        wait_for_text(log, WINDOW_MARKER, proc)  # the slow worker is inside its window
+        if request.param == "parent":
+            os.kill(proc.pid, signal.SIGINT)
+        else:
+            os.killpg(os.getpgid(proc.pid), signal.SIGINT)
+        _, err = proc.communicate(timeout=HANG_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    run_dir = only_run_dir(results)
+    ideal = run_dir / "faulty/ideal/timing-1/result.json"
+    return {
+        "rc": proc.returncode,
+        "stderr": err,
+        "run_dir": run_dir,
+        "state": json.loads((run_dir / "state.json").read_text())["state"],
+        "tmp": sorted(str(p) for p in results.rglob("*.tmp")),
+        "lock": (results / ".lock").exists(),
+        "ideal": json.loads(ideal.read_text()),
+        "ideal_mtime": ideal.stat().st_mtime_ns,
+        "statuses": _statuses(run_dir),
+    }
+
+
+def test_ctrl_c_keeps_finished_and_marks_interrupted(interrupted_run):
+    snap = interrupted_run
+    assert snap["rc"] == 130, snap["stderr"][-2000:]
+    assert snap["state"] == "interrupted"
+    assert f"harness.resume={snap['run_dir']}" in snap["stderr"]
+    assert snap["ideal"]["variant"] == "ideal" and len(snap["ideal"]["step_ms"]) == 3
+    assert snap["statuses"] == {"faulty/ideal/timing-1": "ok"}  # slow: no half-written status
+    assert snap["tmp"] == []
+    assert not snap["lock"]
+
+
+def test_resume_of_interrupted_run_finishes_only_the_rest(interrupted_run):
+    run_dir = interrupted_run["run_dir"]
+    proc = run_cli(
+        _args(
+            run_dir.parent,
+            "scenario.faulty.variants=[ideal,slow]",
+            f"harness.resume={run_dir}",
+        ),
+        env={**PLUGIN, "FAULTY_SLOW_S": "0.05"},
+        timeout=HANG_S,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ideal = run_dir / "faulty/ideal/timing-1/result.json"
+    assert ideal.stat().st_mtime_ns == interrupted_run["ideal_mtime"], "ideal was run again"
+    assert json.loads((run_dir / "state.json").read_text())["state"] == "complete"
+    assert _statuses(run_dir) == {"faulty/ideal/timing-1": "ok", "faulty/slow/timing-1": "ok"}
+    assert (pd.read_csv(run_dir / "runs.csv")["status"] == "ok").all()
