@@ -178,3 +178,26 @@ def test_skipped_runs_get_their_progress_numbers_too(cli, tmp_path):
         "capture GPU work only)"
         for k in (1, 2)
     ]
+
+
+def test_messages_fit_a_terminal_and_stay_whole_in_a_log():
+    """On a terminal a long message wraps to 100 columns, its continuation indented, no word
+    lost; redirected to a file it stays one line, for grep."""
+    import io
+
+    from harness.core.progress import Progress
+    from harness.execution.settings import NO_GPU_NOTE
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    for enabled in (True, False):  # harness.progress=false keeps the messages, wrapped too
+        term, log = Terminal(), io.StringIO()
+        Progress(enabled, term).say(NO_GPU_NOTE)
+        Progress(enabled, log).say(NO_GPU_NOTE)
+        lines = term.getvalue().splitlines()
+        assert len(lines) > 1 and all(len(ln) <= 100 for ln in lines), lines
+        assert all(ln.startswith("  ") for ln in lines[1:])
+        assert " ".join(ln.strip() for ln in lines) == NO_GPU_NOTE
+        assert log.getvalue() == NO_GPU_NOTE + "\n"

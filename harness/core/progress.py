@@ -16,6 +16,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from harness.core.console import WIDTH, wrap
+
 #: A set-up stage running this long is said once in the line log (seconds).
 SLOW_STAGE_S = 15.0
 
@@ -41,6 +43,7 @@ class Progress:
         self.stream = stream if stream is not None else sys.stderr
         self.enabled = enabled
         self.tty = enabled and _isatty(self.stream)
+        self.terminal = _isatty(self.stream)  # messages wrapped to WIDTH, bar or not
         self.bar: Any = None
         self.total = 0
         self.done = 0
@@ -48,7 +51,10 @@ class Progress:
         self._desc = ""
 
     def say(self, msg: str) -> None:
-        """One message, whole lines, never inside the bar."""
+        """One message, whole lines, never inside the bar; on a terminal wrapped to its 100
+        columns (continuation lines indented), in a log one line per message (for grep)."""
+        if self.terminal:
+            msg = "\n".join(_wrapped(line) for line in msg.split("\n"))
         if self.bar is not None:
             tqdm.write(msg, file=self.stream)
         else:
@@ -105,3 +111,14 @@ class Progress:
             self.bar.set_description_str("worker runs")
             self.bar.close()
             self.bar = None
+
+
+def _wrapped(line: str) -> str:
+    """One line of a message within WIDTH columns, keeping its own indent; what it wraps onto
+    further lines is indented two more."""
+    if len(line) <= WIDTH:
+        return line
+    indent = line[: len(line) - len(line.lstrip(" "))]
+    first, *more = wrap(line[len(indent) :], WIDTH - len(indent))
+    tail = wrap(" ".join(more), WIDTH - len(indent) - 2) if more else []
+    return "\n".join([indent + first, *(indent + "  " + t for t in tail)])
