@@ -33,13 +33,12 @@ import pandas as pd
 import yaml
 
 from analysis.detect import diagnose, load_thresholds
-from analysis.detect.config import ThresholdError
 from analysis.detect.predict import trace_only
 from analysis.expert_rules import RULES
 from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace, unxz
 from bottlenecks import CLASSES
-from harness.core.config import UsageError, parse_overrides
+from harness.core.config import UsageError, diagnosis_thresholds, parse_overrides
 from harness.core.console import fit_table
 from harness.judge import predictions as P
 from harness.judge.labels import parse_removes
@@ -402,14 +401,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _thresholds(items: Sequence[str]) -> dict[str, Any] | None:
-    """The --set overrides, validated (a UsageError naming the key), or None without any."""
+    """The --set overrides, validated as ``harness diagnose --set`` validates them (a
+    UsageError naming the key), or None without any."""
     if not items:
         return None
     overrides = parse_overrides(items)
-    try:
-        load_thresholds(overrides)
-    except ThresholdError as exc:
-        raise UsageError(str(exc)) from exc
+    diagnosis_thresholds(overrides)
     return overrides
 
 
