@@ -8,6 +8,7 @@ from collections.abc import Mapping
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect import _events
 from analysis.detect._api import (
     CATEGORIES,
     LAUNCH,
@@ -53,10 +54,26 @@ def window_api(trace: T.Trace, st: Steady, categories: tuple[str, ...]) -> dict[
     return {k: v[keep] for k, v in calls.items()}
 
 
-def blocking_calls(trace: T.Trace, act: Activity, calls: Mapping[str, np.ndarray]) -> np.ndarray:
+def blocking_calls(
+    trace: T.Trace,
+    act: Activity,
+    calls: Mapping[str, np.ndarray],
+    loop_streams: np.ndarray | None = None,
+) -> np.ndarray:
     """Which of ``calls`` (rows of :func:`window_calls`) wait for the GPU: sync-category calls,
     and memcpy calls whose copy is device-to-host and either synchronous (no ``Async``) or into
-    pageable memory. The copies are looked up for the memcpy calls only."""
+    pageable memory. The copies are looked up for the memcpy calls only. With ``loop_streams``
+    (the streams the loop's own work runs on: waits for *that* work), an event sync whose event
+    was recorded on another stream is left out (:mod:`analysis.detect._events`: it waits for
+    another pipeline, DALI's, and leaves the loop's queue running); without, every blocking
+    call counts (the host is blocked either way)."""
+    out = _blocking(trace, act, calls)
+    if loop_streams is not None:
+        out &= ~_events.foreign_event_syncs(trace, calls["corr"], loop_streams)
+    return out
+
+
+def _blocking(trace: T.Trace, act: Activity, calls: Mapping[str, np.ndarray]) -> np.ndarray:
     names = api_names(trace)
     memcpy = category_ids(trace, "memcpy")
     out = calls["cat"] == SYNC

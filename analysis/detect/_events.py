@@ -20,7 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from analysis import trace as T
-from analysis.detect import _common as C
+from analysis.detect._gpu import Activity
+from analysis.detect._reads import _cache
 
 __all__ = ["foreign_event_syncs", "loop_streams"]
 
@@ -43,7 +44,7 @@ def _awaited_streams(trace: T.Trace) -> tuple[np.ndarray, np.ndarray]:
     """(correlation ids of event syncs, the stream each one's event was recorded on), sorted by
     correlation id; a sync whose record is not in the export, or matches records on several
     streams, is left out. Cached per trace."""
-    cache = C._cache(trace)
+    cache = _cache(trace)
     if "awaited_streams" in cache:
         return cache["awaited_streams"]
     out = np.zeros(0, np.int64), np.zeros(0, np.int64)
@@ -74,6 +75,6 @@ def foreign_event_syncs(trace: T.Trace, corr: np.ndarray, streams: np.ndarray) -
     return found & ~np.isin(awaited[pos], np.asarray(streams, np.int64))
 
 
-def loop_streams(act: C.Activity, corr: np.ndarray) -> np.ndarray:
+def loop_streams(act: Activity, corr: np.ndarray) -> np.ndarray:
     """The streams the GPU items launched by the calls ``corr`` (the loop's) run on."""
     return np.unique(act.stream[np.isin(act.corr, np.asarray(corr, np.int64))]).astype(np.int64)

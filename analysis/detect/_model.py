@@ -203,9 +203,8 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
     calls = C.rows_where(every, mine & (every["end"] > t0) & (every["start"] < hi))
     if calls["start"].size == 0:
         return None
-    block = C.blocking_calls(trace, act, calls)
-    # an event sync on another pipeline's stream (DALI's) leaves the loop's queue running
-    block &= ~E.foreign_event_syncs(trace, calls["corr"], E.loop_streams(act, calls["corr"]))
+    # what waits for the loop's own work (an event sync on DALI's stream does not)
+    block = C.blocking_calls(trace, act, calls, E.loop_streams(act, calls["corr"]))
     st0 = C.Steady(t0, hi, st.mode, st.n_steps, st.step_ns, st.step_tid, st.note, st.min_call_ns)
     stretches = H._stretches(calls, st0, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
     ev = H.input_evidence(trace, cfg, st0, act, tid, calls, stretches)

@@ -35,11 +35,14 @@ from analysis.findings import Finding
 KLASS = "host_sync"
 
 
-def _sync_calls(trace: T.Trace, st: C.Steady, act: C.Activity) -> dict[str, np.ndarray]:
-    """Blocking calls overlapping the window (:func:`_common.blocking_calls`), sorted by start
-    (ties in table order); ``base`` holds the base names."""
+def _sync_calls(
+    trace: T.Trace, st: C.Steady, act: C.Activity, loop: np.ndarray
+) -> dict[str, np.ndarray]:
+    """Calls overlapping the window that wait for the loop's work on the streams ``loop``
+    (:func:`_common.blocking_calls`), sorted by start (ties in table order); ``base`` holds
+    the base names."""
     calls = C.window_api(trace, st, ("sync", "memcpy"))
-    keep = C.blocking_calls(trace, act, calls)
+    keep = C.blocking_calls(trace, act, calls, loop)
     out = {k: v[keep] for k, v in calls.items()}
     out["base"] = C.base_names(trace, out["name"])
     return out
@@ -55,11 +58,10 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     view = H.host_view(trace, thresholds)
     if view is None:
         return C.missing(KLASS, C.RUNTIME, "CUDA API calls of a launching thread")
-    blocking = _sync_calls(trace, st, act)
-    mine = (blocking["start"] >= st.lo) & np.isin(blocking["tid"], view.issuing)
     every = C.window_calls(trace, st)
     loop = E.loop_streams(act, every["corr"][np.isin(every["tid"], view.issuing)])
-    mine &= ~E.foreign_event_syncs(trace, blocking["corr"], loop)  # another pipeline's wait
+    blocking = _sync_calls(trace, st, act, loop)  # not another pipeline's waits (DALI's)
+    mine = (blocking["start"] >= st.lo) & np.isin(blocking["tid"], view.issuing)
     syncs = {k: v[mine] for k, v in blocking.items()}
     metrics: dict[str, float] = {}
     name, value = st.rate("syncs", syncs["start"].size)
