@@ -173,25 +173,42 @@ def importer_problem(nsys: Nsys) -> str:
     """Say why the importer cannot run (missing shared libraries, missing folder)."""
     importers = importer_paths(nsys)
     if not importers:
-        target = Path(os.path.realpath(nsys.path)).parent
-        return (
-            f"no QdstrmImporter beside {target} (nsys 2022.4 looks in "
-            f"{target.parent / 'host-linux-x64'}; scripts/install-nsys-cpu.sh links it)"
-        )
-    problems = []
-    for imp in importers:
-        try:
-            ldd = subprocess.run(
-                ["ldd", str(imp)], capture_output=True, text=True, timeout=30, check=False
-            )
-            missing = [ln.split()[0] for ln in ldd.stdout.splitlines() if "not found" in ln]
-        except (OSError, subprocess.TimeoutExpired):
-            missing = []
-        if missing:
-            problems.append(
-                f"{imp} cannot load {', '.join(missing)} (put the library on LD_LIBRARY_PATH)"
-            )
+        return _no_importer(nsys)
+    problems = [p for p in map(_library_problem, importers) if p]
     return "; ".join(problems) or f"importer {importers[0]} failed; see the nsys log"
+
+
+def importer_missing(nsys: Nsys) -> str:
+    """Why this nsys cannot turn a capture into a report, seen before profiling anything: no
+    QdstrmImporter beside it, or none whose shared libraries load; '' when one looks usable
+    (whether it then works, only a profile tells)."""
+    importers = importer_paths(nsys)
+    if not importers:
+        return _no_importer(nsys)
+    problems = [_library_problem(imp) for imp in importers]
+    return "; ".join(problems) if all(problems) else ""
+
+
+def _no_importer(nsys: Nsys) -> str:
+    target = Path(os.path.realpath(nsys.path)).parent
+    return (
+        f"no QdstrmImporter beside {target} (nsys 2022.4 looks in "
+        f"{target.parent / 'host-linux-x64'}; scripts/install-nsys-cpu.sh links it)"
+    )
+
+
+def _library_problem(importer: Path) -> str:
+    """The shared libraries ``importer`` cannot load, in words; '' when ldd finds them all."""
+    try:
+        ldd = subprocess.run(
+            ["ldd", str(importer)], capture_output=True, text=True, timeout=30, check=False
+        )
+    except (OSError, subprocess.TimeoutExpired):
+        return ""
+    missing = [ln.split()[0] for ln in ldd.stdout.splitlines() if "not found" in ln]
+    if not missing:
+        return ""
+    return f"{importer} cannot load {', '.join(missing)} (put the library on LD_LIBRARY_PATH)"
 
 
 def qdstrm_message(nsys: Nsys, qdstrm: Path, log_tail: str) -> str:

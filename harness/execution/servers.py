@@ -53,7 +53,7 @@ class TracedServers:
         """Start the traced fork servers of the scenarios with profiled workers still to run
         (their imports run before anything is measured); none when none applies."""
         s = self.settings
-        if s.nsys is None or not s.cfg.nsys.profile_server:
+        if not s.serving:
             return
         scenarios = list(dict.fromkeys(u.scenario for u in todo if u.is_profile))
         scenarios = [name for name in scenarios if s.server_mode(name)]

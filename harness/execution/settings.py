@@ -67,6 +67,8 @@ class Settings:
         )
         self.device = "cuda" if self.gpu.present else "cpu"
         self.nsys: nsys_mod.Nsys | None = None
+        #: Why nsys cannot import its captures, seen at set-up ('' when it looks able to).
+        self.no_importer = ""
         #: nsys.exit_after_capture, as this run goes on (off once an export lacked GPU work).
         self.exit_after_capture = suite.nsys.exit_after_capture
 
@@ -83,6 +85,14 @@ class Settings:
                 f"{', '.join(nsys_mod.SEARCH_GLOBS)}{'; ' + looked if looked != 'PATH' else ''}): "
                 "running unprofiled, profiled=false. On a CPU box, scripts/install-nsys-cpu.sh "
                 "installs it."
+            )
+            return
+        self.no_importer = nsys_mod.importer_missing(self.nsys)
+        if self.no_importer and self.cfg.nsys.profile_server:
+            say(
+                f"nsys cannot import its captures: {self.no_importer}. Profiles run as their "
+                "own nsys process each, not from traced fork servers (whose sessions would wait "
+                "for the importer in vain), and leave .qdstrm files only."
             )
 
     # -- what runs --------------------------------------------------------------------------
@@ -160,14 +170,15 @@ class Settings:
         h = self.cfg.harness
         return h.fork_ranks and h.fork_server and not self.cfg.dist.multinode
 
+    @property
+    def serving(self) -> bool:
+        """nsys.profile_server as it applies on this machine: nsys found, its importer too."""
+        return self.cfg.nsys.profile_server and self.nsys is not None and not self.no_importer
+
     def server_mode(self, scenario: str) -> bool:
-        """nsys.profile_server as it applies to ``scenario``: single-process, nsys found."""
-        return (
-            self.cfg.nsys.profile_server
-            and self.nsys is not None
-            and self.found[scenario].world_size <= 1
-            and not self.cfg.dist.multinode
-        )
+        """nsys.profile_server as it applies to ``scenario``: single-process, nsys and its
+        importer found."""
+        return self.serving and self.found[scenario].world_size <= 1 and not self.cfg.dist.multinode
 
     def leaves_after_capture(self) -> bool:
         """Profiled workers leave through os._exit after their capture (GPU: a capture range)."""
@@ -186,7 +197,7 @@ class Settings:
             "background_finalize": self.cfg.nsys.background_finalize,
             "fork_server": self.cfg.harness.fork_server,
             "fork_ranks": self.forking_ranks,
-            "profile_server": self.cfg.nsys.profile_server and self.nsys is not None,
+            "profile_server": self.serving,
         }
 
     # -- what a worker is told ---------------------------------------------------------------
