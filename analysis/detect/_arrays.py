@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["by_start", "rows_where", "top"]
+__all__ = ["by_start", "few_unique", "member", "rows_where", "top"]
 
 
 def rows_where(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
@@ -51,6 +51,28 @@ def _lookup(keys: np.ndarray, values: np.ndarray, x: np.ndarray) -> tuple[np.nda
     pos = np.searchsorted(keys, x)
     np.clip(pos, 0, keys.size - 1, out=pos)
     return keys[pos] == x, values[pos]
+
+
+def member(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``np.isin(x, keys)`` for integer ids, by one sort of ``keys`` (none when sorted) and a
+    binary search: numpy 2's isin hashed 5 M correlation ids for 5.3 s where this takes 0.5."""
+    keys = np.asarray(keys)
+    if keys.size == 0:
+        return np.zeros(np.shape(x), bool)
+    if not (keys.size < 2 or bool((keys[1:] >= keys[:-1]).all())):
+        keys = np.sort(keys)
+    pos = np.searchsorted(keys, x)
+    np.clip(pos, 0, keys.size - 1, out=pos)
+    return keys[pos] == x
+
+
+def few_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` of non-negative integers with few distinct small values (stream ids,
+    thread slots): a bincount instead of sorting or hashing millions of values."""
+    x = np.asarray(x)
+    if x.size == 0 or x.min() < 0 or x.max() > 1 << 16:
+        return np.unique(x)
+    return np.flatnonzero(np.bincount(x)).astype(x.dtype)
 
 
 def _first_values(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect._arrays import few_unique, member
 from analysis.detect._gpu import Activity
 from analysis.detect._reads import _cache
 
@@ -77,4 +78,4 @@ def foreign_event_syncs(trace: T.Trace, corr: np.ndarray, streams: np.ndarray) -
 
 def loop_streams(act: Activity, corr: np.ndarray) -> np.ndarray:
     """The streams the GPU items launched by the calls ``corr`` (the loop's) run on."""
-    return np.unique(act.stream[np.isin(act.corr, np.asarray(corr, np.int64))]).astype(np.int64)
+    return few_unique(act.stream[member(act.corr, np.asarray(corr, np.int64))]).astype(np.int64)

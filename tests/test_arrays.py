@@ -1,0 +1,52 @@
+"""The detectors' array helpers (analysis/detect/_arrays.py) give numpy's own answers on the
+shapes they meet: correlation ids sorted or not, with repeats, negatives and misses; stream ids
+small or not. They exist for speed on exports of millions of rows (docs/detectors.md); only
+their answers are checked here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from analysis.detect._arrays import few_unique, member
+
+RNG = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize(
+    "keys",
+    [
+        np.arange(0, 2_000, 3),  # sorted, distinct
+        RNG.integers(-50, 1_000, 700),  # unsorted, repeats, negatives
+        np.array([5]),
+        np.array([], np.int64),
+    ],
+    ids=["sorted", "unsorted", "one", "empty"],
+)
+def test_member_is_isin(keys):
+    x = RNG.integers(-100, 2_100, 5_000)
+    got = member(x, keys)
+    assert got.dtype == bool and got.shape == x.shape
+    assert np.array_equal(got, np.isin(x, keys))
+
+
+def test_member_finds_the_largest_and_smallest_key():
+    keys = np.array([9, 3, 7])
+    assert member(np.array([2, 3, 9, 10]), keys).tolist() == [False, True, True, False]
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        RNG.integers(0, 40, 10_000),  # stream ids
+        np.array([13, 7, 7, 13, 0]),
+        np.array([-1, 3, 3]),  # a negative: np.unique's way
+        np.array([1 << 40, 2, 2]),  # too large to count
+        np.array([], np.int64),
+    ],
+    ids=["streams", "few", "negative", "large", "empty"],
+)
+def test_few_unique_is_unique(x):
+    got = few_unique(x)
+    assert got.dtype == x.dtype
+    assert np.array_equal(got, np.unique(x))
