@@ -16,7 +16,7 @@ pytestmark = pytest.mark.slow
 PLUGIN = FAULTY_ENV
 _args = faulty_args
 #: harness.timeout_s of the faulty run: 'hang' is killed once it has passed.
-TIMEOUT_S = 10
+TIMEOUT_S = 15
 
 
 def pid_gone(pid: int) -> bool:
