@@ -33,11 +33,16 @@ def _increasing(x: np.ndarray) -> bool:
     return x.size < 2 or bool((x[1:] > x[:-1]).all())
 
 
+def _sorted(x: np.ndarray) -> bool:
+    """Whether ``x`` is in non-decreasing order."""
+    return x.size < 2 or bool((x[1:] >= x[:-1]).all())
+
+
 def by_start(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """``cols`` sorted by ``start``, ties in their order (a stable sort); left as they are
     where SQLite returned them sorted (nsys writes most tables in time order)."""
     s = cols["start"]
-    if s.size < 2 or bool((s[1:] >= s[:-1]).all()):
+    if _sorted(s):
         return cols
     order = np.argsort(s, kind="stable")
     return {k: v[order] for k, v in cols.items()}
@@ -59,7 +64,7 @@ def member(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
     keys = np.asarray(keys)
     if keys.size == 0:
         return np.zeros(np.shape(x), bool)
-    if not (keys.size < 2 or bool((keys[1:] >= keys[:-1]).all())):
+    if not _sorted(keys):
         keys = np.sort(keys)
     pos = np.searchsorted(keys, x)
     np.clip(pos, 0, keys.size - 1, out=pos)
