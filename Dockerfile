@@ -32,11 +32,13 @@ COPY analysis analysis
 
 # The project and its dali extra go in beside the image's torch. The constraint pins torch to the
 # version the image ships, so pip keeps it (and fails rather than fetch another torch if anything
-# asked for one). Then the install is checked: every scenario imports and nsys is found.
+# asked for one). Then the install is checked: every scenario and its workloads import, and nsys
+# is found.
 RUN python -c "import torch; print('torch==' + torch.__version__)" > /tmp/image-torch.txt \
     && pip install --no-cache-dir --constraint /tmp/image-torch.txt ".[dali]" \
     && python -m harness list \
-    && python -c "from harness.nsys import find; n = find(); assert n, 'no nsys'; print(n.path, n.version)"
+    && python -c "from harness.core.config import discover_scenarios as d; [s.builder() for s in d().values()]" \
+    && python -c "from harness.core.nsys import find; n = find(); assert n, 'no nsys'; print(n.path, n.version)"
 
 # Results go to /results (mount a host folder there); generated data sets and compiler caches go
 # to /cache. Both are world-writable, so the container runs as any user (docker run --user ...).

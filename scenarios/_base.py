@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
@@ -307,8 +308,12 @@ class Scenario:
     """Symptom, cause, fix."""
     config_cls: type[ScenarioConfig]
     """Schema of the scenario's config (registered in Hydra's ConfigStore)."""
-    build: Any
-    """Callable (cfg, size, variant_name, ctx) -> Workload."""
+    build: str | Callable[..., Workload]
+    """What builds a variant's workload, a function (cfg, size, variant_name, ctx) -> Workload:
+    best its name, ``"package.module:function"``, so that only the worker that runs a variant
+    imports the module (and torch with it) and the harness's parent reads the metadata alone;
+    or the function itself (a one-file scenario: its module imports torch wherever it is
+    discovered)."""
     world_size: int = 1
     """Processes per variant; above 1 the worker is launched through torchrun."""
     setup_alone: bool = False
@@ -351,10 +356,43 @@ class Scenario:
             raise ValueError(
                 f"{self.name}: removed_by={removed_by!r} is not a variant; available: {names}"
             )
+        if isinstance(self.build, str):
+            module, _, function = self.build.partition(":")
+            if not (module and function.isidentifier()):
+                raise ValueError(
+                    f"{self.name}: build={self.build!r} must name 'package.module:function'"
+                )
+        elif not callable(self.build):
+            raise TypeError(f"{self.name}: build must be 'package.module:function' or a callable")
         if not issubclass(self.config_cls, ScenarioConfig):
             raise TypeError(f"{self.name}: config_cls must subclass ScenarioConfig")
         # Let the schema validate severity and variant names against this scenario.
         self.config_cls._scenario = self
+
+    def builder(self) -> Callable[..., Workload]:
+        """The function ``build`` names, its module imported (torch with it): in a worker,
+        or in the fork server that preloads what workers need."""
+        if not isinstance(self.build, str):
+            return self.build
+        import importlib
+
+        module, _, function = self.build.partition(":")
+        try:
+            found = getattr(importlib.import_module(module), function)
+        except (ImportError, AttributeError) as exc:
+            raise ImportError(
+                f"scenario {self.name!r}: its build {self.build!r} cannot be loaded: "
+                f"{type(exc).__name__}: {exc}"
+            ) from exc
+        if not callable(found):
+            raise TypeError(f"scenario {self.name!r}: its build {self.build!r} is not callable")
+        return found
+
+    def make_workload(
+        self, cfg: ScenarioConfig, size: Size, variant: str, ctx: RunContext
+    ) -> Workload:
+        """The workload of ``variant``, from :meth:`builder`."""
+        return self.builder()(cfg, size, variant, ctx)
 
     def variant(self, name: str) -> Variant:
         for v in self.variants:

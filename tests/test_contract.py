@@ -164,6 +164,36 @@ def test_broken_module_is_an_error_not_a_skip(tmp_path, monkeypatch):
         scenarios.discover(["brokenpkg.broken"])
 
 
+def test_build_naming_a_missing_module_is_an_error_at_discovery(tmp_path, monkeypatch):
+    """A typo in ``build`` is found where the scenarios are discovered (without importing the
+    workload module), not in the first worker."""
+    name = write_example(tmp_path)
+    init = tmp_path / name / "__init__.py"
+    init.write_text(init.read_text().replace(".workload:build", ".workloads:build"))
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        with pytest.raises(ScenarioImportError, match=f"no module '{name}.workloads'"):
+            scenarios.discover([name])
+    finally:
+        sys.modules.pop(name, None)
+
+
+@pytest.mark.parametrize("name", sorted(FOUND))
+def test_build_names_a_function_of_a_workload_module(name):
+    """Shipped scenarios name their build (the harness's process reads no torch) and the name
+    resolves to a callable in the package's ``workload`` module."""
+    scen = FOUND[name]
+    assert scen.build == f"scenarios.{name}.workload:build"
+    assert callable(scen.builder())
+
+
+def test_build_that_is_not_a_name_is_refused(broken):
+    with pytest.raises(ValueError, match=r"must name 'package\.module:function'"):
+        broken(build="scenarios.kernel_flood.workload")
+    with pytest.raises(ImportError, match="cannot be loaded: AttributeError"):
+        broken(build="scenarios.kernel_flood.workload:no_such_build").builder()
+
+
 def test_module_without_symbol_is_an_error(tmp_path, monkeypatch):
     (tmp_path / "nosymbol.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -176,23 +206,28 @@ def test_module_without_symbol_is_an_error(tmp_path, monkeypatch):
 ADDING = REPO / "ADDING_SCENARIOS.md"
 
 
-def example_sources() -> tuple[str, str, str]:
-    """(name, Python module, YAML file) of the smallest complete example in ADDING_SCENARIOS.md."""
+def example_sources() -> tuple[str, str, str, str]:
+    """(name, package ``__init__``, workload module, YAML file) of the smallest complete
+    example in ADDING_SCENARIOS.md."""
     text = ADDING.read_text()
     _, _, section = text.partition("## The smallest complete example")
-    py = re.search(r"`scenarios/(\w+)\.py`:\s*```python\n(.*?)```", section, re.S)
+    block = r"`scenarios/(\w+)/{}\.py`[^\n]*:\s*```python\n(.*?)```"
+    init = re.search(block.format("__init__"), section, re.S)
+    work = re.search(block.format("workload"), section, re.S)
     yml = re.search(r"`conf/scenario/(\w+)\.yaml`:\s*```yaml\n(.*?)```", section, re.S)
-    assert py, "ADDING_SCENARIOS.md: no `scenarios/<name>.py` python block in the example section"
+    assert init, "ADDING_SCENARIOS.md: no `scenarios/<name>/__init__.py` block in the example"
+    assert work, "ADDING_SCENARIOS.md: no `scenarios/<name>/workload.py` block in the example"
     assert yml, "ADDING_SCENARIOS.md: no `conf/scenario/<name>.yaml` yaml block in the example"
-    assert py.group(1) == yml.group(1), "the example's module and YAML name different scenarios"
-    return py.group(1), py.group(2), yml.group(2)
+    names = {init.group(1), work.group(1), yml.group(1)}
+    assert len(names) == 1, f"the example's files name different scenarios: {names}"
+    return init.group(1), init.group(2), work.group(2), yml.group(2)
 
 
 @dataclass
 class Example:
     name: str
     folder: Path
-    """Holds ``<name>.py``; put it on PYTHONPATH for the harness."""
+    """Holds the package ``<name>/``; put it on PYTHONPATH for the harness."""
     module: object
     yaml: str
 
@@ -201,18 +236,27 @@ class Example:
         return self.module.SCENARIO  # type: ignore[attr-defined]
 
 
+def write_example(folder: Path) -> str:
+    """The example's package written under ``folder``; returns its name."""
+    name, init, workload, _ = example_sources()
+    (folder / name).mkdir()
+    (folder / name / "__init__.py").write_text(init)
+    (folder / name / "workload.py").write_text(workload)
+    return name
+
+
 @pytest.fixture(scope="module")
 def example(tmp_path_factory):
-    """The example module from ADDING_SCENARIOS.md, written out and imported as ``<name>``."""
-    name, source, yaml_text = example_sources()
+    """The example package from ADDING_SCENARIOS.md, written out and imported as ``<name>``."""
     folder = tmp_path_factory.mktemp("example")
-    (folder / f"{name}.py").write_text(source)
+    name = write_example(folder)
     sys.path.insert(0, str(folder))
     try:
-        yield Example(name, folder, importlib.import_module(name), yaml_text)
+        yield Example(name, folder, importlib.import_module(name), example_sources()[3])
     finally:
         sys.path.remove(str(folder))
-        sys.modules.pop(name, None)
+        for mod in [m for m in sys.modules if m == name or m.startswith(f"{name}.")]:
+            sys.modules.pop(mod)
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ import torch.distributed as dist
 import torch.multiprocessing as mp
 
 from scenarios import RunContext
-from scenarios.ddp_bucketing import SCENARIO, DdpConfig, DdpSize, build, param_groups
+from scenarios.ddp_bucketing import SCENARIO, DdpConfig, DdpSize
+from scenarios.ddp_bucketing.workload import build, param_groups
 
 WORLD = 2
 

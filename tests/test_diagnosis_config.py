@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from dataclasses import dataclass, fields
 
 import pytest
@@ -20,7 +19,7 @@ from harness.core.config import (
     diagnosis_dict,
     parse_overrides,
 )
-from tests.conftest import REPO
+from tests.conftest import HARNESS, REPO
 
 KEY = "diagnosis.data_stall.min_saving_share"
 
@@ -43,7 +42,7 @@ def test_command_line_override_reaches_the_config_and_the_manifest(tmp_path):
 def test_invalid_threshold_exits_2_naming_key_and_range(tmp_path):
     results = f"harness.results_dir={tmp_path / 'results'}"
     proc = subprocess.run(
-        [sys.executable, "-m", "harness", "run", "+scenario=sync_loading", f"{KEY}=1.5", results],
+        [*HARNESS, "run", "+scenario=sync_loading", f"{KEY}=1.5", results],
         cwd=REPO,
         capture_output=True,
         text=True,

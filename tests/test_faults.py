@@ -1,5 +1,5 @@
 """Crashes and timeouts are recorded without losing the other variants; resume skips finished
-work. Uses the deliberately broken scenario in tests/plugins/faulty.py."""
+work. Uses the deliberately broken scenario in tests/plugins/faulty/."""
 
 from __future__ import annotations
 

@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from scenarios import RunContext
-from scenarios.forced_sync import SCENARIO, ForcedSyncConfig, ForcedSyncSize, build
+from scenarios.forced_sync import SCENARIO, ForcedSyncConfig, ForcedSyncSize
+from scenarios.forced_sync.workload import build
 
 STEPS = 6
 

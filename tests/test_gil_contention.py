@@ -17,7 +17,7 @@ from analysis.detect import _host as H
 from analysis.detect import diagnose, load_thresholds
 from analysis.detect import gil_contention as G
 from analysis.findings import State
-from scenarios.gil_contention import pr_counts_numpy, pr_counts_python
+from scenarios.gil_contention.workload import pr_counts_numpy, pr_counts_python
 from tests._fixtures import sqlite_fixture
 from tests.conftest import REPO
 

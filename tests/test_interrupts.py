@@ -1,7 +1,7 @@
 """Faults 7 and 8 of the fault matrix (docs/reliability.md): Ctrl-C during a run keeps what
 finished and marks the run interrupted, whether the signal reaches the harness alone or its
 whole process group, and resuming the interrupted run finishes only the rest. Through the real
-CLI on the CPU with the deliberately broken scenario in tests/plugins/faulty.py; a file of its
+CLI on the CPU with the deliberately broken scenario in tests/plugins/faulty/; a file of its
 own so that pytest-xdist runs it beside test_reliability.py rather than after it."""
 
 from __future__ import annotations

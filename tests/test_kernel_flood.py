@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from scenarios.kernel_flood import DeepMLP, HandSGD, KernelFloodConfig, KernelFloodSize, _OpCounter
+from scenarios.kernel_flood import KernelFloodConfig, KernelFloodSize
+from scenarios.kernel_flood.workload import DeepMLP, HandSGD, _OpCounter
 
 
 def test_hand_sgd_matches_torch_sgd():

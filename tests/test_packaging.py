@@ -243,6 +243,26 @@ def test_pip_install_keeps_the_image_torch():
     assert "dali" in extras and extras <= set(PYPROJECT["project"]["optional-dependencies"])
 
 
+def test_install_checks_run_here():
+    """The checks the image runs after its install (every ``python ...`` of the pip install's
+    RUN, but the one writing the torch constraint) pass on this checkout: a check naming a
+    module that moved would fail the image build."""
+    pip_run = next(rest for instr, rest in INSTRUCTIONS if instr == "RUN" and "pip install" in rest)
+    checks = [
+        shlex.split(seg)
+        for seg in pip_run.split("&&")
+        if seg.split()[0] == "python" and ">" not in seg
+    ]
+    assert len(checks) >= 2, pip_run
+    for argv in checks:
+        if "nsys" in " ".join(argv) and shutil.which("nsys") is None:
+            continue  # no nsys on this machine (scripts/setup.sh installs it where it can)
+        proc = subprocess.run(
+            [sys.executable, *argv[1:]], cwd=REPO, capture_output=True, text=True, timeout=300
+        )
+        assert proc.returncode == 0, (argv, proc.stderr[-2000:])
+
+
 def test_cmd_runs_the_whole_suite_into_results():
     cmds = [rest for instr, rest in INSTRUCTIONS if instr == "CMD"]
     assert cmds, "no CMD"
@@ -361,13 +381,14 @@ def test_installed_wheel_composes_the_suite(wheel, tmp_path):
     _pip(["install", "--no-deps", "--quiet", "--target", str(target), str(wheel)], cwd=tmp_path)
     code = (
         "import harness, json\n"
-        "from harness.core.config import compose, config_dir\n"
+        "from harness.core.config import compose, config_dir, discover_scenarios as d\n"
         "_, suite = compose(['+scenario=all'])\n"
         "from harness.report.page import environment\n"
         "page = environment().get_template('report.html.j2').filename\n"
         "print(json.dumps({'harness': harness.__file__, 'conf': str(config_dir()),\n"
         "    'slurm': (config_dir() / 'hydra/launcher/slurm.yaml').is_file(), 'page': page,\n"
-        "    'scenarios': sorted(suite.scenario)}))\n"
+        "    'scenarios': sorted(suite.scenario),\n"
+        "    'workloads': [s.builder().__module__ for s in d().values()]}))\n"
     )
     env = dict(os.environ, PYTHONPATH=str(target))
     proc = subprocess.run(
@@ -384,6 +405,7 @@ def test_installed_wheel_composes_the_suite(wheel, tmp_path):
     assert Path(seen["harness"]).is_relative_to(target), seen
     assert Path(seen["conf"]) == target / "harness" / "conf"
     assert seen["slurm"] and seen["scenarios"] == scenarios.shipped_names()
+    assert seen["workloads"] == [f"scenarios.{n}.workload" for n in scenarios.shipped_names()]
     assert Path(seen["page"]) == target / "harness" / "report" / "templates" / "report.html.j2"
 
 
@@ -523,12 +545,13 @@ def test_sweep_runs_each_scenario_in_its_own_job_and_folder(cli, tmp_path):
     """Executed for real through submitit's local executor (the SLURM one minus sbatch): the
     documented sweep and per-job results folder, over two copies of ADDING_SCENARIOS.md's example."""
     pytest.importorskip("hydra_plugins.hydra_submitit_launcher", reason=SUBMITIT_MISSING)
-    from tests.test_contract import example_sources
+    from tests.test_contract import write_example
 
-    name, source, _ = example_sources()
+    name = write_example(tmp_path)
     other = f"{name}_copy"
-    (tmp_path / f"{name}.py").write_text(source)
-    (tmp_path / f"{other}.py").write_text(source.replace(f'name="{name}"', f'name="{other}"'))
+    shutil.copytree(tmp_path / name, tmp_path / other)
+    init = tmp_path / other / "__init__.py"
+    init.write_text(init.read_text().replace(f'name="{name}"', f'name="{other}"'))
     env = {
         "BOTTLENECK_SCENARIO_MODULES": f"{name},{other}",
         "PYTHONPATH": os.pathsep.join(

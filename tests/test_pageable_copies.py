@@ -9,13 +9,8 @@ import pytest
 import torch
 
 from scenarios import RunContext
-from scenarios.pageable_copies import (
-    SCENARIO,
-    PageableCopiesConfig,
-    PageableCopiesSize,
-    PinnedPrefetch,
-    build,
-)
+from scenarios.pageable_copies import SCENARIO, PageableCopiesConfig, PageableCopiesSize
+from scenarios.pageable_copies.workload import PinnedPrefetch, build
 
 
 def _ctx(tmp_path: Path) -> RunContext:

@@ -15,13 +15,8 @@ import torch.multiprocessing as mp
 import torch.nn.functional as F
 
 from scenarios import RunContext
-from scenarios.pipeline_imbalance import (
-    PipeConfig,
-    PipeSize,
-    build,
-    even_cut,
-    first_stage_blocks,
-)
+from scenarios.pipeline_imbalance import PipeConfig, PipeSize
+from scenarios.pipeline_imbalance.workload import build, even_cut, first_stage_blocks
 
 WORLD = 2
 SIZE = PipeSize(

@@ -12,7 +12,6 @@ import pty
 import select
 import struct
 import subprocess
-import sys
 import termios
 
 import pandas as pd
@@ -20,7 +19,15 @@ import pytest
 
 from harness.core import runfolder as rf
 from harness.core.progress import SLOW_STAGE_S, Progress
-from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli, smoke_args
+from tests.conftest import (
+    FAULTY_ENV,
+    HARNESS,
+    REPO,
+    faulty_args,
+    only_run_dir,
+    run_cli,
+    smoke_args,
+)
 
 CURSOR_CODES = ("\r", "\x1b[")
 
@@ -109,7 +116,7 @@ def test_a_terminal_gets_one_bar_and_whole_message_lines(tmp_path):
     leader, follower = pty.openpty()
     fcntl.ioctl(follower, termios.TIOCSWINSZ, struct.pack("HHHH", 24, 120, 0, 0))  # a window
     proc = subprocess.Popen(
-        [sys.executable, "-m", "harness", *args],
+        [*HARNESS, *args],
         cwd=REPO,
         env=dict(os.environ, **FAULTY_ENV),
         stdin=subprocess.DEVNULL,

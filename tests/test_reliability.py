@@ -1,5 +1,5 @@
 """The fault matrix of issue 6 (docs/reliability.md): each fault the suite must survive, run
-through the real CLI on the CPU with the deliberately broken scenario in tests/plugins/faulty.py.
+through the real CLI on the CPU with the deliberately broken scenario in tests/plugins/faulty/.
 Crash, hang, non-zero exit and resume of a failed run are in test_faults.py."""
 
 from __future__ import annotations
@@ -25,19 +25,19 @@ from harness.execution.exporter import Exporter
 from harness.execution.runner import Outcome, RunLock, Unit, check_export
 from harness.execution.settings import Settings
 from tests._fixtures import DATA, sqlite_fixture
-from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir, run_cli
+from tests.conftest import FAULTY_ENV, HARNESS, REPO, faulty_args, only_run_dir, run_cli
 
 pytestmark = pytest.mark.slow
 
 PLUGIN = FAULTY_ENV
 _args = faulty_args
-HARNESS = REPO / "harness"
+HARNESS_SRC = REPO / "harness"
 
 
 def _popen(args: list[str], env: dict[str, str]) -> subprocess.Popen[str]:
     """The CLI in the background, in its own session as a terminal job would be."""
     return subprocess.Popen(
-        [sys.executable, "-m", "harness", *args],
+        [*HARNESS, *args],
         cwd=REPO,
         env=dict(os.environ, **PLUGIN, **env),
         stdout=subprocess.PIPE,
@@ -284,7 +284,7 @@ def test_disk_full_names_the_path_and_keeps_earlier_results(tmp_path):
 
 # -- no shell strings --------------------------------------------------------------------------
 def test_no_shell_strings_in_harness():
-    for path in sorted(HARNESS.rglob("*.py")):
+    for path in sorted(HARNESS_SRC.rglob("*.py")):
         text = path.read_text()
         for banned in ("shell=True", "os.system(", "os.popen("):
             assert banned not in text, f"{path}: {banned}"

@@ -343,7 +343,7 @@ def serve(path: str, preload: list[str]) -> None:
     from harness.core.config import discover_scenarios
     from harness.execution import worker  # noqa: F401
 
-    discover_scenarios()  # every scenario module, as the worker will import them
+    found = discover_scenarios()
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     sock.connect(path)
     proto_fd = sock.fileno()
@@ -351,6 +351,12 @@ def serve(path: str, preload: list[str]) -> None:
     def say(obj: dict[str, Any]) -> None:
         sock.sendall(json.dumps(obj).encode() + b"\n")
 
+    for scen in found.values():  # every workload module, as the workers will import them
+        try:
+            scen.builder()
+        except (ImportError, TypeError) as exc:
+            say({"ready": False, "why": f"preloading {scen.name}'s workloads failed: {exc}"})
+            return
     for name in preload:
         try:
             importlib.import_module(name)

@@ -399,7 +399,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
 
         store = forked_rendezvous(spec, dist, ctx.rank, ctx.world_size)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    workload = scen.build(cfg, size, variant.name, ctx)
+    workload = scen.make_workload(cfg, size, variant.name, ctx)
     on_gpu = device.type == "cuda"
 
     def sync() -> None:

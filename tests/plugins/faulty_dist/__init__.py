@@ -16,27 +16,15 @@ step waits until $FAULTY_HOLD_FILE exists (a test keeps it busy as long as it ne
 
 from __future__ import annotations
 
-import json
-import os
-import time
 from dataclasses import dataclass, field
-from pathlib import Path
 
-import torch
-import torch.distributed as dist
-
-from bottlenecks import phase
-from harness.core.atomic import write_text
-from harness.execution.worker import LAUNCHED_AT_ENV
 from scenarios import (
-    RunContext,
     Scenario,
     ScenarioConfig,
     Severity,
     Size,
     Teaching,
     Variant,
-    Workload,
 )
 
 
@@ -50,49 +38,6 @@ class FaultyDistConfig(ScenarioConfig):
     """CPU size."""
     full: Size = field(default_factory=lambda: Size(warmup_steps=1, steps=3))
     """GPU size."""
-
-
-class Ranked(Workload):
-    """An all-reduce of a small tensor per step; the variant decides how rank 1 misbehaves."""
-
-    samples_per_step = 1
-
-    def __init__(self, ctx: RunContext, variant: str) -> None:
-        self.ctx, self.variant = ctx, variant
-        self.in_window = False
-        hold = os.environ.get("FAULTY_HOLD_FILE") if variant == "slow" else None
-        self.hold = Path(hold) if hold else None
-
-    def setup(self) -> None:
-        self.t = torch.ones(64, device=self.ctx.device)
-        folder = os.environ.get("FAULTY_PID_DIR")
-        if folder:
-            name = f"{self.variant}.{self.ctx.rank}.{os.getpid()}.json"
-            parent = Path(f"/proc/{os.getppid()}/cmdline").read_bytes().replace(b"\0", b" ")
-            record = {
-                "pid": os.getpid(), "ppid": os.getppid(), "rank": self.ctx.rank,
-                "launch": os.environ.get(LAUNCHED_AT_ENV), "parent": parent.decode(),
-            }  # fmt: skip
-            write_text(Path(folder) / name, json.dumps(record))
-
-    def start_window(self) -> None:
-        self.in_window = True
-
-    def step(self, index: int) -> None:
-        with phase("forward"):
-            if self.variant == "rank_crash":
-                if self.ctx.rank == 1:
-                    raise RuntimeError("deliberate failure of rank 1 in faulty_dist's rank_crash")
-                time.sleep(3600)  # no collective: only the harness can end this rank
-            if self.variant == "rank_hang" and self.ctx.rank == 1:
-                time.sleep(3600)
-            dist.all_reduce(self.t)
-            while self.in_window and self.hold is not None and not self.hold.exists():
-                time.sleep(0.05)  # held by the test until it has seen what it waits for
-
-
-def build(cfg: FaultyDistConfig, size: Size, variant: str, ctx: RunContext) -> Workload:
-    return Ranked(ctx, variant)
 
 
 SCENARIO = Scenario(
@@ -109,6 +54,6 @@ SCENARIO = Scenario(
     severity=Severity(meaning="unused", unit="1", low=0, high=10, why_default="test only"),
     teaching=Teaching(symptom="n/a", cause="n/a", fix="n/a"),
     config_cls=FaultyDistConfig,
-    build=build,
+    build=f"{__name__}.workload:build",
     world_size=2,
 )

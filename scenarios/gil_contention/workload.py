@@ -1,34 +1,7 @@
-"""gil_contention: a Python metrics thread of the training process holds the GIL that the
-training loop needs to launch its kernels (class ``gil_contention``).
+"""gil_contention's workloads: its models and training loops (torch).
 
-The workload is a binary classifier (pre-LayerNorm residual MLP blocks, as in ``forced_sync``)
-trained with fused AdamW on device-resident data under bf16 autocast. After every step the loop
-hands the batch's predictions and labels to a metrics thread: it copies them to pinned host
-memory without blocking and records a CUDA event, and the thread waits for the event (releasing
-the GIL) and then updates a binned precision-recall curve, one Python comparison per prediction
-and threshold. That loop is pure Python and holds the GIL. The training thread lets go of the GIL
-in every CUDA launch, in the backward (while PyTorch's autograd thread launches it) and in the
-optimizer step; the metrics thread takes it each time, and the training thread waits up to a
-switch interval (5 ms) to get it back. The thread's Python time is thus serialised with the
-loop's launches: once it is longer than the GPU's step, the GPU waits for the host.
-
-Measured on the H100 (a probe of this loop, 2026-11-25, Python 3.12, torch 2.11, 60 steps, two
-processes each): GPU step 14.5 ms with ~5 ms of launches; the Python metrics thread at 32
-thresholds 31.5 and 33.7 ms per step; the same work in a pool of 4 processes 14.6 and 14.6 ms;
-vectorised with numpy in the thread 14.8 and 14.9 ms; 16 and 64 thresholds 26.7 and 50.0 ms.
-Under nsys's GIL trace the training thread waited for the GIL 62% of the window while the
-metrics thread held it 99% of that time.
-
-The thread's Python time depends on the host CPU, the GPU step does not: a second H100 machine
-(2026-11-26) scored 32 thresholds in 14.4 ms per step instead of ~30, and the baseline measured
-1.29x there against 1.92x on the first. The default is therefore 64 thresholds, twice the GPU
-step on the faster of the two CPUs (~29 ms; ~58 ms on the slower), and the pool has 8 workers so
-that it keeps up on both (a task takes 29-58 ms of one core; a step, 14.5 ms).
-
-Balance: ``batch`` sets both the GPU work and the predictions scored per step; ``severity`` (the
-thresholds) moves only the thread's Python time; ``depth`` and ``width`` move the GPU time (and,
-a little, the launches). The fixed loop launches in ~5 ms of a ~14.5 ms GPU step (~7 ms under
-nsys, ~9 us more per CUDA call), so it stays GPU-bound when profiled.
+Imported only where a variant runs (its worker, or the fork server that preloads what workers
+need): the package's ``__init__`` holds the metadata the harness reads without torch.
 """
 
 from __future__ import annotations
@@ -39,7 +12,6 @@ import queue
 import threading
 import time
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -49,66 +21,15 @@ from torch import nn
 
 from bottlenecks import phase
 from scenarios._base import (
-    Expectation,
     RunContext,
-    Scenario,
-    ScenarioConfig,
-    Severity,
-    Size,
-    Teaching,
-    Variant,
     Workload,
 )
-from scenarios.forced_sync import MLPBlock
+from scenarios.forced_sync.workload import MLPBlock
 
-
-@dataclass(kw_only=True)
-class GilSize(Size):
-    """Work per variant for gil_contention."""
-
-    depth: int = 4
-    """Residual MLP blocks (GPU time; ~27 launches each)."""
-    width: int = 2048
-    """Model width; each block's hidden layer is 4x this."""
-    batch: int = 8192
-    """Rows per step: the GPU's work and the predictions the metrics code scores per step."""
-    data_batches: int = 4
-    """Distinct device-resident batches; step i uses batch i % data_batches."""
-    pool_workers: int = 8
-    """Processes of ``process_pool``'s pool (each step's scoring is one task)."""
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        for name in ("depth", "width", "batch", "data_batches", "pool_workers"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"size field '{name}' must be >= 1, got {getattr(self, name)}")
-
-
-@dataclass(kw_only=True)
-class GilConfig(ScenarioConfig):
-    """Config schema for gil_contention."""
-
-    severity: float = 64
-    """Thresholds of the precision-recall curve the metrics code updates per prediction (one
-    Python comparison each in the baseline's thread). 64: the thread's Python then outlasts the
-    GPU step about twice over even on a fast host CPU (see the module docstring)."""
-    smoke: GilSize = field(
-        default_factory=lambda: GilSize(
-            warmup_steps=3, steps=12, depth=1, width=8, batch=8192, data_batches=2, pool_workers=1
-        )
-    )
-    """CPU size, a second or two per variant. As on the GPU, the thread's Python time per step
-    (~9 ms here at 32 thresholds, ~18 ms at 64) is longer than the loop's own step (~4 ms); at
-    1024 rows (~1.2 ms of Python at 32) the thread finished its work while the loop computed,
-    and the loop hardly waited for the GIL.
-    One pool worker: with two, on a 2-core box, the workers took both cores and the training
-    process's own threads waited for a core while handing the GIL over; its loop then waited for
-    the GIL 15.8% and 16.4% of the window in two runs (gil_contention fired on the fix, the
-    verdict was refuted), 0.0% with one worker. One worker does not keep up with the scoring
-    there (what is left is scored after the window), which the CPU size accepts: it checks the
-    mechanism, not the fix's speed."""
-    full: GilSize = field(default_factory=lambda: GilSize(warmup_steps=20, steps=100))
-    """GPU size (H100): GPU step ~14.5 ms, launches ~5 ms (measured, see the module docstring)."""
+from . import (
+    GilConfig,
+    GilSize,
+)
 
 
 def thresholds(k: int) -> list[float]:
@@ -369,75 +290,3 @@ VARIANTS: dict[str, type[_Trainer]] = {
 
 def build(cfg: GilConfig, size: GilSize, variant: str, ctx: RunContext) -> Workload:
     return VARIANTS[variant](cfg, size, ctx)
-
-
-SCENARIO = Scenario(
-    name="gil_contention",
-    bottleneck="gil_contention",
-    title="A Python metrics thread holds the GIL the training loop needs to launch",
-    variants=(
-        Variant(
-            name="baseline",
-            kind="baseline",
-            summary="each step's predictions handed (pinned copy + CUDA event) to a metrics "
-            "thread of the training process that updates a precision-recall curve in a Python "
-            "loop over every prediction and threshold",
-        ),
-        Variant(
-            name="process_pool",
-            kind="fix",
-            summary="the same Python scoring in a multiprocessing.Pool of worker processes, "
-            "each step one task, submitted once the step's event has completed",
-            expect=Expectation(
-                role="clean",
-                because="the training process keeps only the hand-over (an event query and the "
-                "pickling of two arrays per step, in the pool's own threads): no Python loop "
-                "holds its GIL, on any machine",
-            ),
-        ),
-        Variant(
-            name="vectorised",
-            kind="fix",
-            summary="the same metrics thread, its loop written as whole-array numpy operations "
-            "(which release the GIL)",
-            expect=Expectation(
-                role="clean",
-                because="the thread holds the GIL for a few numpy calls per step (~0.1 ms); "
-                "numpy's loops over the 8192 x thresholds comparisons run without it",
-            ),
-        ),
-        Variant(name="ideal", kind="ideal", summary="the same loop with no metrics at all"),
-    ),
-    severity=Severity(
-        meaning="thresholds of the precision-recall curve updated per prediction (the metrics "
-        "thread's Python work per step grows with it; the GPU's does not)",
-        unit="thresholds",
-        low=1,
-        high=256,
-        why_default="a binned curve of a few dozen thresholds is what a hand-written per-step "
-        "AUROC or best-F1 metric keeps; written as a loop over the batch's predictions and run "
-        "on a thread 'so that it does not slow training', it is a common way to log them",
-    ),
-    teaching=Teaching(
-        symptom="The training thread's OS-runtime row is striped with pthread_cond_timedwait "
-        "calls of up to 5 ms (with --trace=python-gil: 'Waiting for GIL' ranges on it while the "
-        "metrics thread shows 'Holding GIL'); its CUDA launches come in short bursts between "
-        "them, and the GPU row idles between the bursts. No sync and no input wait explains "
-        "the gaps: the thread is ready to launch but cannot run Python.",
-        cause="CPython runs one thread's Python at a time. The metrics thread's loop over every "
-        "prediction and threshold is pure Python; each time the training thread lets go of the "
-        "GIL (every CUDA launch, the backward, the optimizer step) the metrics thread takes it, "
-        "and the training thread waits up to a switch interval (5 ms) to get it back. Its "
-        "launches wait behind the metrics thread's Python, and the GPU runs dry.",
-        fix="Take the Python work out of the training process (a multiprocessing.Pool fed with "
-        "each step's host copies once their CUDA event has completed), or write it as "
-        "whole-array numpy or torch operations, which release the GIL. The waits vanish from the "
-        "training thread, its launches run back to back again and the GPU is busy throughout.",
-    ),
-    config_cls=GilConfig,
-    build=build,
-    expected_diagnosis="baseline: the training thread waits for the GIL (pthread_cond_timedwait "
-    "on its OS-runtime row, or 'Waiting for GIL' ranges in nsys's GIL trace) while the metrics "
-    "thread runs Python, with the GPU idle meanwhile; process_pool, vectorised and ideal: few "
-    "GIL waits on the training thread, GPU busy back to back",
-)
