@@ -68,23 +68,25 @@ def field_docs(cls: type) -> dict[str, str]:
     return out
 
 
-def _walk(obj: Any, prefix: str) -> Iterable[Key]:
+def _walk(obj: Any, prefix: str, docs: bool) -> Iterable[Key]:
     """The keys of a dataclass instance, nested dataclasses flattened."""
-    docs = field_docs(type(obj))
+    texts = field_docs(type(obj)) if docs else {}
     for f in dataclasses.fields(obj):
         value = getattr(obj, f.name)
         path = f"{prefix}{f.name}"
         if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            yield from _walk(value, path + ".")
+            yield from _walk(value, path + ".", docs)
         else:
-            yield Key(path, value, docs.get(f.name, ""), open=isinstance(value, dict))
+            yield Key(path, value, texts.get(f.name, ""), open=isinstance(value, dict))
 
 
-def schema_keys(found: dict[str, scenarios.Scenario]) -> list[Key]:
-    """Every settable key: the suite's sections, then ``scenario.<name>.*`` of each scenario."""
-    keys = [k for k in _walk(SuiteConfig(), "") if k.path != "scenario"]
+def schema_keys(found: dict[str, scenarios.Scenario], *, docs: bool = True) -> list[Key]:
+    """Every settable key: the suite's sections, then ``scenario.<name>.*`` of each scenario.
+    ``docs=False`` leaves ``Key.doc`` empty: reading the docstrings parses every schema's source
+    (about a second), which only ``run --help`` needs."""
+    keys = [k for k in _walk(SuiteConfig(), "", docs) if k.path != "scenario"]
     for name, scen in sorted(found.items()):
-        keys += _walk(scen.config_cls(), f"scenario.{name}.")
+        keys += _walk(scen.config_cls(), f"scenario.{name}.", docs)
     return keys
 
 
@@ -189,7 +191,7 @@ def check_overrides(argv: Sequence[str], found: dict[str, scenarios.Scenario]) -
             parsed += parser.parse_overrides([text])
         except OverrideParseException as exc:
             raise UsageError(f"cannot read the override {text!r}: {_first_lines(exc)}") from None
-    keys = schema_keys(found)
+    keys = schema_keys(found, docs=False)
     selected = _selected(parsed, found)
     mine = [ov for ov in parsed if not ov.key_or_group.startswith("hydra")]
     for ov in mine:
