@@ -388,12 +388,6 @@ class Scenario:
             raise TypeError(f"scenario {self.name!r}: its build {self.build!r} is not callable")
         return found
 
-    def make_workload(
-        self, cfg: ScenarioConfig, size: Size, variant: str, ctx: RunContext
-    ) -> Workload:
-        """The workload of ``variant``, from :meth:`builder`."""
-        return self.builder()(cfg, size, variant, ctx)
-
     def variant(self, name: str) -> Variant:
         for v in self.variants:
             if v.name == name:

@@ -15,7 +15,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DEVICE = ROOT / "scripts" / "device"
 
 
-@pytest.mark.parametrize("script", ["capture-corpus.sh", "capture-fixtures.sh"])
+@pytest.mark.parametrize("script", ["capture-corpus.sh", "capture-fixtures.sh", "smoke-all.sh"])
 def test_shell_scripts_parse(script: str) -> None:
     proc = subprocess.run(["bash", "-n", str(DEVICE / script)], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr
