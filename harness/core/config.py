@@ -417,7 +417,7 @@ def config_dir() -> Path:
             return path
     except ModuleNotFoundError:
         pass
-    path = Path(__file__).resolve().parent.parent / "conf"
+    path = Path(__file__).resolve().parents[2] / "conf"  # harness/core/config.py -> conf/
     if not (path / "config.yaml").is_file():
         raise FileNotFoundError(f"cannot find the Hydra config folder (looked for {path})")
     return path
