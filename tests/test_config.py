@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 import scenarios
-from harness.core.config import EXTRA_SCENARIOS_ENV, UsageError, compose, config_dir
+from harness.core.config import (
+    EXTRA_SCENARIOS_ENV,
+    UsageError,
+    checkout_conf,
+    compose,
+    config_dir,
+)
 from scenarios import ScenarioConfig
+from tests.conftest import REPO
 
 SHIPPED = scenarios.shipped_names()
 
@@ -26,6 +33,13 @@ def test_all_leaves_out_plugin_scenarios(monkeypatch):
     assert sorted(suite.scenario) == SHIPPED
     _, suite = compose(["+scenario=faulty"])
     assert list(suite.scenario) == ["faulty"]
+
+
+def test_a_checkout_that_is_not_installed_finds_its_conf():
+    """Where ``harness.conf`` is not installed (the GPU machine runs the checkout as it is), the
+    config comes from the checkout's ``conf/``."""
+    assert checkout_conf() == REPO / "conf"
+    assert (checkout_conf() / "config.yaml").is_file()
 
 
 def test_every_shipped_scenario_has_a_yaml():

@@ -409,6 +409,12 @@ def discover_scenarios() -> dict[str, scenarios.Scenario]:
     return scenarios.discover(extra_scenario_modules())
 
 
+def checkout_conf() -> Path:
+    """The checkout's ``conf/`` (a run from a checkout that is not installed, as on the GPU
+    machine): beside the ``harness`` package."""
+    return Path(__file__).resolve().parents[2] / "conf"  # <checkout>/harness/core/config.py
+
+
 def config_dir() -> Path:
     """The ``conf/`` folder: packaged as ``harness.conf`` when installed, else the checkout's."""
     try:
@@ -417,7 +423,7 @@ def config_dir() -> Path:
             return path
     except ModuleNotFoundError:
         pass
-    path = Path(__file__).resolve().parents[2] / "conf"  # harness/core/config.py -> conf/
+    path = checkout_conf()
     if not (path / "config.yaml").is_file():
         raise FileNotFoundError(f"cannot find the Hydra config folder (looked for {path})")
     return path
