@@ -30,6 +30,27 @@ def test_unimportable_preload_refuses_to_serve() -> None:
         ForkServer(preload=["no_such_module_xyz"])
 
 
+def test_a_broken_workload_module_refuses_to_serve(tmp_path: Path) -> None:
+    """A scenario whose workload module raises on import (its metadata imports fine, so the
+    harness discovered it): the server says which scenario, and why, instead of serving."""
+    import os
+
+    from tests.test_contract import write_example
+
+    name = write_example(tmp_path)
+    (tmp_path / name / "workload.py").write_text("raise RuntimeError('no GPU library here')\n")
+    env = {
+        **os.environ,
+        "BOTTLENECK_SCENARIO_MODULES": name,
+        "PYTHONPATH": os.pathsep.join(
+            p for p in (str(tmp_path), os.environ.get("PYTHONPATH", "")) if p
+        ),
+    }
+    why = f"preloading {name}'s workloads failed: RuntimeError: no GPU library here"
+    with pytest.raises(ForkServerError, match=why):
+        ForkServer(env=env)
+
+
 def test_a_scenario_may_trace_its_own_apis() -> None:
     """``scenario.<name>.nsys_trace`` replaces ``nsys.trace`` for that scenario only."""
     from harness.core.config import compose

@@ -354,8 +354,9 @@ def serve(path: str, preload: list[str]) -> None:
     for scen in found.values():  # every workload module, as the workers will import them
         try:
             scen.builder()
-        except (ImportError, TypeError) as exc:
-            say({"ready": False, "why": f"preloading {scen.name}'s workloads failed: {exc}"})
+        except Exception as exc:  # a broken workload module: its workers will say it again
+            why = f"{type(exc).__name__}: {exc}"
+            say({"ready": False, "why": f"preloading {scen.name}'s workloads failed: {why}"})
             return
     for name in preload:
         try:
