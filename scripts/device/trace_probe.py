@@ -39,7 +39,7 @@ def _parse() -> argparse.Namespace:
 
 def _time_variant(scen, cfg, size, name: str, ctx, warmup: int, steps: int) -> dict:
     on_gpu = ctx.device.type == "cuda"
-    work = scen.build(cfg, size, name, ctx)
+    work = scen.builder()(cfg, size, name, ctx)
     work.setup()
     for i in range(warmup):
         work.step(i)
