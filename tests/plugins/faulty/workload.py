@@ -1,4 +1,4 @@
-"""faulty's workloads: its models and training loops (torch).
+"""faulty's workloads (torch).
 
 Imported only where a variant runs (its worker, or the fork server that preloads what workers
 need): the package's ``__init__`` holds the metadata the harness reads without torch.
