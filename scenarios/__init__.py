@@ -66,19 +66,18 @@ def _load(module_name: str) -> Scenario:
             f"scenario module '{module_name}' must export SCENARIO = Scenario(...); "
             f"found {type(scen).__name__}"
         )
-    if isinstance(scen.build, str):  # found, not imported: that is the worker's job
-        where = scen.build.partition(":")[0]
-        try:
-            spec = importlib.util.find_spec(where)
-        except ImportError as exc:
-            spec, why = None, f": {exc}"
-        else:
-            why = ""
-        if spec is None:
-            raise ScenarioImportError(
-                f"scenario module '{module_name}' names build={scen.build!r}, "
-                f"but there is no module '{where}'{why}"
-            )
+    where = scen.build.partition(":")[0]  # found, not imported: that is the worker's job
+    try:
+        spec = importlib.util.find_spec(where)
+    except ImportError as exc:
+        spec, why = None, f": {exc}"
+    else:
+        why = ""
+    if spec is None:
+        raise ScenarioImportError(
+            f"scenario module '{module_name}' names build={scen.build!r}, "
+            f"but there is no module '{where}'{why}"
+        )
     expected = module_name.rsplit(".", 1)[-1]
     if scen.name != expected:
         raise ScenarioImportError(

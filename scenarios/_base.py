@@ -308,12 +308,11 @@ class Scenario:
     """Symptom, cause, fix."""
     config_cls: type[ScenarioConfig]
     """Schema of the scenario's config (registered in Hydra's ConfigStore)."""
-    build: str | Callable[..., Workload]
-    """What builds a variant's workload, a function (cfg, size, variant_name, ctx) -> Workload:
-    best its name, ``"package.module:function"``, so that only the worker that runs a variant
-    imports the module (and torch with it) and the harness's parent reads the metadata alone;
-    or the function itself (a one-file scenario: its module imports torch wherever it is
-    discovered)."""
+    build: str
+    """The name, ``"package.module:function"``, of what builds a variant's workload, a function
+    (cfg, size, variant_name, ctx) -> Workload. A name, so that only the worker that runs a
+    variant imports its module (and torch with it) and the harness's parent reads the metadata
+    alone."""
     world_size: int = 1
     """Processes per variant; above 1 the worker is launched through torchrun."""
     setup_alone: bool = False
@@ -356,14 +355,11 @@ class Scenario:
             raise ValueError(
                 f"{self.name}: removed_by={removed_by!r} is not a variant; available: {names}"
             )
-        if isinstance(self.build, str):
-            module, _, function = self.build.partition(":")
-            if not (module and function.isidentifier()):
-                raise ValueError(
-                    f"{self.name}: build={self.build!r} must name 'package.module:function'"
-                )
-        elif not callable(self.build):
-            raise TypeError(f"{self.name}: build must be 'package.module:function' or a callable")
+        module, _, function = str(self.build).partition(":")
+        if not (module and function.isidentifier()):
+            raise ValueError(
+                f"{self.name}: build={self.build!r} must name 'package.module:function'"
+            )
         if not issubclass(self.config_cls, ScenarioConfig):
             raise TypeError(f"{self.name}: config_cls must subclass ScenarioConfig")
         # Let the schema validate severity and variant names against this scenario.
@@ -372,8 +368,6 @@ class Scenario:
     def builder(self) -> Callable[..., Workload]:
         """The function ``build`` names, its module imported (torch with it): in a worker,
         or in the fork server that preloads what workers need."""
-        if not isinstance(self.build, str):
-            return self.build
         import importlib
 
         module, _, function = self.build.partition(":")
