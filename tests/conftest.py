@@ -121,6 +121,12 @@ def only_run_dir(results: Path) -> Path:
 FAULTY_ENV = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty"}
 
 
+#: The test plugins whose workers build no optimizer and compile nothing: their fork servers
+#: and new interpreters skip the default preload (torch._dynamo: about 2 s of CPU each on 2
+#: cores), which would buy them nothing.
+NO_DYNAMO = ("faulty", "faulty_dist")
+
+
 def smoke_args(scenario: str, results: Path, *extra: str) -> list[str]:
     """CLI arguments for a quick, unprofiled smoke-size run of ``scenario`` into ``results``."""
     return [
@@ -131,15 +137,11 @@ def smoke_args(scenario: str, results: Path, *extra: str) -> list[str]:
         "nsys.enabled=false",
         "harness.progress=false",
         f"harness.results_dir={results}",
+        *(["harness.fork_preload=[]"] if scenario in NO_DYNAMO else []),
         *extra,
     ]
 
 
-#: The test plugins' workers build no optimizer and compile nothing, so their fork servers and
-#: new interpreters skip the default preload (torch._dynamo: about 2 s of CPU each on 2 cores).
-NO_PRELOAD = "harness.fork_preload=[]"
-
-
 def faulty_args(results: Path, *extra: str) -> list[str]:
     """CLI arguments for a quick, unprofiled run of the faulty scenario into ``results``."""
-    return smoke_args("faulty", results, NO_PRELOAD, *extra)
+    return smoke_args("faulty", results, *extra)

@@ -22,7 +22,7 @@ from harness.core import runfolder as rf
 from harness.execution.execute import kill_group
 from harness.execution.ranks import RankGroup, rank_env
 from harness.execution.worker import RDZV_FILE_ENV, WINDOW_MARKER
-from tests.conftest import HARNESS, NO_PRELOAD, REPO, only_run_dir, run_cli, smoke_args
+from tests.conftest import HARNESS, REPO, only_run_dir, run_cli, smoke_args
 from tests.test_faults import pid_gone
 from tests.test_reliability import HANG_S, _wait_for, wait_for_text
 
@@ -93,7 +93,6 @@ def ranks_run(tmp_path_factory):
     args = smoke_args(
         "faulty_dist",
         results,
-        NO_PRELOAD,
         "scenario.faulty_dist.variants=[baseline,rank_crash,ideal]",
         "harness.repeats=2",
         f"nsys.enabled={str(profiled).lower()}",
@@ -194,7 +193,6 @@ def test_a_hung_rank_is_killed_with_its_unit_at_the_time_limit(tmp_path):
     args = smoke_args(
         "faulty_dist",
         tmp_path / "r",
-        NO_PRELOAD,
         "scenario.faulty_dist.variants=[rank_hang]",
         "harness.timeout_s=12",  # the hung rank sits it out; the ranks set up in 1-2 s
     )
@@ -219,7 +217,6 @@ def test_ctrl_c_inside_a_window_stops_every_rank(tmp_path, forked):
     args = smoke_args(
         "faulty_dist",
         results,
-        NO_PRELOAD,
         "scenario.faulty_dist.variants=[ideal,slow]",
         f"harness.fork_ranks={str(forked).lower()}",
     )

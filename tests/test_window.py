@@ -9,7 +9,7 @@ import pytest
 
 from harness.core.config import HarnessConfig
 from harness.execution.worker import MIN_WARMUP_STEPS, warmup_done, window_steps
-from tests.conftest import FAULTY_ENV, NO_PRELOAD, faulty_args, only_run_dir, smoke_args
+from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir, smoke_args
 
 
 @pytest.mark.parametrize(
@@ -86,7 +86,7 @@ def test_a_slow_warmup_ends_at_its_budget(cli, tmp_path):
 def test_the_profiled_window_has_its_own_budget(cli, tmp_path):
     results = tmp_path / "r"
     args = [
-        *smoke_args("faulty", results, NO_PRELOAD, "scenario.faulty.variants=[slow]", *SLOW_SIZE),
+        *smoke_args("faulty", results, "scenario.faulty.variants=[slow]", *SLOW_SIZE),
         "nsys.enabled=true",
         "harness.max_window_s=3",
         "harness.profile_max_window_s=1",
