@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from harness.core import stats
 from harness.core.stats import as_groups, probe_effect_ci, speedup_ci, summarize
 
 
@@ -57,3 +58,34 @@ def test_groups_and_errors():
     with pytest.raises(ValueError, match="both sides"):
         speedup_ci([], [1.0])
     assert summarize([1.0, 3.0])["step_ms_mean"] == 2.0
+
+
+def test_paired_rounds_cancel_drift_that_pooled_processes_do_not():
+    # the host drifts between rounds (30, 40, 35 ms) and both variants move alike: the paired
+    # ratio is 3 in every round, so its interval is tight; the unpaired one spans the drift
+    rng = np.random.default_rng(1)
+    base = {r: list(m + rng.normal(0, 0.3, 40)) for r, m in ((1, 30.0), (2, 40.0), (3, 35.0))}
+    fix = {r: list(np.asarray(s) / 3.0) for r, s in base.items()}
+    point, lo, hi = stats.paired_ratio_ci(base, fix)
+    assert point == pytest.approx(3.0, rel=1e-9)
+    assert lo <= point <= hi and hi - lo < 0.01
+    _, ulo, uhi = stats.ratio_ci(list(base.values()), list(fix.values()))
+    assert uhi - ulo > 0.5
+
+
+def test_paired_ratio_uses_only_rounds_both_sides_ran():
+    num = {1: [10.0, 10.0], 2: [20.0, 20.0], 3: [30.0]}
+    den = {1: [5.0, 5.0], 3: [10.0], 4: [1.0]}
+    assert stats.paired_rounds(num, den) == [1, 3]
+    assert stats.round_ratios(num, den) == {1: 2.0, 3: 3.0}
+    point, lo, hi = stats.paired_ratio_ci(num, den)
+    assert point == pytest.approx(6.0**0.5)  # the geometric mean of 2 and 3
+    assert 2.0 <= lo <= point <= hi <= 3.0
+    with pytest.raises(ValueError, match="at least one round"):
+        stats.paired_ratio_ci({1: [1.0]}, {2: [1.0]})
+
+
+def test_round_spread_flags_rounds_apart_by_more_than_ten_percent():
+    assert stats.round_spread({1: [10.0, 10.0]}) == 0.0
+    assert stats.round_spread({1: [10.0], 2: [10.5]}) == pytest.approx(0.05)
+    assert stats.round_spread({1: [10.0], 2: [12.0], 3: [11.0]}) > stats.UNSTABLE_SPREAD

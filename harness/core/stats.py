@@ -17,7 +17,7 @@ bootstrap.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
@@ -132,3 +132,79 @@ def probe_effect_ci(
     sequence per timing process. Above 1: nsys slowed the variant down.
     """
     return ratio_ci(profiled_ms, timed_ms, resamples=resamples, confidence=confidence, seed=seed)
+
+
+# -- rounds: ratios paired within a timing round -------------------------------------------------
+
+Rounds = Mapping[int, Sequence[float]]
+"""Step times in ms per timing round (``timing-<r>`` -> its steps): one process per round."""
+
+
+def paired_rounds(numerator: Rounds, denominator: Rounds) -> list[int]:
+    """The rounds both sides ran (with steps), in order: only these are paired."""
+    return sorted(r for r in numerator if r in denominator and numerator[r] and denominator[r])
+
+
+def round_ratios(numerator: Rounds, denominator: Rounds) -> dict[int, float]:
+    """Per paired round: mean(numerator) / mean(denominator) of that round's steps."""
+    return {
+        r: float(np.mean(numerator[r])) / float(np.mean(denominator[r]))
+        for r in paired_rounds(numerator, denominator)
+    }
+
+
+def paired_ratio_ci(
+    numerator: Rounds,
+    denominator: Rounds,
+    *,
+    resamples: int = 2000,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, float, float]:
+    """The ratio of mean step times paired within each timing round, and its CI.
+
+    Why paired: the variants of a scenario are timed back to back in every round, so the host's
+    drift over minutes (a KVM guest ran the same Python loop 1.65x faster for a while) moves
+    both sides of a round alike and cancels in that round's ratio, while it does not cancel
+    between rounds. The point is the geometric mean of the per-round ratios; the interval
+    resamples rounds (both sides of a drawn round together), then the steps within each side.
+    With one round it reduces to the step bootstrap of that round.
+    """
+    rounds = paired_rounds(numerator, denominator)
+    if not rounds:
+        raise ValueError("a paired ratio needs at least one round timed on both sides")
+    if not 0 < confidence < 1:
+        raise ValueError(f"confidence must be within (0, 1), got {confidence}")
+    num = [np.asarray(numerator[r], dtype=float) for r in rounds]
+    den = [np.asarray(denominator[r], dtype=float) for r in rounds]
+    logs = np.log([n.mean() / d.mean() for n, d in zip(num, den, strict=True)])
+    point = float(np.exp(logs.mean()))
+    rng = np.random.default_rng(seed)
+    total = np.zeros(resamples)
+    for _slot in range(len(rounds)):
+        pick = rng.integers(0, len(rounds), size=resamples)
+        for i, (n, d) in enumerate(zip(num, den, strict=True)):
+            rows = np.flatnonzero(pick == i)
+            if rows.size == 0:
+                continue
+            n_mean = n[rng.integers(0, n.size, size=(rows.size, n.size))].mean(axis=1)
+            d_mean = d[rng.integers(0, d.size, size=(rows.size, d.size))].mean(axis=1)
+            total[rows] += np.log(n_mean / d_mean)
+    ratios = np.exp(total / len(rounds))
+    alpha = (1.0 - confidence) / 2.0
+    lo, hi = np.quantile(ratios, [alpha, 1.0 - alpha])
+    return point, float(min(lo, point)), float(max(hi, point))
+
+
+def round_spread(rounds: Rounds) -> float:
+    """max / min - 1 of the rounds' mean step times (0 with one round): above
+    ``UNSTABLE_SPREAD`` a variant is flagged unstable (pyperf and torch.utils.benchmark warn
+    at 10%)."""
+    means = [float(np.mean(s)) for s in rounds.values() if len(s)]
+    if len(means) < 2:
+        return 0.0
+    return max(means) / min(means) - 1.0
+
+
+#: A variant whose rounds' mean step times spread by more than this is ``unstable``.
+UNSTABLE_SPREAD = 0.10
