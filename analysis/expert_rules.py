@@ -7,25 +7,14 @@ passed, so the default row limit of 50 also caps ``rows``). A rule that nsys ski
 report lacks its data (a CPU export has no CUDA tables: "does not contain the required CUDA
 data") is ``not_applicable``, never "did not fire".
 
-nsys renamed the rules in 2024; both spellings map to one class (2022.4 name / 2024+ name ->
-class: what fires it at the defaults, and why the mapping is loose):
-
-- ``cuda-async-memcpy`` / ``cuda_memcpy_async`` -> pageable_copy: any *Async memcpy whose host
-  side is pageable, however small or rare (a 12-byte scalar upload fires it); a plain
-  ``cudaMemcpy`` from pageable memory is not flagged.
-- ``cuda-sync-memcpy`` / ``cuda_memcpy_sync`` -> host_sync: synchronous memcpy calls (not DtoD,
-  not HtoD of 64 KB or less); a blocking pageable copy (pageable_copy) fires it too.
-- ``cuda-sync-memset`` / ``cuda_memset_sync`` -> host_sync: synchronous memsets to pinned or
-  managed memory.
-- ``cuda-sync-api`` / ``cuda_api_sync`` -> host_sync: any cudaDeviceSynchronize or
-  cudaStreamSynchronize call, even one per run (the harness syncs at the window's edges).
-- ``gpu-starv`` / ``gpu_gaps`` -> data_stall: the GPU idle for 500 ms or more; any long stall
-  (input, host sync, compilation) fires it, not only data loading.
-- ``gpu-low-util`` / ``gpu_time_util`` -> launch_bound: a chunk (1/30) of the GPU's active span
-  less than 50% in use; low time-utilisation of any cause (data, syncs, launch overhead).
-
-``dx12-mem-op`` / ``dx12_mem_ops`` (DirectX 12) map to no class and are not run; no rule maps to
-``exposed_comm``. The rules judge the whole report, not the detectors' steady-state window.
+nsys renamed the rules in 2024; both spellings map to one class. Which rules stand for which
+class, what fires each at its defaults and why the mapping is loose, is each class's
+``ClassSpec.nsys_rules`` (bottlenecks/classes.py); :data:`RULES` is derived from them, in the
+classes' order. Most rules are loose: ``gpu_gaps`` (data_stall) fires on any long stall,
+``gpu_time_util`` (launch_bound) on low utilisation of any cause, ``cuda_api_sync``
+(host_sync) on a single synchronize call. ``dx12-mem-op`` / ``dx12_mem_ops`` (DirectX 12)
+map to no class and are not run; a class no rule stands for is n/a in the cross-check. The
+rules judge the whole report, not the detectors' steady-state window.
 """
 
 from __future__ import annotations
@@ -37,6 +26,8 @@ import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from bottlenecks import SPECS
 
 __all__ = [
     "RULES",
@@ -60,6 +51,7 @@ class RuleSpec:
     names: tuple[str, ...]  # nsys 2022.4 spelling first, 2024+ spelling last
     klass: str
     flags: str
+    loose: str = ""  # what else fires it ('' if nothing)
 
     @property
     def canonical(self) -> str:
@@ -67,37 +59,11 @@ class RuleSpec:
         return self.names[-1]
 
 
-RULES: tuple[RuleSpec, ...] = (
-    RuleSpec(
-        ("cuda-async-memcpy", "cuda_memcpy_async"),
-        "pageable_copy",
-        "asynchronous memcpy calls whose host memory is pageable (they run synchronously)",
-    ),
-    RuleSpec(
-        ("cuda-sync-memcpy", "cuda_memcpy_sync"),
-        "host_sync",
-        "synchronous memcpy calls (not DtoD, not HtoD of 64 KB or less)",
-    ),
-    RuleSpec(
-        ("cuda-sync-memset", "cuda_memset_sync"),
-        "host_sync",
-        "synchronous memsets to pinned or managed memory",
-    ),
-    RuleSpec(
-        ("cuda-sync-api", "cuda_api_sync"),
-        "host_sync",
-        "cudaDeviceSynchronize / cudaStreamSynchronize calls",
-    ),
-    RuleSpec(
-        ("gpu-starv", "gpu_gaps"),
-        "data_stall",
-        "GPU idle for 500 ms or more between its first and last operation",
-    ),
-    RuleSpec(
-        ("gpu-low-util", "gpu_time_util"),
-        "launch_bound",
-        "chunks (1/30) of the GPU's active span with less than 50% in use",
-    ),
+#: Every rule that stands for a class, from the class specs (``ClassSpec.nsys_rules``).
+RULES: tuple[RuleSpec, ...] = tuple(
+    RuleSpec(rule.names, spec.name, rule.flags, rule.loose)
+    for spec in SPECS
+    for rule in spec.nsys_rules
 )
 
 #: RuleResult.status values.

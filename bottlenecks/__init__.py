@@ -1,5 +1,8 @@
 """The suite's vocabulary, defined once: bottleneck classes and the NVTX range names.
 
+The classes are specified in :mod:`bottlenecks.classes` (one :class:`ClassSpec` each, in
+``SPECS``); :class:`Klass` and :data:`CLASSES` are derived from those specs here.
+
 Both ``scenarios/`` (which emit the ranges and declare the class they inject) and ``analysis/``
 (which reads them back from an nsys export) import this package; it imports neither of them nor
 ``harness``, so there is no cycle between the packages. ``phase`` and ``mark`` are the
@@ -12,33 +15,35 @@ import contextlib
 from collections.abc import Iterator
 from enum import Enum
 
+from bottlenecks.classes import SPECS, ClassSpec, check_specs
+
 __all__ = [
     "CLASSES",
     "MEASURE",
     "PHASES",
+    "SPECS",
     "STEP",
+    "ClassSpec",
     "Klass",
     "mark",
     "phase",
 ]
 
 
-class Klass(str, Enum):
-    """A bottleneck class: one detector each (``analysis/detect/<value>.py``)."""
-
-    DATA_STALL = "data_stall"
-    PAGEABLE_COPY = "pageable_copy"
-    LAUNCH_BOUND = "launch_bound"
-    HOST_SYNC = "host_sync"
-    EXPOSED_COMM = "exposed_comm"
-    GIL_CONTENTION = "gil_contention"
-    STAGE_IMBALANCE = "stage_imbalance"
+class _KlassBase(str, Enum):
+    """A bottleneck class: one detector each (``ClassSpec.detector``)."""
 
     def __str__(self) -> str:
         return self.value
 
 
-#: The class names, in the order reports list them.
+check_specs(SPECS)
+
+#: A bottleneck class (``Klass.DATA_STALL == "data_stall"``), one member per spec in ``SPECS``.
+Klass = _KlassBase("Klass", [(s.name.upper(), s.name) for s in SPECS], module=__name__)
+Klass.__doc__ = "A bottleneck class: one member per spec in ``bottlenecks.classes.SPECS``."
+
+#: The class names, in the order reports list them (the order of ``SPECS``).
 CLASSES: tuple[str, ...] = tuple(k.value for k in Klass)
 
 #: NVTX range around each iteration, and around the measured window.

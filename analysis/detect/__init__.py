@@ -4,31 +4,26 @@
 (the ``diagnosis`` config group's schema) and returns their findings, fired or not, sorted by impact. Each detector is
 ``detect(trace, thresholds) -> Finding``, where ``thresholds`` is the whole diagnosis config (a
 ``window`` section for the steady state, ``host`` for the main thread's timeline, one section
-per class).
+per class). The registry is derived from the class specs (``ClassSpec.detector``,
+bottlenecks/classes.py): a class whose detector is missing fails here, on import, naming it.
 """
 
 from __future__ import annotations
 
 import copy
 import functools
+import importlib
 import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from analysis import trace as T
 from analysis.detect import _common as C
-from analysis.detect import (
-    data_stall,
-    exposed_comm,
-    gil_contention,
-    host_sync,
-    launch_bound,
-    pageable_copy,
-    predict,
-    stage_imbalance,
-)
+from analysis.detect import predict
 from analysis.detect.config import diagnosis_thresholds
 from analysis.findings import CLASSES, Finding, State
+from bottlenecks import SPECS, ClassSpec
+from bottlenecks.classes import ClassSpecError
 
 __all__ = [
     "GPU_ACTIVITY_LOST",
@@ -41,19 +36,30 @@ __all__ = [
 
 Detector = Callable[[T.Trace, Mapping[str, Any]], Finding]
 
+
+def _detector(spec: ClassSpec) -> Detector:
+    """The function ``spec.detector`` names ('module:function'); a :class:`ClassSpecError`
+    naming the class and the missing piece when the module or function is not there, or the
+    module says (``KLASS``) that it detects another class."""
+    module_name, _, name = spec.detector.partition(":")
+    where = f"class {spec.name}: its detector {spec.detector} (ClassSpec.detector)"
+    try:
+        module = importlib.import_module(module_name)
+    except ModuleNotFoundError as exc:
+        missing = exc.name or ""
+        if module_name != missing and not module_name.startswith(missing + "."):
+            raise  # the detector exists; something it imports does not
+        raise ClassSpecError(f"{where}: no module {module_name}") from exc
+    found = getattr(module, name, None)
+    if not callable(found):
+        raise ClassSpecError(f"{where}: {module_name} has no function {name}")
+    if getattr(module, "KLASS", spec.name) != spec.name:
+        raise ClassSpecError(f"{where}: {module_name}.KLASS is {module.KLASS!r}")
+    return found
+
+
 #: class name -> detector, in CLASSES order.
-REGISTRY: dict[str, Detector] = {
-    m.KLASS: m.detect
-    for m in (
-        data_stall,
-        pageable_copy,
-        launch_bound,
-        host_sync,
-        exposed_comm,
-        gil_contention,
-        stage_imbalance,
-    )
-}
+REGISTRY: dict[str, Detector] = {s.name: _detector(s) for s in SPECS}
 assert tuple(REGISTRY) == CLASSES
 
 

@@ -45,6 +45,7 @@ from analysis import trace as T
 from analysis.detect import _common as C
 from analysis.detect import _events as E
 from analysis.detect import _host as H
+from bottlenecks import SPECS
 
 #: Gap kinds: how the host spent the time before a call (``_host``'s stretch classification).
 DISPATCH, DATA, HOST = 0, 1, 2
@@ -542,14 +543,8 @@ def _sim_edges(tl, gap, op_start, i_start, i_end, host_end, gone) -> Replayed:
 
 # --- causes and predictions --------------------------------------------------------------------
 
-#: Class -> the cause the replay removes for it.
-CAUSE_OF: dict[str, str] = {
-    "data_stall": "data",
-    "pageable_copy": "pageable",
-    "launch_bound": "launch",
-    "host_sync": "sync",
-    "gil_contention": "gil",
-}
+#: Class -> the cause the replay removes for it (``ClassSpec.replay_cause``, bottlenecks/classes.py).
+CAUSE_OF: dict[str, str] = {s.name: s.replay_cause for s in SPECS if s.replay_cause is not None}
 
 
 def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> Removal:

@@ -20,7 +20,8 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from bottlenecks import CLASSES
+from bottlenecks import CLASSES, SPECS
+from bottlenecks.classes import ClassSpecError
 
 __all__ = [
     "MAIN_METRIC",
@@ -37,15 +38,8 @@ class ThresholdError(ValueError):
 
 
 #: Each class's main metric (a key of its Finding's ``metrics``): the one reports plot and rank on.
-MAIN_METRIC: dict[str, str] = {
-    "data_stall": "data_load_share",
-    "pageable_copy": "pageable_h2d_share",
-    "launch_bound": "host_bound_share",
-    "host_sync": "sync_exposed_share",
-    "exposed_comm": "nccl_exposed_share",
-    "gil_contention": "gil_wait_share",
-    "stage_imbalance": "stage_idle_share",
-}
+#: Derived from the class specs (``ClassSpec.main_metric``, bottlenecks/classes.py).
+MAIN_METRIC: dict[str, str] = {s.name: s.main_metric for s in SPECS}
 
 _DURATION_SUFFIXES = ("_ns", "_us", "_ms", "_s")
 
@@ -488,6 +482,25 @@ class DiagnosisConfig:
                     f"diagnosis.main_metric.{klass} must be a metric name (a key of the "
                     f"finding's metrics, e.g. {MAIN_METRIC[klass]!r}), got {metric!r}"
                 )
+
+
+def _check_sections() -> None:
+    """Every class's threshold section (``ClassSpec.thresholds``) is a section of
+    :class:`DiagnosisConfig`: a class added without one fails here, on import, naming it."""
+    sections = {f.name: f for f in fields(DiagnosisConfig)}
+    for spec in SPECS:
+        f = sections.get(spec.thresholds)
+        section = f.default_factory() if f is not None and callable(f.default_factory) else None
+        if getattr(section, "SECTION", None) != spec.thresholds:
+            raise ClassSpecError(
+                f"class {spec.name}: its threshold section diagnosis.{spec.thresholds} "
+                "(ClassSpec.thresholds) is not a section of analysis.detect.config."
+                "DiagnosisConfig; add a _Section dataclass with SECTION = "
+                f"{spec.thresholds!r} and a DiagnosisConfig field of that name"
+            )
+
+
+_check_sections()
 
 
 def diagnosis_dict(cfg: Any) -> dict[str, Any]:

@@ -37,7 +37,7 @@ from analysis.detect.predict import trace_only
 from analysis.expert_rules import RULES
 from analysis.findings import Finding
 from analysis.trace import TraceError, open_trace, unxz
-from bottlenecks import CLASSES
+from bottlenecks import CLASSES, SPECS
 from harness.core.config import UsageError, diagnosis_thresholds, parse_overrides
 from harness.core.console import fit_table
 from harness.judge import predictions as P
@@ -49,14 +49,9 @@ NONE = "none"
 #: of a run-folder report whose expectation was undecided.
 NA = "n/a"
 
-#: Words in a third-party tool's output that name a class (the ``--tool`` adapter).
-TOOL_WORDS: dict[str, tuple[str, ...]] = {
-    "data_stall": ("data_stall", "data stall", "dataloader", "data loading", "starv", "input pipeline"),
-    "pageable_copy": ("pageable",),
-    "launch_bound": ("launch_bound", "launch overhead", "launch-bound", "cpu-bound", "host-bound", "low util"),
-    "host_sync": ("host_sync", "synchroniz", "sync api", "blocking sync"),
-    "exposed_comm": ("exposed_comm", "nccl", "communication"),
-}  # fmt: skip
+#: Words in a third-party tool's output that name a class (the ``--tool`` adapter), per class
+#: from its spec (``ClassSpec.tool_words``, bottlenecks/classes.py).
+TOOL_WORDS: dict[str, tuple[str, ...]] = {s.name: s.tool_words for s in SPECS}
 
 
 @dataclass(frozen=True)

@@ -16,6 +16,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.findings import CLASSES, State
+from bottlenecks import SPECS
 from harness.core.config import MAIN_METRIC
 from harness.core.runfolder import Status
 from harness.report.doc import Badge, Cell, Doc, Tip
@@ -24,6 +25,7 @@ from harness.report.load import RunFolder, class_state, truthy
 
 __all__ = [
     "MAIN_METRIC",
+    "class_legend",
     "detectors_section",
     "expectation_table",
     "fix_effect_section",
@@ -175,6 +177,7 @@ def detectors_section(doc: Doc, run: RunFolder) -> None:
         "Hover for the reasons.",
         cls="sub",
     )
+    class_legend(doc, main_metrics(run))
     if not any(f"{k}_state" in diag for k in CLASSES):
         doc.note(
             "this diagnosis.csv was written before detector states (<class>_state) and "
@@ -186,6 +189,17 @@ def detectors_section(doc: Doc, run: RunFolder) -> None:
     if scores is not None and not scores.empty:
         doc.h(3, "Detector scores")
         scores_table(doc, scores)
+
+
+def class_legend(doc: Doc, main_metric: Mapping[str, str]) -> None:
+    """What each class means, for a reader who meets the names in the tables, with the metric
+    it is plotted and ranked on (``ClassSpec.means``; the run's ``diagnosis.main_metric``)."""
+    doc.deflist(
+        [
+            (s.name, [f"{s.means} (main metric: {main_metric.get(s.name, s.main_metric)})"])
+            for s in SPECS
+        ]
+    )
 
 
 #: detector_scores.csv columns that hold a score (n/a where undefined).
