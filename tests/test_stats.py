@@ -68,7 +68,7 @@ def test_paired_rounds_cancel_drift_that_pooled_processes_do_not():
     fix = {r: list(np.asarray(s) / 3.0) for r, s in base.items()}
     point, lo, hi = stats.paired_ratio_ci(base, fix)
     assert point == pytest.approx(3.0, rel=1e-9)
-    assert lo <= point <= hi and hi - lo < 0.01
+    assert lo <= point <= hi and hi - lo < 0.05  # step noise only
     _, ulo, uhi = stats.ratio_ci(list(base.values()), list(fix.values()))
     assert uhi - ulo > 0.5
 
@@ -80,7 +80,7 @@ def test_paired_ratio_uses_only_rounds_both_sides_ran():
     assert stats.round_ratios(num, den) == {1: 2.0, 3: 3.0}
     point, lo, hi = stats.paired_ratio_ci(num, den)
     assert point == pytest.approx(6.0**0.5)  # the geometric mean of 2 and 3
-    assert 2.0 <= lo <= point <= hi <= 3.0
+    assert 2.0 - 1e-9 <= lo <= point <= hi <= 3.0 + 1e-9  # within the rounds' own ratios
     with pytest.raises(ValueError, match="at least one round"):
         stats.paired_ratio_ci({1: [1.0]}, {2: [1.0]})
 

@@ -21,7 +21,7 @@ out=${OUT:-/var/tmp}/dali-sweep.csv
 echo "setting,variant,step_ms_mean,share_of_ideal,loader_only_samples_per_s" > "$out"
 for c in "${configs[@]}"; do
   name=${c%%=*}; over=${c#*=}
-  dir=/var/tmp/dali-sweep/$name
+  dir=/var/tmp/dali-sweep/$name; mkdir -p "$dir"
   start=$(date +%s)
   # shellcheck disable=SC2046
   python3 -m harness run +scenario=sync_loading "scenario.sync_loading.variants=[dali,ideal]" \
