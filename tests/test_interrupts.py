@@ -72,6 +72,9 @@ def test_ctrl_c_keeps_finished_and_marks_interrupted(interrupted_run):
     assert snap["rc"] == 130, snap["stderr"][-2000:]
     assert snap["state"] == "interrupted"
     assert f"harness.resume={snap['run_dir']}" in snap["stderr"]
+    # between the interrupt and the tables the run says what it does, not silence
+    after = snap["stderr"].split("interrupted: ", 1)[1]
+    assert "\nwriting the tables (runs.csv and the rest)\n" in after
     assert snap["ideal"]["variant"] == "ideal" and len(snap["ideal"]["step_ms"]) == 3
     assert snap["statuses"] == {"faulty/ideal/timing-1": "ok"}  # slow: no half-written status
     assert snap["tmp"] == []

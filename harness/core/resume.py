@@ -96,9 +96,10 @@ def resume_argv(argv: Sequence[str], found: Sequence[str]) -> list[str]:
     recorded = [t for t in recorded if _parse(t) is not None] if recorded else []
     keys = {_parse(t).key_or_group: t for t in recorded}
     chosen = list(manifest.get("scenarios") or [])
+    final = {ov.key_or_group: text for text, ov in given.items() if ov is not None}
     for text, ov in given.items():
-        if ov is None or ov.key_or_group.startswith("hydra"):
-            continue
+        if ov is None or ov.key_or_group.startswith("hydra") or final[ov.key_or_group] != text:
+            continue  # Hydra's own, or set again later on the command line (the last counts)
         key = ov.key_or_group
         if key == "scenario":
             chosen += [n for n in _names(ov, found) if n not in chosen]
