@@ -3,8 +3,9 @@
 A run folder records how it was started: ``manifest.json``'s ``overrides`` (the command line's
 ``KEY=VALUE``s, as Hydra got them), its ``scenarios`` and its full ``config``. Resuming it with
 ``harness.resume=DIR`` alone runs it again as it was started. Overrides given with it may only
-add to it: more scenarios, keys the run did not set. One that sets a key to another value than
-the run had (its units would not be comparable with the finished ones) is refused in one line.
+add to it: more scenarios, keys the run did not set; which variants run and the time limits
+(:data:`MAY_DIFFER`) may change too. One that sets any other key to another value than the run
+had (its units would not be comparable with the finished ones) is refused in one line.
 An older run folder without ``overrides`` is resumed with its recorded scenarios, its other keys
 still checked against its config.
 """
@@ -22,9 +23,19 @@ __all__ = ["MAY_DIFFER", "RESUME_KEY", "resume_argv", "task_overrides"]
 
 RESUME_KEY = "harness.resume"
 
-#: Keys a resume may set to another value than the run had: they change what is shown, not
-#: what is measured.
-MAY_DIFFER = frozenset({RESUME_KEY, "harness.progress"})
+#: Keys a resume may set to another value than the run had: they change what is shown or how
+#: long a worker may take, not what a worker measures (a variant that timed out may get longer).
+MAY_DIFFER = frozenset(
+    {RESUME_KEY, "harness.progress", "harness.timeout_s", "nsys.export_timeout_s"}
+)
+
+
+def _selects(key: str) -> bool:
+    """``scenario.NAME.variants``: which variants run, not how (a resume may leave out one that
+    hangs, or add one), like the scenario selection."""
+    parts = key.split(".")
+    return len(parts) == 3 and parts[0] == "scenario" and parts[2] == "variants"
+
 
 _MISSING = object()
 
@@ -104,7 +115,7 @@ def resume_argv(argv: Sequence[str], found: Sequence[str]) -> list[str]:
         if key == "scenario":
             chosen += [n for n in _names(ov, found) if n not in chosen]
             continue
-        if key in MAY_DIFFER:
+        if key in MAY_DIFFER or _selects(key):
             continue
         before = _lookup(config, key)
         if key == "size" and before != _MISSING and not _same(ov.value(), before):
