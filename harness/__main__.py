@@ -46,6 +46,7 @@ def _run(argv: list[str]) -> int:
         to_suite,
     )
     from harness.core.overrides import check_overrides, run_help
+    from harness.core.resume import resume_argv
     from harness.execution.runner import RunLockedError, Suite
 
     found = discover_scenarios()
@@ -54,6 +55,11 @@ def _run(argv: list[str]) -> int:
         return 0
     register_configs(found)
     try:
+        resumed = resume_argv(argv, list(found))
+        if resumed != list(argv):
+            added = [a for a in resumed if a not in argv]
+            print(f"resuming with the run's own settings: {' '.join(added)}", file=sys.stderr)
+        argv = resumed
         check_scenario_overrides([a for a in argv if not a.startswith("-")], found)
         check_overrides(argv, found)
     except UsageError as exc:
@@ -176,15 +182,24 @@ def list_parser() -> argparse.ArgumentParser:
 
 
 def list_text(found: dict[str, Any]) -> str:
-    """The scenarios as ``harness list`` prints them, variant columns as wide as the longest."""
+    """The scenarios as ``harness list`` prints them, variant columns as wide as the longest,
+    every line within the terminal's 100 columns (a long text wraps under its own column)."""
+    from harness.core.console import WIDTH, wrap
+
+    def hang(first: str, text: str, indent: int) -> list[str]:
+        body = wrap(text, WIDTH - max(len(first), indent))
+        return [first + body[0], *(" " * indent + b for b in body[1:])]
+
     kind_w = max((len(v.kind) for s in found.values() for v in s.variants), default=0)
     name_w = max((len(v.name) for s in found.values() for v in s.variants), default=0)
     lines = []
     for name, scen in sorted(found.items()):
         sev = scen.severity
-        lines.append(f"{name}  [{scen.bottleneck}]  {scen.title}")
-        lines.append(f"    severity: {sev.meaning} ({sev.unit}, {sev.low:g}..{sev.high:g})")
-        lines += [f"    {v.kind:{kind_w}}  {v.name:{name_w}}  {v.summary}" for v in scen.variants]
+        lines += hang(f"{name}  [{scen.bottleneck}]  ", scen.title, 4)
+        lines += hang("    severity: ", f"{sev.meaning} ({sev.unit}, {sev.low:g}..{sev.high:g})", 6)
+        for v in scen.variants:
+            first = f"    {v.kind:{kind_w}}  {v.name:{name_w}}  "
+            lines += hang(first, v.summary, len(first))
     return "\n".join(lines) + "\n"
 
 

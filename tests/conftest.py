@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
+import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,6 +64,64 @@ SLOW_FIRST = (
     "tests/test_warmer.py",
     "tests/test_cli_errors.py",
 )
+
+
+#: Set once for the whole session (xdist workers inherit it, and so does every process the
+#: tests start): how pytest_sessionfinish tells the tests' own nsys processes from others'.
+SESSION_MARK = "BOTTLENECK_TEST_SESSION"
+os.environ.setdefault(SESSION_MARK, f"{os.getpid()}-{os.urandom(4).hex()}")
+
+#: Where scripts/setup.sh puts nsys, said when CI lacks it.
+NSYS_MISSING = (
+    "CI=true but nsys is not on PATH: the tests that profile would all skip. scripts/setup.sh "
+    "installs Debian's nsight-systems 2022.4 when run as root (scripts/install-nsys-cpu.sh)"
+)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In CI (``CI=true``) a missing nsys fails the suite in one line, as a missing browser
+    fails the report's browser test: some 50 tests skip without it, and a skip is not seen."""
+    if os.environ.get("CI") == "true" and shutil.which("nsys") is None:
+        pytest.exit(NSYS_MISSING, returncode=1)
+
+
+def leftover_nsys(mark: str) -> list[tuple[int, str]]:
+    """(pid, command line) of the live nsys processes (an agent, a report writer) started
+    under the session ``mark``: none may outlive the tests."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            cmd = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            env = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:  # gone meanwhile, or not ours to read
+            continue
+        if "nsys" in cmd.split(" ", 1)[0] and f"{SESSION_MARK}={mark}".encode() in env:
+            found.append((int(proc.name), cmd.strip()))
+    return found
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """After the whole suite (the xdist controller, or a run without xdist): no nsys process
+    the tests started is left (an ``nsys --start-agent`` orphan was once found after the
+    suite). Any found is named, stopped, and fails the session."""
+    if hasattr(session.config, "workerinput") or not Path("/proc").is_dir():
+        return
+    mark = os.environ[SESSION_MARK]
+    left = leftover_nsys(mark)
+    for _ in range(50):  # nsys's own shutdown may take a few seconds
+        if not left:
+            return
+        time.sleep(0.2)
+        left = leftover_nsys(mark)
+    for pid, _ in left:
+        with contextlib.suppress(OSError):
+            os.kill(pid, signal.SIGKILL)
+    print("\nnsys processes the tests started outlived them (stopped now):", file=sys.stderr)
+    for pid, cmd in left:
+        print(f"  {pid}: {cmd[:200]}", file=sys.stderr)
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -89,15 +89,20 @@ def test_compare_usage_errors(tmp_path):
     assert main([str(REFERENCE), str(tmp_path)]) == 2
 
 
-def test_compare_says_when_the_software_differs(tmp_path):
+def test_compare_says_when_the_software_differs(tmp_path, monkeypatch):
     """The committed H100 and H200 reference runs used the same driver, torch and nsys: no
-    caveat. A copy of the H200 run with another torch in its manifest gets one, naming both."""
+    caveat. A copy of the H200 run with another torch in its manifest gets one, naming both.
+    Without --out the comparison goes to results/ of the working directory, never into the
+    tracked reference folders beside the runs."""
     from harness.report.compare import main
 
     ref = REPO / "results" / "reference"
-    same = tmp_path / "same"
-    assert main([str(ref / "h100"), str(ref / "h200"), "--out", str(same)]) == 0
+    before = sorted(p.name for p in ref.iterdir())
+    monkeypatch.chdir(tmp_path)
+    assert main([str(ref / "h100"), str(ref / "h200")]) == 0
+    same = tmp_path / "results" / "compare-h100-vs-h200"
     assert "different" not in (same / "compare.md").read_text()
+    assert sorted(p.name for p in ref.iterdir()) == before
 
     h200 = tmp_path / "h200"
     shutil.copytree(ref / "h200", h200)

@@ -134,3 +134,42 @@ def test_why_nothing_was_profiled_names_the_cause():
     failed = runs.assign(status="failed")
     assert unprofiled_why(failed, **on).startswith("no variant finished")
     assert unprofiled_why(runs, **on).startswith("no profile finished")
+
+
+def test_a_long_one_line_message_wraps_on_a_terminal(monkeypatch, capsys) -> None:
+    """'confusion: nothing judged (3 variants: 3 whose expected class ...)' was 110 columns in
+    a 100-column terminal; on a terminal it wraps, in a log it stays one line (for grep)."""
+    diag = pd.DataFrame(
+        {
+            "primary": ["none"] * 3,
+            "expected_role": ["bottleneck", "clean", "clean"],
+            "expected": ["pageable_copy", "none", "none"],
+            "match": [None] * 3,
+        }
+    )
+    text = f"\nconfusion: nothing judged ({console.nothing_judged(diag)})"
+    assert len(text) > WIDTH + 1
+    monkeypatch.setattr("sys.stdout.isatty", lambda: True)
+    console._line(text)
+    shown = capsys.readouterr().out
+    assert_fits(shown)
+    assert shown.startswith("\n") and " ".join(shown.split()) == " ".join(text.split())
+    monkeypatch.setattr("sys.stdout.isatty", lambda: False)
+    console._line(text)
+    assert capsys.readouterr().out == text + "\n"
+
+
+def test_fixes_slower_on_the_cpu_get_a_word() -> None:
+    """A fix measured slower than its baseline on the CPU is named under the summary, with
+    why that says nothing about the GPU; none slower, no line."""
+    runs = pd.DataFrame(
+        {
+            "scenario": ["pageable_copies"] * 3,
+            "variant": ["baseline", "pinned_prefetch", "ideal"],
+            "speedup": [1.0, 0.824, 1.3],
+        }
+    )
+    note = console.cpu_slower_note(runs)
+    assert note is not None and "pageable_copies/pinned_prefetch" in note
+    assert "ideal" not in note and "CPU timings say nothing" in note
+    assert console.cpu_slower_note(runs[runs["variant"] != "pinned_prefetch"]) is None

@@ -72,24 +72,50 @@ def test_ctrl_c_keeps_finished_and_marks_interrupted(interrupted_run):
     assert snap["rc"] == 130, snap["stderr"][-2000:]
     assert snap["state"] == "interrupted"
     assert f"harness.resume={snap['run_dir']}" in snap["stderr"]
+    # between the interrupt and the tables the run says what it does, not silence
+    after = snap["stderr"].split("interrupted: ", 1)[1]
+    assert "\nwriting the tables (runs.csv and the rest)\n" in after
     assert snap["ideal"]["variant"] == "ideal" and len(snap["ideal"]["step_ms"]) == 3
     assert snap["statuses"] == {"faulty/ideal/timing-1": "ok"}  # slow: no half-written status
     assert snap["tmp"] == []
     assert not snap["lock"]
 
 
+def test_a_conflicting_override_on_resume_is_refused(interrupted_run):
+    """A resume finishes the run as it was started: an override that sets a key of the run to
+    another value is refused in one line, before anything runs; one that sets it to the run's
+    own value is no conflict (tried with --cfg job, which runs nothing)."""
+    run_dir = interrupted_run["run_dir"]
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert "scenario.faulty.variants=[ideal,slow]" in manifest["overrides"]
+    proc = run_cli(
+        ["run", f"harness.resume={run_dir}", "harness.repeats=3"], env=PLUGIN, timeout=HANG_S
+    )
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == [
+        f"error: harness.resume={run_dir}: harness.repeats=3 conflicts with the run's "
+        "harness.repeats=1; a resume finishes the run as it was started and may only add to it "
+        "(drop the override, or start a new run)"
+    ]
+    assert _statuses(run_dir) == interrupted_run["statuses"]
+    same = run_cli(
+        ["run", f"harness.resume={run_dir}", "harness.repeats=1", "--cfg", "job"], env=PLUGIN
+    )
+    assert same.returncode == 0, same.stderr[-2000:]
+    assert "- ideal" in same.stdout and "- slow" in same.stdout
+
+
 def test_resume_of_interrupted_run_finishes_only_the_rest(interrupted_run):
+    """Exactly what the interrupt message says: ``harness.resume=DIR`` alone resumes the run
+    with its own scenarios and overrides (its manifest's)."""
     run_dir = interrupted_run["run_dir"]
     proc = run_cli(
-        _args(
-            run_dir.parent,
-            "scenario.faulty.variants=[ideal,slow]",
-            f"harness.resume={run_dir}",
-        ),
+        ["run", f"harness.resume={run_dir}"],
         env={**PLUGIN, "FAULTY_SLOW_S": "0.05"},
         timeout=HANG_S,
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "resuming: 1 of 2 worker runs finished before" in proc.stderr
     ideal = run_dir / "faulty/ideal/timing-1/result.json"
     assert ideal.stat().st_mtime_ns == interrupted_run["ideal_mtime"], "ideal was run again"
     assert json.loads((run_dir / "state.json").read_text())["state"] == "complete"

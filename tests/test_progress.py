@@ -84,7 +84,7 @@ def test_a_slow_set_up_stage_is_said_once_with_what_it_usually_is():
     progress.running("k/torch_compile [timing-1]", "setup", "compile", SLOW_STAGE_S + 9)
     said = out.getvalue().splitlines()
     assert len(said) == 1
-    assert "set-up stage 'compile' still running after 16 s" in said[0]
+    assert f"set-up stage 'compile' still running after {SLOW_STAGE_S + 1:.0f} s" in said[0]
     assert "torch.compile" in said[0]
 
 
@@ -179,11 +179,65 @@ def test_skipped_runs_get_their_progress_numbers_too(cli, tmp_path):
     assert proc.returncode == 0, proc.stderr[-2000:]
     done = [ln for ln in proc.stderr.splitlines() if ln.startswith("[")]
     assert [ln.split("]")[0] for ln in done] == ["[1/4", "[2/4", "[3/4", "[4/4"]
+    # each number is the unit's own place in the run, and each unit is said once
+    assert [ln.split("] ", 1)[1].split(" ")[:2] for ln in done] == [
+        ["kernel_flood/baseline", "[timing-1]"],
+        ["kernel_flood/cuda_graphs", "[timing-1]"],
+        ["kernel_flood/baseline", "[timing-2]"],
+        ["kernel_flood/cuda_graphs", "[timing-2]"],
+    ]
+    assert not [ln for ln in proc.stderr.splitlines() if ln.startswith("skipped ")]
     skipped = [ln for ln in done if "cuda_graphs" in ln]
     assert [ln.split("] ", 1)[1] for ln in skipped] == [
         f"kernel_flood/cuda_graphs [timing-{k}] skipped (this machine has no GPU: CUDA graphs "
         "capture GPU work only)"
         for k in (1, 2)
+    ]
+
+
+def test_lines_come_in_the_order_of_their_numbers():
+    """A unit that ends before a lower-numbered one (a skipped unit, launched while the one
+    before it tears down) waits for it: the log reads 1, 2, 3, each once. A unit ended again
+    (a profile repeated as its own nsys process) is said when it ends; what still waits when
+    the run stops is said then. A resume's reused numbers are never waited for."""
+    out = io.StringIO()
+    progress = Progress(True, out)
+    progress.start(4, {1})
+    progress.finished("a/x [timing-1]", "skipped", 0.0, False, why="no GPU", number=3)
+    assert out.getvalue() == ""
+    progress.finished("a/y [timing-1]", "ok", 2.0, True, number=2)
+    progress.finished("a/y [profile]", "failed", 1.0, True, number=2)
+    progress.finished("a/z [profile]", "ok", 1.0, True, number=4)
+    assert out.getvalue().splitlines() == [
+        "[2/4] a/y [timing-1] ok in 2.0 s",
+        "[3/4] a/x [timing-1] skipped (no GPU)",
+        "[2/4] a/y [profile] failed in 1.0 s",
+        "[4/4] a/z [profile] ok in 1.0 s",
+    ]
+    stopped = io.StringIO()
+    progress = Progress(True, stopped)
+    progress.start(3, 0)
+    progress.finished("b [timing-1]", "ok", 1.0, True, number=2)
+    progress.close()
+    assert stopped.getvalue().splitlines() == ["[2/3] b [timing-1] ok in 1.0 s"]
+
+
+def test_the_line_log_is_never_silent_long():
+    """A worker state or stage past QUIET_S (5 s) is said, then again every AGAIN_S; a step
+    between workers (servers starting, exports) is said once."""
+    from harness.core.progress import AGAIN_S, QUIET_S
+
+    out = io.StringIO()
+    progress = Progress(True, out)
+    progress.start(1, 0)
+    for t in (1.0, QUIET_S + 0.1, QUIET_S + 1, QUIET_S + AGAIN_S + 0.2):
+        progress.running("k/ideal [timing-1]", "import", None, t)
+    progress.activity("starting 1 traced fork servers (nsys)")
+    progress.activity("starting 1 traced fork servers (nsys)")
+    assert out.getvalue().splitlines() == [
+        "k/ideal [timing-1]: 'import' still running after 5 s",
+        "k/ideal [timing-1]: 'import' still running after 25 s",
+        "starting 1 traced fork servers (nsys)",
     ]
 
 

@@ -5,7 +5,9 @@ pipeline, whose waits are matched across the ranks, is in tests/test_comm.py.
 The CPU captures are the corpus scripts run under
 ``nsys profile --trace=nvtx,osrt --sample=none --cpuctxsw=none python -m torch.distributed.run
 --standalone --nproc_per_node=2 corpus/wild/<script>.py [--fix ...]`` on this project's 2-core
-CPU box, cut to the loop (tests/data/README.md). Values are exact for these files.
+CPU box, cut to the loop (tests/data/README.md). Exact values are regression pins: the
+detector's numbers on these files today, so a change that moves them shows; they are not
+derived independently from the exports.
 """
 
 from __future__ import annotations

@@ -117,7 +117,9 @@ class HarnessConfig:
     results_dir: str = "results"
     """Parent folder of run folders (``<results_dir>/<utc-time>_<gpu>/``)."""
     resume: str | None = None
-    """An earlier run folder to finish: variants that already finished are skipped."""
+    """An earlier run folder to finish: variants that already finished are skipped. Alone it
+    resumes the run as it was started (its manifest's scenarios and overrides); overrides given
+    with it may only add to those."""
     timeout_s: float = 900.0
     """Wall-clock limit for one worker process (one variant, one phase), not counting the time
     it waits at its gate while the workers started before it measure."""

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 import pandas as pd
 
-__all__ = ["WIDTH", "fit_table", "wrap"]
+__all__ = ["WIDTH", "fit_line", "fit_table", "wrap"]
 
 #: The terminal width the console output is written for.
 WIDTH = 100
@@ -215,3 +215,14 @@ def _detail(lay: _Layout, i: int, width: int) -> list[str]:
         return []
     pad = " " * DETAIL_INDENT
     return [pad + line for line in wrap(", ".join(said), width - DETAIL_INDENT)]
+
+
+def fit_line(line: str) -> str:
+    """One line of a message within WIDTH columns, keeping its own indent; what it wraps onto
+    further lines is indented two more."""
+    if len(line) <= WIDTH:
+        return line
+    indent = line[: len(line) - len(line.lstrip(" "))]
+    first, *more = wrap(line[len(indent) :], WIDTH - len(indent))
+    tail = wrap(" ".join(more), WIDTH - len(indent) - 2) if more else []
+    return "\n".join([indent + first, *(indent + "  " + t for t in tail)])

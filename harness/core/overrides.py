@@ -171,6 +171,9 @@ def _hydra_args(argv: Sequence[str]) -> tuple[list[str], bool] | None:
     return list(args.overrides or []), bool(args.multirun)
 
 
+hydra_args = _hydra_args  # the name harness.core.resume uses
+
+
 def check_overrides(argv: Sequence[str], found: dict[str, scenarios.Scenario]) -> None:
     """Raise :class:`UsageError` (one line) on the first override of ``argv`` that the run
     would refuse: unparsable, an unknown key (naming the nearest valid one), a scenario key of

@@ -5,17 +5,32 @@ nothing could be judged, one line that says why. The full tables are the run fol
 
 from __future__ import annotations
 
+import sys
+
 import pandas as pd
 
-from harness.core.console import fit_table
+from harness.core.console import fit_line, fit_table
 from harness.judge.diagnosis_table import UNREADABLE
 from harness.judge.truth import UNDECIDED
 
-__all__ = ["nothing_judged", "print_diagnosis", "print_unprofiled", "unprofiled_why"]
+__all__ = [
+    "cpu_slower_note",
+    "nothing_judged",
+    "print_diagnosis",
+    "print_unprofiled",
+    "unprofiled_why",
+]
 
 
 def _g(x: float) -> str:
     return f"{x:.3g}"
+
+
+def _line(text: str) -> None:
+    """A one-line message on stdout: wrapped to 100 columns on a terminal, whole in a log."""
+    if sys.stdout.isatty():
+        text = "\n".join(fit_line(part) for part in text.split("\n"))
+    print(text)
 
 
 def print_diagnosis(
@@ -27,13 +42,13 @@ def print_diagnosis(
     print(fit_table(verdict[["scenario", "verdict", "reason"]]))
     why = nothing_judged(diag)
     if why is not None:
-        print(f"\nconfusion: nothing judged ({why})")
+        _line(f"\nconfusion: nothing judged ({why})")
     else:
         print("\nconfusion (rows: expected, columns: primary finding):")
         print(fit_table(matrix.reset_index(names="expected")))
         left = left_out(diag)
         if left:
-            print(f"left out of the matrix: {left}")
+            _line(f"left out of the matrix: {left}")
     _print_limits(work)
     _print_side_work(work)
 
@@ -42,7 +57,24 @@ def print_unprofiled(runs: pd.DataFrame, nsys_enabled: bool, nsys_found: bool) -
     """The end of a run without one nsys export (runs.csv's table): no verdicts or matrix,
     and why, rather than silence."""
     why = unprofiled_why(runs, nsys_enabled=nsys_enabled, nsys_found=nsys_found)
-    print(f"\nverdicts, confusion: nothing judged (no variant has an nsys export: {why})")
+    _line(f"\nverdicts, confusion: nothing judged (no variant has an nsys export: {why})")
+
+
+def cpu_slower_note(runs: pd.DataFrame) -> str | None:
+    """On the CPU, a line under the summary for the fixes measured slower than their baseline
+    (runs.csv's speedup < 1): CPU timings say nothing about a fix on a GPU, so a 0.8 there is
+    no verdict on it. None where no fix is slower."""
+    if "speedup" not in runs:
+        return None
+    speed = pd.to_numeric(runs["speedup"], errors="coerce")
+    slower = runs[(speed < 1) & (runs["variant"].astype(str) != "baseline")]
+    if slower.empty:
+        return None
+    names = ", ".join(f"{r.scenario}/{r.variant}" for r in slower.itertuples())
+    return (
+        f"note: {names} measured slower than the baseline on the CPU. These fixes target a GPU "
+        "(copies, launches, syncs); CPU timings say nothing about what they are worth there."
+    )
 
 
 def unprofiled_why(runs: pd.DataFrame, *, nsys_enabled: bool, nsys_found: bool) -> str:

@@ -20,6 +20,7 @@ from omegaconf import OmegaConf
 from harness.core import envinfo
 from harness.core import runfolder as rf
 from harness.core.config import UsageError
+from harness.core.resume import task_overrides
 from harness.core.runfolder import ResultWriteError, RunState, Status, Unit, read_json, write_json
 from harness.execution.collect import (
     COLUMNS,
@@ -48,6 +49,9 @@ class Records:
         self.say = say
         self.retried = retried
         self.failures: list[str] = []
+        #: Say a skipped variant's reason (once); off where the progress line log gives each
+        #: skipped unit a line with it (said twice otherwise).
+        self.say_skips = True
         self.started_utc = now_utc()
         self._write_lock = threading.Lock()
         #: Each scenario's runs.csv rows under the state of its files (build_runs_table).
@@ -109,6 +113,8 @@ class Records:
             "git_sha": envinfo.git_sha(REPO_ROOT),
             **envinfo.host_facts(),
             "config": OmegaConf.to_container(s.raw, resolve=True),
+            # the command line's KEY=VALUEs: harness.resume=DIR alone runs them again
+            "overrides": task_overrides(),
             "scenarios": {
                 name: {
                     "bottleneck": s.found[name].bottleneck,
@@ -163,7 +169,7 @@ class Records:
                 marker.unlink(missing_ok=True)
         status = Status(outcome.status)
         if status == Status.SKIPPED:
-            if rf.first_timing(unit.phase):  # once per variant, not once per phase
+            if self.say_skips and rf.first_timing(unit.phase):  # once per variant
                 self.say(f"skipped {unit.scenario}/{unit.variant}: {outcome.error}")
         elif self.retried(unit, status):
             first = outcome.error.splitlines()[0] if outcome.error else outcome.status

@@ -127,6 +127,8 @@ class Suite:
         self.progress = Progress(suite.harness.progress)
         self.traced = TracedServers(self.settings, self._say, self.progress)
         self.records = Records(self.settings, self._say, self.traced.retried)
+        # The numbered line log gives each skipped unit its line, with its reason.
+        self.records.say_skips = not self.progress.lines
         self.launcher = Launcher(self.settings, self.traced, self._say)
         self.exporter = Exporter(self.settings, self.records, self.traced, self.progress)
         self.scheduler = Scheduler(
@@ -178,6 +180,9 @@ class Suite:
             self._say(f"results in {run_dir} are incomplete; finished variants' files are intact.")
             return self.stops.exit_code if state == RunState.INTERRUPTED else 1
         print_summary(table, run_dir)
+        note = None if self.settings.gpu.present else console.cpu_slower_note(table)
+        if note:
+            self._say(note)
         if state == RunState.INTERRUPTED:
             self.write_timings(run_dir, walls, time.perf_counter() - t_start)
             return self.stops.exit_code
@@ -198,7 +203,9 @@ class Suite:
                     f"resuming: {len(units) - len(todo)} of {len(units)} worker runs finished "
                     f"before and are reused; running the other {len(todo)}"
                 )
-            self.progress.start(len(units), len(units) - len(todo))
+            scheduler.numbers = {u: n for n, u in enumerate(units, 1)}
+            left = set(todo)
+            self.progress.start(len(units), {n for n, u in enumerate(units, 1) if u not in left})
             exporter.run_exports(run_dir)  # reports a resumed run never exported; nothing runs yet
             scheduler.warmer = self.launcher.warmer(todo, run_dir)
             self.traced.start(todo, run_dir)
@@ -286,6 +293,8 @@ class Suite:
     ) -> tuple[RunState, pd.DataFrame | None]:
         """Reports still being written, the fork server, the tables and state.json: done even
         when a stop signal arrives meanwhile (only the first one raises)."""
+        if self.exporter.finishing:
+            self._say(f"waiting for nsys to finish {len(self.exporter.finishing)} reports")
         try:  # an interrupted run still keeps the reports nsys is writing
             self.exporter.finish_reports(run_dir)
         except KeyboardInterrupt:
@@ -301,6 +310,7 @@ class Suite:
         if state == RunState.COMPLETE and self.failures:
             state = RunState.FAILED
         table: pd.DataFrame | None = None
+        self._say(f"writing the tables ({rf.table_path(run_dir, 'runs').name} and the rest)")
         for _ in range(2):  # again after a stop signal cut the first try short
             try:
                 table = self.write_tables(run_dir)
@@ -325,6 +335,7 @@ class Suite:
         """Diagnosis, timings and the report of a run that was not interrupted."""
         t0 = time.perf_counter()
         if table["profiled"].any():
+            self._say(f"diagnosing {int(table['profiled'].sum())} exports (the detectors)")
             try:
                 self.write_diagnosis(run_dir, table)
             except Exception as exc:  # the tables above are safe; say what broke and fail
@@ -337,6 +348,7 @@ class Suite:
         from harness.report import report_after_run  # never raises; the results are kept
 
         t0 = time.perf_counter()
+        self._say("writing the report (report.html, report.md, pictures)")
         problem = report_after_run(run_dir, self._say, self.found)
         walls["report_s"] = time.perf_counter() - t0
         self.write_timings(run_dir, walls, time.perf_counter() - t_start)

@@ -52,6 +52,8 @@ class Scheduler:
         self._waited: set[Unit] = set()
         self._waited_reports: set[Unit] = set()
         self._live: list[Live] = []
+        #: Each unit's progress number (1-based, in the run's order of units).
+        self.numbers: dict[Unit, int] = {}
 
     def run(self, units: list[Unit]) -> None:
         """``units`` in order through the run loop."""
@@ -134,7 +136,10 @@ class Scheduler:
         status = Status(outcome.status)
         said = "ok (nsys finishes its report)" if status == Status.FINALIZING else status.value
         why = outcome.error if status == Status.SKIPPED else ""
-        self.progress.finished(unit.label, said, outcome.wall_s, live is not None, why=why)
+        self.progress.finished(
+            unit.label, said, outcome.wall_s, live is not None, why=why,
+            number=self.numbers.get(unit),
+        )  # fmt: skip
         return []
 
     def scenario_done(self, scenario: str) -> None:

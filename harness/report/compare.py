@@ -1,8 +1,9 @@
 """``python -m harness compare RUN_DIR RUN_DIR... [--out DIR]``: the speedup matrix by GPU.
 
 Each run folder is one facet, labelled by its GPU slug and size from ``manifest.json`` (plus the
-folder's name where two runs would share a label). Writes into ``--out`` (default: beside the
-run folders, ``compare-<label>-vs-<label>``):
+folder's name where two runs would share a label). Writes into ``--out`` (default:
+``results/compare-<label>-vs-<label>`` under the working directory, never beside the run folders:
+those may be the tracked ``results/reference/``):
 
 - ``compare.csv``: one row per GPU x scenario x fix (speedup, 95% CI, status);
 - ``compare.md`` and ``compare.html``: the table with one ``speedup [CI]`` column per GPU, the
@@ -16,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import datetime as dt
-import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -233,15 +233,11 @@ def write_compare(run_dirs: list[Path], out_dir: Path, *, columns: str = "auto")
 
 
 def _default_out(runs: list[Path]) -> Path:
-    common = Path(os.path.commonpath([str(p.resolve()) for p in runs]))
-    if common in {p.resolve() for p in runs}:
-        common = common.parent
-    slugs = []
-    for p in runs:
-        r = RunFolder.load(p)
-        slugs.append(r.slug)
-    name = "compare-" + "-vs-".join(dict.fromkeys(slugs))
-    return common / name
+    """``results/compare-<gpu>-vs-<gpu>``: where ``harness run`` writes too (its default
+    ``harness.results_dir``), so a comparison of reference runs never lands in the tracked
+    ``results/reference/`` unless ``--out`` asks for it."""
+    slugs = [RunFolder.load(p).slug for p in runs]
+    return Path("results") / ("compare-" + "-vs-".join(dict.fromkeys(slugs)))
 
 
 def parser() -> argparse.ArgumentParser:
@@ -256,10 +252,11 @@ def parser() -> argparse.ArgumentParser:
         "runs", nargs="+", type=Path, help="two or more run folders (runs.csv + manifest.json)"
     )
     ap.add_argument(
+        "-o",
         "--out",
         type=Path,
         default=None,
-        help="output folder (default: beside the run folders, compare-<gpu>-vs-<gpu>)",
+        help="output folder (default: results/compare-<gpu>-vs-<gpu> in the working directory)",
     )
     ap.add_argument(
         "--columns",
