@@ -41,6 +41,10 @@ class HtaNumbers:
     """What HTA's analyses said about one program (None: that analysis gave nothing)."""
 
     ranks: int = 0
+    rank_ids: list[int] = field(default_factory=list)
+    """The ranks HTA read (each trace's ``distributedInfo.rank``)."""
+    profiler_steps: int = 0
+    """``ProfilerStep#N`` ranges HTA found (its straggler analysis works per step)."""
     gpu_kernels: int = 0
     idle_pct: dict[int, float] = field(default_factory=dict)
     """Per rank, GPU idle share of the trace, % (temporal breakdown)."""
@@ -110,6 +114,9 @@ def hta_numbers(kineto: tuple[Path, ...]) -> HtaNumbers:
         logging.getLogger("hta").setLevel(logging.ERROR)
         with contextlib.redirect_stdout(io.StringIO()):
             t = TraceAnalysis(trace_dir=tmp)
+        n.rank_ids = sorted(int(r) for r in t.t.traces)
+        with contextlib.suppress(Exception):  # HTA raises where a trace has no steps
+            n.profiler_steps = len(t.get_profiler_steps())
         n.gpu_kernels = sum(_gpu_kernels(t, r) for r in t.t.traces)
         if n.gpu_kernels:
             _analyses(t, n)
