@@ -26,7 +26,7 @@ import torch
 import torch.distributed as dist
 from torch.profiler import ProfilerActivity, profile, schedule
 
-STEPS = 6
+STEPS = 3
 
 
 def _model() -> tuple[torch.nn.Module, torch.Tensor]:
