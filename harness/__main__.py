@@ -22,7 +22,8 @@ subcommands:
   list      list scenarios, their variants and bottleneck classes
   diagnose  findings for any nsys report:  python -m harness diagnose PATH... [--format json]
   score     detectors vs labels on labelled exports:  python -m harness score corpus/wild
-            (a corpus folder with labels.yaml, or a run folder; --tool TEMPLATE, --out DIR)
+            (a corpus folder with labels.yaml, or a run folder; --out DIR; --tool hta
+             --tool nsys-ai --tool nsys-rules: per class and tool precision/recall/F1)
   report    report.html + report.md of a run folder:  python -m harness report RUN_DIR
             (a sweep folder of `run -m`, or several run folders: dose-response across
              severities; --out DIR, --steps N, --no-timelines)
@@ -218,7 +219,7 @@ def _diagnose(argv: list[str]) -> int:
 
 
 def _score(argv: list[str]) -> int:
-    from harness.judge.score import main as score_main
+    from harness.tools.cli import main as score_main
 
     return score_main(argv)
 

@@ -97,7 +97,8 @@ MAX_LINES = 700
 #: harness/'s layers, top down: a sub-package imports only those below it (the CLI, harness/__main__,
 #: sits above them all). Their jobs: docs/architecture.md, "Packages".
 HARNESS_LAYERS: dict[str, set[str]] = {
-    "harness.execution": {"harness.judge", "harness.report", "harness.core"},
+    "harness.execution": {"harness.tools", "harness.judge", "harness.report", "harness.core"},
+    "harness.tools": {"harness.judge", "harness.core"},
     "harness.judge": {"harness.core"},
     "harness.report": {"harness.core"},
     "harness.core": set(),

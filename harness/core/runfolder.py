@@ -123,6 +123,11 @@ SERVER_LOG = "server.log"
 
 PROFILE = "profile"
 TIMING_PREFIX = "timing-"
+#: The PyTorch Profiler's run of a variant (``kineto.enabled``): its own process, since nsys and
+#: the PyTorch Profiler both want CUPTI; its unit folder holds one Kineto trace per rank.
+KINETO = "kineto"
+#: A Kineto trace's suffix (what HTA and TensorBoard look for).
+KINETO_SUFFIX = ".pt.trace.json.gz"
 
 
 class WorkerState(str, Enum):
@@ -169,6 +174,8 @@ TABLE_NAMES = (
     "gpu_work",
     "expert_rules",
     "crosscheck",
+    "tools_calls",
+    "tools_scores",
 )
 
 #: A profile's report files, by suffix.
@@ -306,6 +313,22 @@ def profile_file(run_dir: Path, scenario: str, variant: str, suffix: str) -> Pat
     """The profile's first file ending in ``suffix`` (``.nsys-rep``, ``.sqlite``), or None."""
     folder = profile_dir(run_dir, scenario, variant)
     return next(iter(sorted(folder.glob(f"*{suffix}"))), None) if folder.is_dir() else None
+
+
+def kineto_dir(run_dir: Path, scenario: str, variant: str) -> Path:
+    """``<run>/<scenario>/<variant>/kineto/``: the variant's PyTorch Profiler unit."""
+    return unit_dir(run_dir, scenario, variant, KINETO)
+
+
+def kineto_trace(unit_folder: Path, scenario: str, variant: str, rank: int) -> Path:
+    """One rank's Kineto trace in a kineto unit's folder."""
+    return Path(unit_folder) / f"{scenario}__{variant}-rank{rank}{KINETO_SUFFIX}"
+
+
+def kineto_traces(run_dir: Path, scenario: str, variant: str) -> tuple[Path, ...]:
+    """The variant's Kineto traces, one per rank (none without a kineto run)."""
+    folder = kineto_dir(run_dir, scenario, variant)
+    return tuple(sorted(folder.glob(f"*{KINETO_SUFFIX}"))) if folder.is_dir() else ()
 
 
 def has_exports(run_dir: Path) -> bool:

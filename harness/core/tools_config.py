@@ -1,0 +1,88 @@
+"""The config sections of the profiler tools scored against the ground truth (``harness/tools``):
+the rules that map Holistic Trace Analysis's outputs to classes, with their thresholds, and the
+PyTorch Profiler (Kineto) capture of every variant.
+
+The HTA thresholds are part of the experiment, not of the tool: they are fixed on the suite's
+own runs (its variants with and without each pathology) and then scored on code the suite did
+not write (``corpus/wild``), never tuned on what they are scored on. A run records them in its
+manifest (``tools.hta.*``); ``harness score --tool-set hta.KEY=VALUE`` overrides them there.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import Any
+
+
+@dataclass(kw_only=True)
+class HtaRules:
+    """How HTA's outputs become class calls (``harness/tools/hta.py``). Shares are 0-1,
+    percentages 0-100, as HTA reports each."""
+
+    min_idle_pct: float = 20.0
+    """GPU idle share of the trace (HTA's temporal breakdown, ``idle_time_pctg``, mean over
+    ranks) below which no host-side class is flagged: a busy GPU is not waiting on anything."""
+    stall_min_idle_pct: float = 30.0
+    """data_stall: the GPU idle at least this share of the trace ..."""
+    stall_min_host_wait_share: float = 0.6
+    """... and at least this share of the idle time is HTA's ``host wait`` (the CPU had not
+    enqueued work: the idle time breakdown), while the launches are not short (launch_bound's
+    rule does not fire)."""
+    launch_min_short_share: float = 0.5
+    """launch_bound: at least this share of the kernel launches ran shorter on the GPU than their
+    launch call on the CPU (``get_cuda_kernel_launch_stats``: gpu_duration < cpu_duration), with
+    the GPU idle at least ``min_idle_pct``."""
+    sync_max_queue_p75: float = 1.0
+    """host_sync: the busiest stream's queue length (``get_queue_length_summary``) is at most this
+    three quarters of the time (the host drains the queue: it waits for the GPU), with the GPU
+    idle at least ``min_idle_pct``."""
+    comm_max_overlap_pct: float = 50.0
+    """exposed_comm: communication kernels overlap computation (``get_comm_comp_overlap``,
+    ``comp_comm_overlap_pctg``, mean over ranks) for at most this share of their time."""
+    imbalance_min_idle_spread_pct: float = 15.0
+    """stage_imbalance: with two ranks or more, the idle shares of the ranks (temporal
+    breakdown) differ by at least this many points; ``get_potential_stragglers`` names the
+    ranks in the evidence."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            top = 1.0 if f.name.endswith("_share") else 100.0
+            if f.name.endswith("_p75"):
+                top = float("inf")
+            if not 0 <= v <= top:
+                raise ValueError(f"tools.hta.{f.name} must be in [0, {top:g}], got {v!r}")
+
+
+@dataclass(kw_only=True)
+class ToolsConfig:
+    """Profiler tools scored against the run's ground truth after a run (``tools_calls.csv``,
+    ``tools_scores.csv``; the report's "Tools against the ground truth")."""
+
+    run: list[str] = field(default_factory=lambda: ["ours", "nsys-rules", "hta", "nsys-ai"])
+    """Adapters (``harness/tools``) run on every profiled variant after a run; one whose tool is
+    not installed (HTA, nsys-ai: ``pip install .[tools]``) scores ``n/a`` with the reason."""
+    hta: HtaRules = field(default_factory=HtaRules)
+    """HTA's rules and thresholds."""
+    timeout_s: float = 300.0
+    """Limit for one adapter on one variant."""
+
+    def __post_init__(self) -> None:
+        if isinstance(self.hta, dict):  # built from a plain mapping (harness score --tool-set)
+            self.hta = HtaRules(**self.hta)
+        if self.timeout_s <= 0:
+            raise ValueError(f"tools.timeout_s must be > 0, got {self.timeout_s}")
+
+
+def tools_config(overrides: dict[str, Any] | None = None) -> ToolsConfig:
+    """The defaults with ``{"hta": {"stall_min_idle_pct": 25}}``-style overrides applied
+    (a ValueError names a key that does not exist or a value out of range)."""
+    overrides = dict(overrides or {})
+    hta = dict(overrides.pop("hta", {}) or {})
+    known = {f.name for f in fields(HtaRules)}
+    unknown = sorted(set(hta) - known) + sorted(
+        set(overrides) - {f.name for f in fields(ToolsConfig)}
+    )
+    if unknown:
+        raise ValueError(f"unknown tools key(s): {', '.join(unknown)}")
+    return ToolsConfig(**overrides, hta=HtaRules(**{k: float(v) for k, v in hta.items()}))

@@ -1,0 +1,210 @@
+"""``hta``: Holistic Trace Analysis (0.5.0) on the PyTorch Profiler's Kineto traces, one per rank.
+
+HTA never reads nsys. It reports numbers, not causes; the rules that turn its numbers into
+classes are the suite's, written down with their thresholds in ``tools.hta``
+(:class:`harness.core.tools_config.HtaRules`), fixed on the suite's own runs and scored on the
+corpus. Two steps, so each can be checked alone: :func:`hta_numbers` runs HTA's analyses (the
+temporal and idle-time breakdowns, CUDA kernel launch statistics, queue length, comm-comp
+overlap, potential stragglers) and keeps the numbers; :func:`hta_calls` applies the rules.
+
+What HTA cannot see is ``n/a``: the GIL (it reads no thread states), pageable copies (its
+breakdowns do not tell a copy's memory kind), stage imbalance on one rank (no other rank to
+compare), and every class on a trace without GPU kernels (a CPU-only trace: HTA's analyses
+are of GPU time).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import logging
+import math
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core.tools_config import HtaRules
+from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, register
+
+NO_GPU = "the trace has no GPU kernels: HTA's analyses are of GPU time"
+
+#: Classes HTA has no analysis for, and why.
+UNSEEN: dict[str, str] = {
+    "gil_contention": "HTA reads no thread states or GIL waits",
+    "pageable_copy": "HTA's breakdowns do not tell a copy's memory kind (pinned or pageable)",
+}
+
+
+@dataclass
+class HtaNumbers:
+    """What HTA's analyses said about one program (None: that analysis gave nothing)."""
+
+    ranks: int = 0
+    rank_ids: list[int] = field(default_factory=list)
+    """The ranks HTA read (each trace's ``distributedInfo.rank``)."""
+    profiler_steps: int = 0
+    """``ProfilerStep#N`` ranges HTA found (its straggler analysis works per step)."""
+    gpu_kernels: int = 0
+    idle_pct: dict[int, float] = field(default_factory=dict)
+    """Per rank, GPU idle share of the trace, % (temporal breakdown)."""
+    host_wait_share: float | None = None
+    """Share of the GPU idle time that is host wait (idle time breakdown, every rank)."""
+    launches: int = 0
+    short_launch_share: float | None = None
+    """Share of launches whose GPU duration is below their CPU launch call's."""
+    queue_p75: float | None = None
+    """75th percentile of the busiest stream's queue length."""
+    comm_overlap_pct: float | None = None
+    """Communication overlapped with computation, % (mean over ranks; None: no communication)."""
+    stragglers: list[int] = field(default_factory=list)
+    errors: dict[str, str] = field(default_factory=dict)
+    """Per analysis that raised, its message."""
+
+
+def _analyses(t: Any, n: HtaNumbers) -> None:
+    """Fill ``n`` from each analysis, recording the ones that raise."""
+
+    def run(name: str, fn: Any) -> Any:
+        try:
+            with contextlib.redirect_stdout(io.StringIO()):
+                return fn()
+        except Exception as exc:  # HTA raises IndexError/ValueError on what it cannot analyse
+            n.errors[name] = f"{type(exc).__name__}: {exc}"
+            return None
+
+    ranks = sorted(t.t.traces) if hasattr(t.t, "traces") else [0]
+    temporal = run("temporal_breakdown", lambda: t.get_temporal_breakdown(visualize=False))
+    if temporal is not None and not temporal.empty:
+        n.idle_pct = {int(r.rank): float(r.idle_time_pctg) for r in temporal.itertuples()}
+    idle = run("idle_time_breakdown",
+               lambda: t.get_idle_time_breakdown(ranks=ranks, visualize=False)[0])  # fmt: skip
+    if idle is not None and not idle.empty and idle["idle_time"].sum() > 0:
+        host = idle["idle_category"].astype(str).isin(["0", "host_wait", "IdleTimeType.HOST_WAIT"])
+        n.host_wait_share = float(idle.loc[host, "idle_time"].sum() / idle["idle_time"].sum())
+    stats = run("cuda_kernel_launch_stats",
+                lambda: t.get_cuda_kernel_launch_stats(ranks=ranks, visualize=False))  # fmt: skip
+    if stats:
+        rows = [df for df in stats.values() if df is not None and not df.empty]
+        n.launches = sum(len(df) for df in rows)
+        if n.launches:
+            short = sum(int((df["gpu_duration"] < df["cpu_duration"]).sum()) for df in rows)
+            n.short_launch_share = short / n.launches
+    queue = run("queue_length_summary", lambda: t.get_queue_length_summary(ranks=ranks))
+    if queue is not None and not queue.empty:
+        busiest = queue.sort_values(("queue_length", "count")).iloc[-1]
+        n.queue_p75 = float(busiest[("queue_length", "75%")])
+    overlap = run("comm_comp_overlap", lambda: t.get_comm_comp_overlap(visualize=False))
+    if overlap is not None and not overlap.empty:
+        vals = [float(v) for v in overlap["comp_comm_overlap_pctg"] if not math.isnan(float(v))]
+        n.comm_overlap_pct = sum(vals) / len(vals) if vals else None
+    if len(ranks) > 1:
+        n.stragglers = list(run("potential_stragglers", t.get_potential_stragglers) or [])
+
+
+def hta_numbers(kineto: tuple[Path, ...]) -> HtaNumbers:
+    """Run HTA's analyses on the traces (one per rank; the rank is the trace's
+    ``distributedInfo.rank``, as HTA reads it)."""
+    from hta.trace_analysis import TraceAnalysis
+
+    n = HtaNumbers(ranks=len(kineto))
+    with tempfile.TemporaryDirectory(prefix="bottleneck-hta-") as tmp:
+        for i, p in enumerate(kineto):
+            (Path(tmp) / f"{i}-{p.name}").symlink_to(p.resolve())
+        logging.getLogger("hta").setLevel(logging.ERROR)
+        with contextlib.redirect_stdout(io.StringIO()):
+            t = TraceAnalysis(trace_dir=tmp)
+        n.rank_ids = sorted(int(r) for r in t.t.traces)
+        with contextlib.suppress(Exception):  # HTA raises where a trace has no steps
+            n.profiler_steps = len(t.get_profiler_steps())
+        n.gpu_kernels = sum(_gpu_kernels(t, r) for r in t.t.traces)
+        if n.gpu_kernels:
+            _analyses(t, n)
+    return n
+
+
+def _gpu_kernels(t: Any, rank: int) -> int:
+    """GPU kernels, copies and sets in one rank's trace (HTA's own ``stream`` column: >= 0 on
+    the GPU, -1 on the CPU)."""
+    df = t.t.get_trace(rank)
+    return int((df["stream"] >= 0).sum()) if "stream" in df else 0
+
+
+def hta_calls(n: HtaNumbers, rules: HtaRules) -> Calls:
+    """The classes HTA's numbers point at, by the rules of ``tools.hta``."""
+    if n.gpu_kernels == 0:
+        return all_na(NO_GPU)
+    idle = sum(n.idle_pct.values()) / len(n.idle_pct) if n.idle_pct else None
+    idle_s = "n/a" if idle is None else f"{idle:.1f}%"
+    out: Calls = {k: Call(Flag.NA, why) for k, why in UNSEEN.items()}
+    launch = _launch(n, idle, rules)
+    out["launch_bound"] = launch
+    if idle is None or n.host_wait_share is None:
+        out["data_stall"] = Call(Flag.NA, "HTA gave no idle time breakdown")
+    else:
+        stall = (idle >= rules.stall_min_idle_pct
+                 and n.host_wait_share >= rules.stall_min_host_wait_share
+                 and launch.flag is not Flag.FLAGGED)  # fmt: skip
+        out["data_stall"] = Call(Flag.FLAGGED if stall else Flag.CLEAR,
+                                 f"GPU idle {idle_s}, host wait {n.host_wait_share:.0%} of it")  # fmt: skip
+    if idle is None or n.queue_p75 is None:
+        out["host_sync"] = Call(Flag.NA, "HTA gave no queue length")
+    else:
+        sync = idle >= rules.min_idle_pct and n.queue_p75 <= rules.sync_max_queue_p75
+        out["host_sync"] = Call(Flag.FLAGGED if sync else Flag.CLEAR,
+                                f"queue length p75 {n.queue_p75:g}, GPU idle {idle_s}")  # fmt: skip
+    if n.comm_overlap_pct is None:
+        out["exposed_comm"] = Call(Flag.CLEAR, "no communication kernels")
+    else:
+        exposed = n.comm_overlap_pct <= rules.comm_max_overlap_pct
+        out["exposed_comm"] = Call(Flag.FLAGGED if exposed else Flag.CLEAR,
+                                   f"comm-comp overlap {n.comm_overlap_pct:.1f}%")  # fmt: skip
+    out["stage_imbalance"] = _imbalance(n, rules)
+    return out
+
+
+def _launch(n: HtaNumbers, idle: float | None, rules: HtaRules) -> Call:
+    if n.short_launch_share is None or idle is None:
+        return Call(Flag.NA, "HTA gave no kernel launch statistics")
+    hit = idle >= rules.min_idle_pct and n.short_launch_share >= rules.launch_min_short_share
+    return Call(Flag.FLAGGED if hit else Flag.CLEAR,
+                f"{n.short_launch_share:.0%} of {n.launches} launches shorter on the GPU than on "
+                f"the CPU, GPU idle {idle:.1f}%")  # fmt: skip
+
+
+def _imbalance(n: HtaNumbers, rules: HtaRules) -> Call:
+    if len(n.idle_pct) < 2:
+        return Call(Flag.NA, "one rank: nothing to compare")
+    spread = max(n.idle_pct.values()) - min(n.idle_pct.values())
+    hit = spread >= rules.imbalance_min_idle_spread_pct
+    text = f"idle spread {spread:.1f} points across {len(n.idle_pct)} ranks"
+    if n.stragglers:
+        text += f"; potential stragglers: ranks {', '.join(map(str, n.stragglers))}"
+    return Call(Flag.FLAGGED if hit else Flag.CLEAR, text)
+
+
+@register
+class Hta:
+    """HTA's numbers, read as classes by the rules of ``tools.hta``."""
+
+    name = "hta"
+    reads = "kineto"
+
+    def missing(self) -> str | None:
+        try:
+            import hta.trace_analysis  # noqa: F401
+        except ImportError as exc:
+            return f"HTA is not installed (pip install .[tools]): {exc}"
+        return None
+
+    def judge(self, traces: Traces, ctx: Context) -> Calls:
+        why = self.missing()
+        if why:
+            return all_na(why)
+        if not traces.kineto:
+            return all_na("no Kineto trace (harness run kineto.enabled=true)")
+        try:
+            n = hta_numbers(traces.kineto)
+        except Exception as exc:  # HTA's parser on a trace it cannot read
+            return all_na(f"HTA could not read the traces: {type(exc).__name__}: {exc}")
+        return hta_calls(n, ctx.tools.hta)

@@ -1,0 +1,46 @@
+"""``ours``: the suite's own detectors (``analysis.detect.diagnose``) on the nsys export, as one
+tool among the others; the evidence is each finding's main metric and impact."""
+
+from __future__ import annotations
+
+from analysis.detect import diagnose, load_thresholds
+from analysis.detect.config import MAIN_METRIC
+from analysis.findings import Finding
+from analysis.trace import TraceError, open_trace
+from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, register
+
+
+def _evidence(f: Finding) -> str:
+    """``gpu_idle_share=0.42; impact 0.38``: the class's main metric and the step share."""
+    metric = MAIN_METRIC.get(f.klass, "")
+    parts = [f"{metric}={f.metrics[metric]:.3g}"] if metric in f.metrics else []
+    if f.fired:
+        parts.append(f"impact {f.impact:.2f}")
+    return "; ".join(parts)
+
+
+@register
+class Ours:
+    """The detectors: a class is flagged when its detector fires (not only the primary)."""
+
+    name = "ours"
+    reads = "sqlite"
+
+    def missing(self) -> str | None:
+        return None
+
+    def judge(self, traces: Traces, ctx: Context) -> Calls:
+        if traces.sqlite is None:
+            return all_na("no nsys export")
+        try:
+            with open_trace(traces.sqlite) as trace:
+                found = diagnose(trace, load_thresholds(ctx.diagnosis), step_ms=traces.step_ms)
+        except TraceError as exc:
+            return all_na(f"unreadable export: {exc}")
+        out: Calls = {}
+        for f in found:
+            if not f.judged:
+                out[f.klass] = Call(Flag.NA, f.reason)
+            else:
+                out[f.klass] = Call(Flag.FLAGGED if f.fired else Flag.CLEAR, _evidence(f))
+        return out
