@@ -286,7 +286,10 @@ def test_cpu_cuda_detectors_say_table_missing(path: Path) -> None:
         assert f"table {table} is missing" in f.reason
 
 
-def test_cpu_data_stall_from_nvtx() -> None:
+def test_cpu_data_stall_reports_the_suite_range() -> None:
+    """The suite's ``data_load`` range is reported as ``data_load_share`` (the report compares
+    it across variants) and labels the evidence; the OS-runtime input share decides
+    (tests/test_cpu_data_stall.py recomputes that one)."""
     base = _diagnose(CPU_BASE)["data_stall"]
     fix = _diagnose(CPU_FIX)["data_stall"]
     eb, ef = _expected(CPU_BASE), _expected(CPU_FIX)
@@ -296,13 +299,20 @@ def test_cpu_data_stall_from_nvtx() -> None:
     assert fix.metrics["data_load_share"] == pytest.approx(ef["data_load_share"], abs=1e-12)
     assert 0.7 < base.metrics["data_load_share"] < 0.73
     assert 0.19 < fix.metrics["data_load_share"] < 0.21
-    assert base.impact == base.metrics["data_load_share"]
+    assert base.impact == base.metrics["input_work_share"]
+    # the input runs lie inside the range: a little less of the window (the last item's decode
+    # and the batch's stacking come after the last read)
+    assert 0.9 * eb["data_load_share"] < base.impact < eb["data_load_share"]
     assert all(e["nvtx"] == "data_load" for e in base.evidence)
 
 
-def test_cpu_without_nvtx_cannot_judge() -> None:
+def test_cpu_without_suite_nvtx_still_judged() -> None:
+    """Without the suite's window the repeating ``step`` range gives the iterations, and the
+    training thread's file reads still show the stall."""
     f = _diagnose(CPU_BASE, NO_NVTX)["data_stall"]
-    assert not f.fired and "missing" in f.reason
+    assert f.fired, f.reason
+    assert "iterations of repeating NVTX range `step`" in f.reason
+    assert f.metrics["input_work_share"] > 0.6
 
 
 # --- synthetic NCCL export -------------------------------------------------------------------------
