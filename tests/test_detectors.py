@@ -101,6 +101,12 @@ def _expected(path: Path) -> dict[str, float]:
     d2h = set(m.loc[m["direction"] == "DtoH", "correlation_id"])
     blocking = (a["category"] == "memcpy") & a["correlation_id"].isin(d2h)
     out["syncs_per_step"] = int(((a["category"] == "sync") | blocking).sum()) / n
+    # the time the host spends blocked in them: the union of those calls over the window
+    blk = (api["category"] == "sync") | (
+        (api["category"] == "memcpy") & api["correlation_id"].isin(d2h)
+    )
+    calls = zip(api.loc[blk, "start_ns"], api.loc[blk, "end_ns"], strict=True)
+    out["sync_blocked_share"] = _busy_ns([(int(s), int(e)) for s, e in calls], lo, hi) / (hi - lo)
     return out
 
 
@@ -247,6 +253,9 @@ def test_launch_bound_metrics(path: Path) -> None:
     assert f.fired is (path == GPU_FIX), f.reason
     assert f.metrics["kernels_per_step"] == exp["kernels_per_step"]
     assert f.metrics["median_kernel_us"] == pytest.approx(exp["median_kernel_us"], abs=1e-9)
+    # the idle its main metric (host_bound_share) is a part of, recomputed from the GPU tables
+    assert f.metrics["gpu_idle_share"] == pytest.approx(exp["gpu_idle_share"], abs=1e-9)
+    assert f.metrics["host_bound_share"] <= f.metrics["gpu_idle_share"]
     assert 360 <= f.metrics["kernels_per_step"] <= 370
     assert f.metrics["launch_gap_share"] < 0.1
 
@@ -255,9 +264,12 @@ def test_launch_bound_metrics(path: Path) -> None:
 def test_host_sync_silent(path: Path) -> None:
     f = _diagnose(path)["host_sync"]
     assert not f.fired, f.reason
-    assert f.metrics["syncs_per_step"] == pytest.approx(_expected(path)["syncs_per_step"])
+    exp = _expected(path)
+    assert f.metrics["syncs_per_step"] == pytest.approx(exp["syncs_per_step"])
     assert f.metrics["syncs_per_step"] == pytest.approx(7 / 3)
+    assert f.metrics["sync_blocked_share"] == pytest.approx(exp["sync_blocked_share"], abs=1e-12)
     # the host is the slower side: without the syncs the window shrinks only by their blocking
+    # (the main metric, sync_exposed_share, is then the blocked share recomputed above)
     assert f.metrics["sync_exposed_share"] == pytest.approx(f.metrics["sync_blocked_share"])
     assert f.metrics["sync_exposed_share"] < 0.05
 
