@@ -44,14 +44,16 @@ HOST_SIDE = (
 
 
 def first_activity(db: sqlite3.Connection) -> int:
-    """The time ``from_ms`` and ``keep_ms`` count from: the first kernel, CUDA call or NVTX event."""
+    """The time ``from_ms`` and ``keep_ms`` count from: the first kernel, CUDA call or NVTX event
+    (the first OS-runtime call in a capture of none of those: a CPU script without NVTX)."""
     tables = {r[0] for r in db.execute("SELECT name FROM sqlite_master WHERE type='table'")}
-    starts = [
-        db.execute(f"SELECT MIN(start) FROM {t}").fetchone()[0]
-        for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS")
-        if t in tables
-    ]
-    return min(s for s in starts if s is not None)
+    for group in (("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "NVTX_EVENTS"),
+                  ("OSRT_API",)):  # fmt: skip
+        starts = [db.execute(f"SELECT MIN(start) FROM {t}").fetchone()[0] for t in group
+                  if t in tables]  # fmt: skip
+        if any(s is not None for s in starts):
+            return min(s for s in starts if s is not None)
+    raise SystemExit("no timed rows to cut from")
 
 
 def _domain_create_id(db: sqlite3.Connection, tables: set[str]) -> int:

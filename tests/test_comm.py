@@ -225,3 +225,55 @@ def test_point_to_point_lanes_take_one_peer(tmp_path: Path) -> None:
     assert set(waits[2]) == {0} and set(waits[3]) == {1}
     assert C.length(*waits[2][0]) == 4 * 2 * MS  # waited 2 ms a step for rank 0, not 3
     assert C.length(*waits[3][1]) == 4 * 3 * MS
+
+
+# --- expectations recomputed from the export ------------------------------------------------------
+
+
+def _sweep(ivs: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    out: list[list[int]] = []
+    for s, e in sorted(ivs):
+        if out and s <= out[-1][1]:
+            out[-1][1] = max(out[-1][1], e)
+        elif e > s:
+            out.append([s, e])
+    return [(s, e) for s, e in out]
+
+
+def _covered(ivs: list[tuple[int, int]]) -> int:
+    return sum(e - s for s, e in ivs)
+
+
+def test_pipeline_nccl_shares_recomputed_from_the_export() -> None:
+    """Not a pin: per GPU, its NCCL kernels' union over the ``measure`` window, and the part of
+    it no compute kernel of its own overlaps, by plain SQL and a sweep. ``nccl_share`` is their
+    mean; the exposed share (transfers and coupling waits only) is at most the uncovered part,
+    and the class stays clear as the light rank's waits are on a computing peer."""
+    db = sqlite3.connect(f"file:{PIPE}?mode=ro", uri=True)
+    try:
+        lo, hi = db.execute(
+            """SELECT MIN(n.start), MAX(n."end") FROM NVTX_EVENTS n
+               JOIN StringIds s ON s.id = n.textId WHERE s.value = 'measure'"""
+        ).fetchone()
+        rows = db.execute(
+            """SELECT k.deviceId, k.start, k."end", s.value FROM CUPTI_ACTIVITY_KIND_KERNEL k
+               JOIN StringIds s ON s.id = k.shortName WHERE k."end" > ? AND k.start < ?""",
+            (lo, hi),
+        ).fetchall()
+    finally:
+        db.close()
+    span = hi - lo
+    nccl_shares, bare_shares = [], []
+    for d in sorted({r[0] for r in rows if "nccl" in r[3].lower()}):
+        mine = [(max(s, lo), min(e, hi)) for dev, s, e, _ in rows if dev == d]
+        names = [n for dev, _, _, n in rows if dev == d]
+        nccl = _sweep([iv for iv, n in zip(mine, names, strict=True) if "nccl" in n.lower()])
+        comp = _sweep([iv for iv, n in zip(mine, names, strict=True) if "nccl" not in n.lower()])
+        hidden = sum(max(0, min(e, ce) - max(s, cs)) for s, e in nccl for cs, ce in comp)
+        nccl_shares.append(_covered(nccl) / span)
+        bare_shares.append((_covered(nccl) - hidden) / span)
+    assert len(nccl_shares) == 2
+    ec = _found(PIPE)["exposed_comm"]
+    assert ec.metrics["nccl_share"] == pytest.approx(sum(nccl_shares) / 2, abs=1e-12)
+    assert ec.metrics["nccl_exposed_share"] <= sum(bare_shares) / 2 + 1e-12
+    assert ec.state is State.CLEAR

@@ -109,7 +109,7 @@ def test_parse_overrides_is_typed_and_nested():
     [
         ("data_stall.min_saving_share=1.5", f"{KEY} must be in 0..1"),
         ("data_stall.min_saving=0.4", "diagnosis.data_stall.min_saving (in the overrides)"),
-        ("data_stall.min_saving=0.4", "range_name, min_data_load_share, min_saving_share"),
+        ("data_stall.min_saving=0.4", "range_name, min_data_load_share, cpu_input_gap_ms"),
         ("nope.x=1", "diagnosis has: window, host, data_stall"),
         ("host.stretch_ms=soon", "diagnosis.host.stretch_ms"),
         ("host.stretch_ms", "KEY=VALUE"),

@@ -235,3 +235,47 @@ def test_a_peer_wait_of_one_interval_is_no_gil_wait(interval_ms):
 
 def _with(overrides: dict) -> dict:
     return {**load_thresholds()[G.KLASS], **overrides}
+
+
+# --- expectations recomputed from the export ------------------------------------------------------
+
+
+def _sql_gil_share(path) -> float:
+    """The CPU share recomputed with plain SQL and Python: the union of the ``measure`` thread's
+    ``pthread_cond_timedwait`` / ``clockwait`` calls of at most 200 ms, the part inside its
+    ``step`` ranges, over the steps' summed length."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        nvtx = """SELECT n.globalTid, n.start, n."end", s.value FROM NVTX_EVENTS n
+                  JOIN StringIds s ON s.id = n.textId WHERE s.value IN ('measure', 'step')"""
+        rows = db.execute(nvtx).fetchall()
+        tid, lo, hi, _ = next(r for r in rows if r[3] == "measure")
+        steps = [(s, e) for t, s, e, v in rows if v == "step" and t == tid and lo <= s and e <= hi]
+        waits = db.execute(
+            """SELECT o.start, o."end" FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId
+               WHERE o.globalTid = ? AND s.value IN ('pthread_cond_timedwait',
+               'pthread_cond_clockwait') AND o."end" - o.start <= 200000000
+               AND o."end" > ? AND o.start < ? ORDER BY o.start""",
+            (tid, lo, hi),
+        ).fetchall()
+    finally:
+        db.close()
+    merged: list[list[int]] = []
+    for s, e in waits:
+        if merged and s <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], e)
+        else:
+            merged.append([s, e])
+    inside = sum(
+        max(0, min(e, se) - max(s, ss)) for s, e in merged for ss, se in steps
+    )  # steps are disjoint
+    return inside / sum(e - s for s, e in steps)
+
+
+@pytest.mark.parametrize("variant", ["baseline", "process_pool", "vectorised", "ideal"])
+def test_cpu_share_is_the_step_threads_timed_waits(variant):
+    """The main metric derived from the export independently (not a pin): every variant's
+    share is the step thread's timed condition waits inside its steps."""
+    path = sqlite_fixture(CPU + variant)
+    f = _finding(CPU + variant)
+    assert f.metrics["gil_wait_share"] == pytest.approx(_sql_gil_share(path), abs=1e-12)

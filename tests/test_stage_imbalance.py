@@ -12,6 +12,8 @@ derived independently from the exports.
 
 from __future__ import annotations
 
+import sqlite3
+
 import pytest
 
 from analysis.detect import load_thresholds
@@ -130,3 +132,56 @@ def test_thresholds_are_validated() -> None:
         load_thresholds({"stage_imbalance": {"max_lockstep_share": 1.5}})
     with pytest.raises(ThresholdError, match="min_idle_us"):
         load_thresholds({"stage_imbalance": {"min_idle_us": 0}})
+
+
+# --- expectations recomputed from the export -----------------------------------------------------
+
+PIPELINE = "cpu_nsys2022_pipeline_imbalance_"  # + baseline / balanced: the suite's NVTX window
+
+
+def _sql_stage(path) -> dict[str, float]:
+    """The deciding numbers recomputed with plain SQL and Python on a capture with the suite's
+    ``measure`` ranges: a rank is a process whose main thread (tid == pid) makes at least 4 condition
+    waits of 10 us or more in the window; its idle is the union of all its main thread's
+    OS-runtime calls of 10 us or more, clipped to the window; a balanced split takes the mean
+    busy time plus the busiest rank's idle."""
+    db = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        lo, hi = db.execute(  # one `measure` per rank: the window spans them all
+            """SELECT MIN(n.start), MAX(n."end") FROM NVTX_EVENTS n
+               JOIN StringIds s ON s.id = n.textId WHERE s.value = 'measure'"""
+        ).fetchone()
+        rows = db.execute(
+            """SELECT o.globalTid, o.start, o."end", s.value FROM OSRT_API o
+               JOIN StringIds s ON s.id = o.nameId WHERE o."end" > ? AND o.start < ?
+               AND o."end" - o.start >= 10000 ORDER BY o.start""",
+            (lo, hi),
+        ).fetchall()
+    finally:
+        db.close()
+    conds = ("pthread_cond_wait", "pthread_cond_timedwait", "pthread_cond_clockwait")
+    mains = {t for t, *_ in rows if t % (1 << 24) == (t >> 24) % (1 << 24)}
+    ranks = sorted(t for t in mains if sum(r[0] == t and r[3] in conds for r in rows) >= 4)
+    busy = []
+    for t in ranks:
+        idle, end = 0, lo
+        for _, s, e, _ in (r for r in rows if r[0] == t):
+            s, e = max(s, lo, end), min(e, hi)
+            if e > s:
+                idle += e - s
+                end = e
+        busy.append(hi - lo - idle)
+    span = hi - lo
+    balanced = min(1.0, (sum(busy) / len(busy) + span - max(busy)) / span)
+    return {"ranks": len(ranks), "saving_share": 1 - balanced, "busy_share_max": max(busy) / span}
+
+
+@pytest.mark.parametrize(("variant", "fired"), [("baseline", True), ("balanced", False)])
+def test_saving_share_recomputed_from_the_export(variant: str, fired: bool) -> None:
+    """Not a pin: the saving that decides, recomputed from the OS-runtime table."""
+    f = _find(PIPELINE + variant)
+    exp = _sql_stage(sqlite_fixture(PIPELINE + variant))
+    assert exp["ranks"] == f.metrics["ranks"] == 2
+    assert f.metrics["saving_share"] == pytest.approx(exp["saving_share"], abs=1e-12)
+    assert f.metrics["busy_share_max"] == pytest.approx(exp["busy_share_max"], abs=1e-12)
+    assert f.fired is fired, f.reason

@@ -40,6 +40,8 @@ class Iterations:
     """Time from the first GPU item (or range) to the steady state: start-up left out."""
     on_host: bool = False
     """The edges are host times (NVTX ranges), not starts of GPU items."""
+    tid: int | None = None
+    """The thread of the NVTX range that repeats (edges on the host); None otherwise."""
 
     @property
     def n(self) -> int:
@@ -332,4 +334,4 @@ def nvtx_iterations(trace: T.Trace, cfg: Mapping[str, Any]) -> Iterations | None
         return None
     edges = np.concatenate([s, e[-1:]])
     skipped = int(s[0] - r["start_ns"].min())
-    return Iterations(edges, f"repeating NVTX range `{text}`", skipped, on_host=True)
+    return Iterations(edges, f"repeating NVTX range `{text}`", skipped, on_host=True, tid=int(tid))

@@ -135,9 +135,9 @@ def _iteration_window(trace: T.Trace, wcfg: Mapping[str, Any]) -> tuple[Steady |
     if it is None:
         return None, untrusted
     lo, hi = int(it.starts[0]), int(it.starts[-1])
-    tids = launcher_tids(trace, lo, hi, most_first=True)
+    tids = launcher_tids(trace, lo, hi, most_first=True)  # none on a CPU capture
     return Steady(
-        lo, hi, "iterations", it.n, hi - lo, int(tids[0]) if tids.size else None,
+        lo, hi, "iterations", it.n, hi - lo, int(tids[0]) if tids.size else it.tid,
         f"steady state: {it.n} iterations of {it.source}, after "
         f"{it.skipped_ns / 1e9:.2f} s of start-up",
         edges=it.starts, edges_on_host=it.on_host,

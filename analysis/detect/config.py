@@ -151,9 +151,24 @@ class DataStallThresholds(_Section):
 
     SECTION: ClassVar[str] = "data_stall"
     range_name: str = "data_load"
-    """NVTX range the harness wraps batch loading in: on CPU captures the only evidence."""
+    """NVTX range the harness wraps batch loading in: reported (``data_load_share``) where the
+    capture has it, never what decides."""
     min_data_load_share: float = 0.3
-    """CPU captures: ``range_name`` covers at least this share of step time."""
+    """CPU captures: the training thread's input runs (``input_work_share``) cover at least
+    this share of the window."""
+    cpu_input_gap_ms: float = 10.0
+    """CPU captures: consecutive file reads and queue waits of the training thread at most this
+    far apart belong to one input run (the gap: decoding and augmenting the item just read);
+    farther apart, the thread did other work (forward, backward) in between."""
+    cpu_wait_calls: list[str] = field(
+        default_factory=lambda: [
+            *("poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait"),
+            *("recv", "recvfrom", "recvmsg"),
+        ]
+    )
+    """CPU captures: OS-runtime calls in which the training thread waits for loader workers
+    (a DataLoader's queue is a pipe it polls and receives from). Sleeps and semaphore or
+    condition waits are left out: on a CPU capture they are a thread pool's or the GIL's."""
     min_saving_share: float = 0.15
     """GPU captures: the saving the time model predicts for the input work removed, ``1 - 1 /
     predicted_speedup``, is at least this share of the step (~1.18x)."""
