@@ -83,7 +83,7 @@ def _write_unit(run: Path, variant: str, phase: str, steps: list[float], probe: 
     result = {
         "scenario": SCEN, "variant": variant, "phase": phase, "size": "smoke", "device": "cpu",
         "step_ms": steps, "window_s": sum(steps) / 1e3, "samples_per_step": 4, "setup_s": 0.1,
-        "timing": {}, "host_probe": probe,
+        "timing": {"probe_s": 0.05}, "host_probe": probe,
     }  # fmt: skip
     rf.write_json(out / rf.RESULT, result)
 
@@ -187,5 +187,6 @@ def test_timings_table_has_each_workers_probes(run_folder):
     (lb, pb), (la, pa) = PROBES[2]
     assert (row["probe_launch_us_before"], row["probe_launch_us_after"]) == (lb, la)
     assert (row["probe_python_ms_before"], row["probe_python_ms_after"]) == (pb, pa)
+    assert row["probe_s"] == 0.05  # the probes' own time, a part of the worker's wall time
     prof = table.loc[("baseline", "profile")]
     assert prof["probe_launch_us_before"] == PROFILE_PROBE[0][0]

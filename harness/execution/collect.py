@@ -39,8 +39,9 @@ from scenarios import Scenario
 #: The parts of a worker's wall time it measures itself (timings.csv columns, seconds), in
 #: the order it passes them: start-up (interpreter and wrappers: nsys, torchrun), imports, the
 #: CUDA context, set-up, waiting at its gate before the warm-up (``hold_s``: the previous
-#: worker was still tearing down), warm-up, the measured window, and the time
-#: cudaProfilerStop took (``capture_stop_s``: nsys taking the capture, profiled GPU runs).
+#: worker was still tearing down), warm-up, the measured window, the time
+#: cudaProfilerStop took (``capture_stop_s``: nsys taking the capture, profiled GPU runs), and
+#: the host probes before and after the window (``probe_s``: harness.execution.hostprobe).
 WORKER_PARTS = (
     "startup_s",
     "import_s",
@@ -50,6 +51,7 @@ WORKER_PARTS = (
     "warmup_s",
     "window_s",
     "capture_stop_s",
+    "probe_s",
 )
 
 #: Where a worker's wall time goes (timings.csv columns, seconds): its own parts, tear-down

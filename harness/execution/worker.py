@@ -437,7 +437,9 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         planned = size.warmup_steps + workload.extra_warmup_steps
         warmup, warmup_s, est_step_s = _warm_up(spec, workload, planned, distributed, sync)
         # before the window and its capture range; ranks meet again at the all_reduce below
+        t_probe = time.perf_counter()
         probe_before = _probe(spec, torch, device)
+        probe_s = time.perf_counter() - t_probe
         n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
         if distributed:  # every rank must run the same number of steps
             agreed = torch.tensor([n], device=device)
@@ -447,7 +449,9 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             spec, workload, torch, warmup, n, on_gpu, sync
         )
         window_ended_at = time.time() - stop_s
+        t_probe = time.perf_counter()
         probe_after = _probe(spec, torch, device)  # past the window and the capture range
+        probe_s += time.perf_counter() - t_probe
         own = {
             "rank": ctx.rank, "pid": os.getpid(), "ppid": os.getppid(),
             "launch_to_main_s": launch_to_main_s(), "import_s": import_s,
@@ -483,6 +487,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "warmup_s": warmup_s,
         "window_s": window_s,
         "capture_stop_s": stop_s,
+        "probe_s": probe_s,
         "setup_ended_at": setup_ended_at,
         "warmup_started_at": warmup_started_at,
         "window_ended_at": window_ended_at,
