@@ -53,9 +53,13 @@ def probe_points(timings: pd.DataFrame) -> pd.DataFrame:
     the first worker's launch: the before-probe at the window's start, the after-probe at its
     end; the launch where the worker did not say), ``launch_us``, ``python_ms``."""
     t = timings.copy()
-    launched = pd.to_numeric(t.get("launched_at"), errors="coerce")
-    end = pd.to_numeric(t.get("window_ended_at"), errors="coerce")
-    window = pd.to_numeric(t.get("window_s"), errors="coerce")
+
+    def col(name: str) -> pd.Series:
+        if name not in t:
+            return pd.Series(math.nan, index=t.index)
+        return pd.to_numeric(t[name], errors="coerce")
+
+    launched, end, window = col("launched_at"), col("window_ended_at"), col("window_s")
     at = {"before": (end - window).fillna(launched), "after": end.fillna(launched)}
     origin = float(launched.min()) if launched.notna().any() else 0.0
     parts = []
