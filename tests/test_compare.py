@@ -114,3 +114,78 @@ def test_compare_says_when_the_software_differs(tmp_path, monkeypatch):
     text = (other / "compare.md").read_text()
     assert "different torch versions" in text and "2.99.0" in text and "2.11.0" in text
     assert "different driver" not in text and "different nsys" not in text
+
+
+# --- two runs on the same GPU model: do the speedups repeat, and how far did the host move? -----
+
+
+def _runs_csv(speedups: dict[str, tuple[float, float, float]], probes: dict[str, tuple]):
+    """A runs.csv frame of kernel_flood: each variant's speedup [CI] and host probes."""
+    rows = []
+    for v, (sp, lo, hi) in speedups.items():
+        launch, python = probes.get(v, (None, None))
+        rows.append(
+            {"scenario": "kernel_flood", "variant": v, "kind": "baseline" if v == "baseline"
+             else "fix", "status": "ok", "size": "full", "speedup": sp, "speedup_ci_low": lo,
+             "speedup_ci_high": hi, "probe_launch_us": launch, "probe_python_ms": python}
+        )  # fmt: skip
+    return pd.DataFrame(rows)
+
+
+RUN_A = _runs_csv(
+    {"baseline": (1.0, 0.9, 1.1), "cuda_graphs": (8.85, 8.29, 9.37), "torch_compile": (1.5, 1.4, 1.7)},
+    {"baseline": (10.1, 61.0), "cuda_graphs": (10.0, 60.0), "torch_compile": (9.9, 62.0)},
+)  # fmt: skip
+RUN_B = _runs_csv(
+    {"baseline": (1.0, 0.97, 1.03), "cuda_graphs": (5.5, 5.4, 5.62), "torch_compile": (1.6, 1.5, 1.7)},
+    {"baseline": (7.2, 44.0), "cuda_graphs": (7.0, 45.0), "torch_compile": (7.1, 43.0)},
+)  # fmt: skip
+
+
+def test_repeat_table_and_the_host_drift_sentence():
+    from harness.report.repeat import host_probes, repeat_table
+
+    t = repeat_table(RUN_A, RUN_B).set_index("variant")
+    assert list(t.index) == ["cuda_graphs", "torch_compile"]  # fixes only
+    cg, tc = t.loc["cuda_graphs"], t.loc["torch_compile"]
+    assert (cg["a_in_b"], cg["b_in_a"], cg["repeats"]) == (False, False, False)
+    assert (tc["a_in_b"], tc["b_in_a"], tc["repeats"]) == (True, True, True)
+    assert cg["base_launch_us_change"] == pytest.approx(7.2 / 10.1 - 1)
+    assert cg["fix_python_ms_b"] == 45.0
+    assert cg["host_drift"] == (
+        "kernel_flood/baseline: launch probe 10.1 -> 7.2 us (-29%), python loop 61 -> 44 ms "
+        "(-28%); kernel_flood/cuda_graphs: launch probe 10 -> 7 us (-30%), python loop "
+        "60 -> 45 ms (-25%)"
+    )
+    assert tc["host_drift"] == ""  # it repeats: nothing to explain
+    assert host_probes(RUN_A) == {"probe_launch_us": 10.0, "probe_python_ms": 61.0}
+    old = RUN_A.drop(columns=["probe_launch_us", "probe_python_ms"])  # a run before the probes
+    assert all(v != v for v in host_probes(old).values())
+    both_old = repeat_table(old, RUN_B.drop(columns=["probe_launch_us", "probe_python_ms"]))
+    assert set(both_old["host_drift"]) == {"no host probes in either run", ""}
+
+
+def _folder(tmp_path, name: str, runs: pd.DataFrame):
+    run = tmp_path / name
+    run.mkdir()
+    manifest = {"gpu": {"names": ["NVIDIA H200"], "slug": "h200"}, "device": "cuda"}
+    (run / "manifest.json").write_text(json.dumps(manifest))
+    runs.to_csv(run / "runs.csv", index=False)
+    return run
+
+
+def test_compare_two_runs_of_one_gpu_says_what_repeats(tmp_path):
+    from harness.report.compare import main
+
+    a, b = _folder(tmp_path, "a", RUN_A), _folder(tmp_path, "b", RUN_B)
+    out = tmp_path / "cmp"
+    assert main([str(a), str(b), "--out", str(out)]) == 0
+    rep = pd.read_csv(out / "compare_repeat.csv")
+    assert set(rep["run_a"]) == {"h200 · full · a"} and set(rep["run_b"]) == {"h200 · full · b"}
+    md = (out / "compare.md").read_text()
+    assert "## Repeatability: runs on the same GPU model" in md
+    assert "| kernel_flood | cuda_graphs | 8.85x [8.29-9.37] | 5.50x [5.40-5.62] | **no** |" in md
+    assert "launch probe 10.1 -> 7.2 us (-29%)" in md
+    # each run's host probes beside its environment
+    assert "| launch µs | Python loop ms |" in md
+    assert "| full | 10 | 61 |" in md and "| full | 7.1 | 44 |" in md

@@ -91,6 +91,10 @@ def test_every_variant_is_timed_against_the_baseline(smoke_run):
     assert (csv.loc[VARIANTS, "step_ms_mean"] > 0).all()
     assert csv.loc["baseline", "speedup"] == 1.0
     assert (csv.loc[VARIANTS, "speedup_ci_low"] <= csv.loc[VARIANTS, "speedup"]).all()
+    # paired within both rounds; every worker probed the host around its window
+    assert (csv.loc[VARIANTS, "paired_rounds"] == 2).all()
+    for col in ("probe_launch_us", "probe_python_ms", "step_launches", "round_spread"):
+        assert (csv.loc[VARIANTS, col] > 0).all(), col
 
 
 @pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
@@ -105,6 +109,11 @@ def test_profiled_with_real_exports(smoke_run):
         db = prof / f"sync_loading__{v}.sqlite"
         assert rep.is_file() and rep.stat().st_size > 0
         result = json.loads((prof / "result.json").read_text())
+        probes = result["host_probe"]
+        assert all(
+            probes[w][k] > 0 for w in ("before", "after") for k in ("launch_us", "python_ms")
+        )
+        assert csv.loc[v, "profile_probe_launch_us"] > 0
         with open_trace(db) as trace:
             steps = step_ranges(trace)
             ranges = nvtx_ranges(trace)

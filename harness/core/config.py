@@ -28,6 +28,7 @@ from analysis.detect.config import (  # noqa: F401 - re-exported: the run config
 )
 from analysis.detect.config import diagnosis_thresholds as _thresholds
 from analysis.detect.config import parse_overrides as _parse_overrides
+from harness.core.stats import UNSTABLE_SPREAD
 
 SIZES = ("auto", "smoke", "full")
 
@@ -111,6 +112,31 @@ class NsysConfig:
 
 
 @dataclass(kw_only=True)
+class HostProbeConfig:
+    """The host-speed probes every timing and profiled worker runs right before and right after
+    its measured window (outside it and outside nsys's capture range): on a KVM guest the same
+    Python loop ran 1.65x faster for a few hundred ms after load, and host-bound baselines moved
+    by up to 38% between two runs minutes apart; the probes make that drift visible in the run
+    (result.json's ``host_probe``, timings.csv's and runs.csv's ``probe_*`` columns)."""
+
+    enabled: bool = True
+    """Run the probes; False: result.json's ``host_probe`` is null and the columns are blank."""
+    launches: int = 2000
+    """Launches of the launch-rate probe: ``x.add_(1)`` on a 1-element tensor on the worker's
+    device, timed on the host from the first call to the return of the last (``launch_us``:
+    the CUDA launch cost on a GPU, torch's dispatch cost on the CPU; 2000 take 10-30 ms)."""
+    python_loop: int = 300_000
+    """Iterations of the pure-Python loop probe (``python_ms``: a summing ``for`` loop, the
+    interpreter's speed that bounds a host-bound step; 300,000 take 10-20 ms)."""
+
+    def __post_init__(self) -> None:
+        if self.launches < 1:
+            raise ValueError(f"harness.host_probe.launches must be >= 1, got {self.launches}")
+        if self.python_loop < 1:
+            raise ValueError(f"harness.host_probe.python_loop must be >= 1, got {self.python_loop}")
+
+
+@dataclass(kw_only=True)
 class HarnessConfig:
     """How the parent runs variants and where results go."""
 
@@ -123,10 +149,19 @@ class HarnessConfig:
     timeout_s: float = 900.0
     """Wall-clock limit for one worker process (one variant, one phase), not counting the time
     it waits at its gate while the workers started before it measure."""
-    repeats: int = 2
-    """Unprofiled timing runs per variant, interleaved across variants for side-by-side ratios.
-    Two rounds give the bootstrap both between-process and within-window spread; each more
-    round costs one more process per variant (about 7 s each on the H100)."""
+    repeats: int = 3
+    """Unprofiled timing rounds per variant. Each round times every variant of a scenario back
+    to back (in variant order in odd rounds, reversed in even ones, so no variant always runs
+    first after a pause), and speedups are paired within rounds: the host's drift over minutes
+    (host-bound baselines moved by up to 38% between two runs on one H200) cancels in a round's
+    ratio. Three rounds give the paired interval rounds to resample and ``round_spread`` a
+    range to flag ``unstable`` variants; each more round costs one more process per variant
+    (about 7 s each on the H100)."""
+    unstable_spread: float = UNSTABLE_SPREAD
+    """A variant whose timing rounds' mean step times spread by more than this (max / min - 1)
+    is flagged ``unstable`` in runs.csv, the end-of-run table and the report."""
+    host_probe: HostProbeConfig = field(default_factory=HostProbeConfig)
+    """Host-speed probes around every worker's measured window (launch rate, Python loop)."""
     seed: int = 0
     """Seed for weights and data; all variants of a scenario share it."""
     cache_dir: str | None = None
@@ -244,6 +279,8 @@ class HarnessConfig:
             raise ValueError(f"harness.timeout_s must be > 0 seconds, got {self.timeout_s}")
         if self.repeats < 1:
             raise ValueError(f"harness.repeats must be >= 1, got {self.repeats}")
+        if self.unstable_spread <= 0:
+            raise ValueError(f"harness.unstable_spread must be > 0, got {self.unstable_spread}")
         if self.bootstrap < 100:
             raise ValueError(f"harness.bootstrap must be >= 100, got {self.bootstrap}")
         if self.memory_cap_gb is not None and self.memory_cap_gb <= 0:

@@ -198,6 +198,13 @@ def is_timing(phase: str) -> bool:
     return phase.startswith(TIMING_PREFIX)
 
 
+def timing_round(phase: str) -> int | None:
+    """The round number of a timing phase (``timing-3`` -> 3); None for any other phase:
+    speedups are paired by it (harness.core.stats.paired_ratio_ci)."""
+    rest = phase[len(TIMING_PREFIX) :] if is_timing(phase) else ""
+    return int(rest) if rest.isdigit() else None
+
+
 def is_profile(phase: str) -> bool:
     return phase == PROFILE
 

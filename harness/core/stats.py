@@ -13,6 +13,12 @@ processes' means, widened by each one's step noise. It says "the speedup lies wi
 processes showed"; it is not a calibrated 95% interval over all possible processes (a third
 process may fall outside it), and with 1 process it reduces to the within-process (step)
 bootstrap.
+
+runs.csv's speedups and shares of ``ideal`` are paired instead (:func:`paired_ratio_ci`): the
+variants of a scenario run back to back in every timing round, so the ratio is taken within
+each round, where the host's drift over minutes cancels, and the interval resamples rounds.
+The unpaired :func:`ratio_ci` remains for what cannot be paired: the probe effect (a profiled
+process against the timed ones), and a speedup whose sides share no round.
 """
 
 from __future__ import annotations

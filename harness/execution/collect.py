@@ -3,6 +3,14 @@ variant) and ``timings.csv`` (where each worker's wall time went).
 
 Everything is read back from the files, never from memory, so a table written after a crash,
 a timeout or Ctrl-C holds exactly what is safely on disk.
+
+Speedups and shares of ``ideal`` are paired within timing rounds
+(:func:`harness.core.stats.paired_ratio_ci`): a scenario's variants run back to back in each
+round, so the host's drift over minutes moves both sides of a round's ratio alike and cancels
+there. Beside them, the rounds' spread (``round_spread``, ``unstable``) and the host probes
+each worker ran around its window (:mod:`harness.execution.hostprobe`) say whether the host
+itself moved. The probe effect (profiled against timed) is not paired: it stays unpaired
+(:func:`harness.core.stats.probe_effect_ci`).
 """
 
 from __future__ import annotations
@@ -17,14 +25,23 @@ from harness.core import runfolder as rf
 from harness.core.config import SuiteConfig
 from harness.core.console import fit_table
 from harness.core.runfolder import Status, Unit
-from harness.core.stats import probe_effect_ci, speedup_ci, summarize
+from harness.core.stats import (
+    paired_ratio_ci,
+    paired_rounds,
+    probe_effect_ci,
+    round_spread,
+    speedup_ci,
+    summarize,
+)
+from harness.execution import hostprobe
 from scenarios import Scenario
 
 #: The parts of a worker's wall time it measures itself (timings.csv columns, seconds), in
 #: the order it passes them: start-up (interpreter and wrappers: nsys, torchrun), imports, the
 #: CUDA context, set-up, waiting at its gate before the warm-up (``hold_s``: the previous
-#: worker was still tearing down), warm-up, the measured window, and the time
-#: cudaProfilerStop took (``capture_stop_s``: nsys taking the capture, profiled GPU runs).
+#: worker was still tearing down), warm-up, the measured window, the time
+#: cudaProfilerStop took (``capture_stop_s``: nsys taking the capture, profiled GPU runs), and
+#: the host probes before and after the window (``probe_s``: harness.execution.hostprobe).
 WORKER_PARTS = (
     "startup_s",
     "import_s",
@@ -34,6 +51,7 @@ WORKER_PARTS = (
     "warmup_s",
     "window_s",
     "capture_stop_s",
+    "probe_s",
 )
 
 #: Where a worker's wall time goes (timings.csv columns, seconds): its own parts, tear-down
@@ -63,7 +81,7 @@ def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
             stages.update(dict.fromkeys(k for k in row if _is_stage_column(k)))
     columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS, *STAMPS]
     columns += list(MEASURE_STAMPS)
-    columns += [*IMPORT_PARTS, *RANK_COLUMNS, *stages]
+    columns += [*IMPORT_PARTS, *RANK_COLUMNS, *hostprobe.TIMING_COLUMNS, *stages]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -116,6 +134,7 @@ def _timing_row(run_dir: Path, unit: Unit) -> dict[str, Any] | None:
     row.update({key: timing.get(key) for key in MEASURE_STAMPS})
     row.update({key: timing.get(key) for key in IMPORT_PARTS})
     row.update(_rank_columns(timing.get("ranks") or []))
+    row.update(hostprobe.timing_columns(result))
     for name, seconds in (timing.get("setup_stages_s") or {}).items():
         row[setup_stage_column(str(name))] = seconds
     return row
@@ -230,12 +249,22 @@ COLUMNS = [
     "speedup_ci_low",
     "speedup_ci_high",
     "share_of_ideal",
+    "share_of_ideal_ci_low",
+    "share_of_ideal_ci_high",
+    "paired_rounds",
+    "round_spread",
+    "unstable",
     "setup_s",
     "profiled",
     "profile_step_ms_mean",
     "probe_effect",
     "probe_effect_ci_low",
     "probe_effect_ci_high",
+    "probe_launch_us",
+    "probe_python_ms",
+    "profile_probe_launch_us",
+    "profile_probe_python_ms",
+    "step_launches",
     "report",
     "error",
 ]
@@ -265,7 +294,7 @@ def _load_results(
         if res is None:
             continue
         if rf.is_timing(phase_dir.name) and status == Status.OK:
-            timings.append(res)
+            timings.append({**res, "_round": rf.timing_round(phase_dir.name)})
         elif rf.is_profile(phase_dir.name):
             profile = {**res, "_status": status, "_dir": phase_dir}
     return timings, profile, errors, skipped, oom
@@ -286,9 +315,12 @@ def build_runs_table(
     change since the last call is not read nor bootstrapped again. The runner rebuilds the
     table after every worker, and only the running scenario changes."""
     rows: list[dict[str, Any]] = []
+    h = cfg.harness
     for name in selected:
         key = (
-            _files_state(run_dir, name, bootstrap, cfg.harness.seed) if cache is not None else None
+            _files_state(run_dir, name, bootstrap, h.seed, h.unstable_spread)
+            if cache is not None
+            else None
         )
         if cache is not None and name in cache and cache[name][0] == key:
             rows += [dict(r) for r in cache[name][1]]
@@ -298,9 +330,10 @@ def build_runs_table(
             cache[name] = (key, [dict(r) for r in mine])
         rows += mine
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("n_steps", "repeats", "samples_per_step"):
+    for col in ("n_steps", "repeats", "samples_per_step", "paired_rounds"):
         frame[col] = frame[col].astype("Int64")
-    frame["profiled"] = frame["profiled"].astype(bool)
+    for col in ("profiled", "unstable"):
+        frame[col] = frame[col].fillna(False).astype(bool)
     return frame
 
 
@@ -308,12 +341,13 @@ def _scenario_rows(
     run_dir: Path, scen: Scenario, cfg: SuiteConfig, bootstrap: int
 ) -> list[dict[str, Any]]:
     """The scenario's runs.csv rows, ratios and their intervals included."""
-    steps: dict[str, list[list[float]]] = {}
+    steps: dict[str, Rounds] = {}
     mine = []
     for vname in cfg.scenario[scen.name].variants or scen.variant_names:
-        row, pooled = _variant_row(run_dir, scen, vname, cfg.scenario[scen.name].severity)
-        if pooled:
-            steps[vname] = pooled
+        row, rounds = _variant_row(run_dir, scen, vname, cfg.scenario[scen.name].severity)
+        if rounds:
+            steps[vname] = rounds
+        _add_spread(row, rounds, cfg.harness.unstable_spread)
         mine.append(row)
     _add_ratios(mine, scen, steps, bootstrap, cfg.harness.seed)
     return mine
@@ -333,11 +367,15 @@ def _files_state(run_dir: Path, scenario: str, *settings: Any) -> tuple[Any, ...
     return (*settings, tuple(state))
 
 
+#: A variant's step times in ms per timing round (round number -> that process's steps).
+Rounds = dict[int, list[float]]
+
+
 def _variant_row(
     run_dir: Path, scen: Scenario, vname: str, severity: float
-) -> tuple[dict[str, Any], list[list[float]]]:
-    """A variant's runs.csv row (without the ratios) and its step times, one list per timing
-    process (the intervals resample processes, then steps)."""
+) -> tuple[dict[str, Any], Rounds]:
+    """A variant's runs.csv row (without the ratios) and its step times by timing round (the
+    speedups pair rounds; the intervals resample rounds, then steps)."""
     name = scen.name
     timings, profile, errors, skipped, oom = _load_results(run_dir, name, vname)
     skipped_only = bool(skipped) and not (timings or errors)
@@ -364,6 +402,7 @@ def _variant_row(
             throughput_samples_per_s=timings[0]["samples_per_step"] * len(pooled) / window,
             setup_s=float(sum(t["setup_s"] for t in timings) / len(timings)),
         )
+    row.update(_probe_columns(timings, profile, row["step_ms_mean"]))
     if profile is not None:
         rep = rf.profile_file(run_dir, name, vname, rf.REPORT_SUFFIX)
         row["profiled"] = profile["_status"] == Status.OK
@@ -378,17 +417,51 @@ def _variant_row(
         row["status"] = Status.OOM.value
     else:
         row["status"] = _row_status(errors, bool(timings)).value
-    return row, [list(t["step_ms"]) for t in timings if t["step_ms"]]
+    rounds = {int(t["_round"]): list(t["step_ms"]) for t in timings if t["step_ms"]}
+    return row, rounds
+
+
+def _probe_columns(
+    timings: list[dict[str, Any]], profile: dict[str, Any] | None, step_ms_mean: float | None
+) -> dict[str, Any]:
+    """The host probes of a variant's processes (:mod:`harness.execution.hostprobe`): the
+    median over its timing rounds, the profiled process's, and the mean step in launch costs
+    (``step_launches``: what carries over between hosts for a host-bound loop)."""
+    launch_us = hostprobe.median_probe(timings, "launch_us")
+    out: dict[str, Any] = {
+        "probe_launch_us": launch_us,
+        "probe_python_ms": hostprobe.median_probe(timings, "python_ms"),
+        "profile_probe_launch_us": None,
+        "profile_probe_python_ms": None,
+        "step_launches": None,
+    }
+    if profile is not None:
+        out["profile_probe_launch_us"] = hostprobe.process_probe(profile, "launch_us")
+        out["profile_probe_python_ms"] = hostprobe.process_probe(profile, "python_ms")
+    if step_ms_mean and launch_us:
+        out["step_launches"] = step_ms_mean * 1e3 / launch_us
+    return out
+
+
+def _add_spread(row: dict[str, Any], rounds: Rounds, threshold: float) -> None:
+    """``round_spread`` (max / min - 1 of the rounds' mean step times; blank with fewer than
+    two rounds, which show no spread) and ``unstable`` (spread above ``threshold``)."""
+    spread = round_spread(rounds) if len(rounds) >= 2 else None
+    row["round_spread"] = spread
+    row["unstable"] = spread is not None and spread > threshold
 
 
 def _add_ratios(
     rows: list[dict[str, Any]],
     scen: Scenario,
-    steps: dict[str, list[list[float]]],
+    steps: dict[str, Rounds],
     bootstrap: int,
     seed: int,
 ) -> None:
-    """Speedup vs the baseline (with its bootstrap CI) and share of ``ideal``, in place."""
+    """Speedup vs the baseline and share of ``ideal``, each paired within the timing rounds
+    both sides ran (:func:`harness.core.stats.paired_ratio_ci`), with its interval, in place.
+    ``paired_rounds`` counts the speedup's rounds; 0: no round had both (a failed round each),
+    and the speedup falls back to the unpaired process bootstrap."""
     base = steps.get(scen.baseline.name)
     ideal = next((v.name for v in scen.variants if v.kind == "ideal"), None)
     for row in rows:
@@ -396,16 +469,26 @@ def _add_ratios(
             continue
         mine = steps[row["variant"]]
         if base:
-            sp, lo, hi = speedup_ci(base, mine, resamples=bootstrap, seed=seed)
-            row.update(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi)
+            sp, lo, hi, n = _ratio(base, mine, bootstrap, seed)
+            row.update(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, paired_rounds=n)
         if ideal and ideal in steps:
-            row["share_of_ideal"] = _mean(steps[ideal]) / _mean(mine)
+            sh, lo, hi, _ = _ratio(steps[ideal], mine, bootstrap, seed)
+            row.update(share_of_ideal=sh, share_of_ideal_ci_low=lo, share_of_ideal_ci_high=hi)
 
 
-def _mean(per_process: list[list[float]]) -> float:
-    """Mean step time over every step of every process (the pooled mean)."""
-    flat = [ms for proc in per_process for ms in proc]
-    return sum(flat) / len(flat)
+def _ratio(
+    numerator: Rounds, denominator: Rounds, bootstrap: int, seed: int
+) -> tuple[float, float, float, int]:
+    """mean(numerator) / mean(denominator) paired within rounds, its CI and how many rounds
+    were paired; with none paired, the unpaired hierarchical bootstrap over processes."""
+    n = len(paired_rounds(numerator, denominator))
+    if n:
+        point, lo, hi = paired_ratio_ci(numerator, denominator, resamples=bootstrap, seed=seed)
+    else:
+        point, lo, hi = speedup_ci(
+            list(numerator.values()), list(denominator.values()), resamples=bootstrap, seed=seed
+        )
+    return point, lo, hi, n
 
 
 def print_summary(table: pd.DataFrame, run_dir: Path) -> None:
@@ -438,13 +521,32 @@ def print_summary(table: pd.DataFrame, run_dir: Path) -> None:
     )
     text = ["scenario", "variant", "status"]  # the rest are numbers: None (never set) is NaN
     view = view.astype({c: float for c in view.columns if c not in text})
+    marks = unstable_marks(table)
+    if any(marks):  # a short column, only where a variant is unstable
+        view["unstable"] = marks
     for i, (scenario, rows) in enumerate(view.groupby("scenario", sort=False)):
         # one table per scenario, under its name: a scenario column beside long variant names
         # pushed the table past 100 columns
         print(f"{'' if i == 0 else chr(10)}{scenario}:")
         table = rows.drop(columns="scenario")
         print(fit_table(table, indent=2, float_format=lambda x: f"{x:.3g}", na_rep="NaN"))
+    if any(marks):
+        print(
+            "\nunstable: the variant's timing rounds' mean step times spread by this much "
+            "(max / min - 1);\nits speedups are paired within rounds; the host probes beside "
+            "it: runs.csv, timings.csv (probe_*)"
+        )
     print(f"\nrun folder: {run_dir}")
+
+
+def unstable_marks(table: pd.DataFrame) -> list[str]:
+    """The end-of-run table's ``unstable`` cells: the round spread (``14%``) of an unstable
+    variant, blank for the others (and for a table written before the column existed)."""
+    if "unstable" not in table or "round_spread" not in table:
+        return [""] * len(table)
+    spread = pd.to_numeric(table["round_spread"], errors="coerce")
+    flagged = table["unstable"].astype(str).isin(["True", "true", "1"])
+    return [f"{v:.0%}" if f and pd.notna(v) else "" for v, f in zip(spread, flagged, strict=True)]
 
 
 def _row_status(errors: list[str], timed: bool) -> Status:

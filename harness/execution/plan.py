@@ -171,8 +171,9 @@ def plan_units(
     last: frozenset[str] = frozenset(),
 ) -> list[Unit]:
     """Every unit of the run, in run order: the scenarios' timing rounds, each interleaved
-    across its variants (``timing-1`` of each variant, then ``timing-2``...), then their
-    profiles, so that nsys writing a scenario's reports in the background runs beside the next
+    across its variants (``timing-1`` of each variant, then ``timing-2``...; odd rounds in
+    variant order, even ones reversed, so that no variant always runs first after a pause and
+    a round's ratios pair neighbours in time: :func:`round_order`), then their profiles, so that nsys writing a scenario's reports in the background runs beside the next
     scenario's profiled workers, not beside a timing window. Scenarios in ``last`` (those whose
     compiler caches a background process fills meanwhile, harness.warm_compile) get the same
     two parts after all the others' (their timing rounds wait for the reports still being
@@ -181,12 +182,20 @@ def plan_units(
     out: list[Unit] = []
     for group in ([n for n in selected if n not in last], [n for n in selected if n in last]):
         for name in group:
-            for phase in rf.phases(cfg.harness.repeats, False):
-                out += [Unit(name, v, phase) for v in variants[name]]
+            for r, phase in enumerate(rf.phases(cfg.harness.repeats, False), start=1):
+                out += [Unit(name, v, phase) for v in round_order(variants[name], r)]
         if profiled:
             for name in group:
                 out += [Unit(name, v, rf.PROFILE) for v in variants[name]]
     return out
+
+
+def round_order(variants: list[str], r: int) -> list[str]:
+    """The variants of timing round ``r`` (1-based) in the order they run: forward in odd
+    rounds, reversed in even ones. A variant that always ran first after a pause (the
+    previous scenario's profiles, a report being written) would always meet the host in the
+    same state; alternating spreads that over the rounds."""
+    return list(variants) if r % 2 else list(reversed(variants))
 
 
 def now_utc() -> str:

@@ -206,6 +206,7 @@ class Settings:
         imported the preload modules already)."""
         scen_cfg = OmegaConf.to_container(self.raw.scenario[unit.scenario], resolve=True)
         preload = self.cfg.harness.preload_unforked and not forked
+        probe = self.cfg.harness.host_probe
         spec = WorkerSpec(
             scenario=unit.scenario,
             variant=unit.variant,
@@ -232,6 +233,8 @@ class Settings:
             capture_lead_steps=self.cfg.nsys.capture_lead_steps
             if unit.is_profile and self.device == "cuda"
             else 0,
+            probe_launches=probe.launches if probe.enabled and not warm_only else 0,
+            probe_python_loop=probe.python_loop,
         )
         path = out_dir / rf.SPEC
         write_json(path, asdict(spec))

@@ -4,7 +4,10 @@ The parent never imports CUDA; this process does. It builds the workload, runs w
 then a measured window of N steps bracketed by ``cudaProfilerStart/Stop`` (so nsys with
 ``--capture-range=cudaProfilerApi`` records only steady state) and by an NVTX range ``measure``
 (so whole-process CPU profiles can be clipped to the same window). On the GPU, step times come
-from CUDA events and the device is synchronized only at the window's edges.
+from CUDA events and the device is synchronized only at the window's edges. Right before the
+window and right after it (outside the capture range) the worker probes the host's speed
+(:mod:`harness.execution.hostprobe`: a launch-rate probe and a Python loop), so a reader can
+tell a host that drifted from a variant that changed (result.json's ``host_probe``).
 
 When the parent asks (``WorkerSpec.report_progress``), the worker says how far it got in
 ``.progress.json`` (:class:`harness.core.runfolder.WorkerState`), and with ``WorkerSpec.gate`` it
@@ -41,6 +44,7 @@ from typing import Any
 
 from harness.core import runfolder as rf
 from harness.core.atomic import read_json, write_json
+from harness.execution.hostprobe import host_probe, probe_record
 
 #: Set by the parent when it starts a worker (epoch seconds), so the worker can say how long
 #: the interpreter and its wrappers (nsys, torchrun) took to reach ``main``.
@@ -117,6 +121,11 @@ class WorkerSpec:
     capture_lead_steps: int = 0
     """Profiled on a GPU: steps run after cudaProfilerStart and before the measured window
     (nsys.capture_lead_steps), so nsys's cost of starting a capture is not measured."""
+    probe_launches: int = 0
+    """harness.host_probe.launches: the launch-rate probe's launches, run right before and
+    right after the measured window (:mod:`harness.execution.hostprobe`); 0: no host probes."""
+    probe_python_loop: int = 300_000
+    """harness.host_probe.python_loop: the Python loop probe's iterations."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Reserved for scenario-specific launch facts."""
 
@@ -427,6 +436,10 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         warmup_started_at = time.time()
         planned = size.warmup_steps + workload.extra_warmup_steps
         warmup, warmup_s, est_step_s = _warm_up(spec, workload, planned, distributed, sync)
+        # before the window and its capture range; ranks meet again at the all_reduce below
+        t_probe = time.perf_counter()
+        probe_before = _probe(spec, torch, device)
+        probe_s = time.perf_counter() - t_probe
         n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
         if distributed:  # every rank must run the same number of steps
             agreed = torch.tensor([n], device=device)
@@ -436,10 +449,14 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             spec, workload, torch, warmup, n, on_gpu, sync
         )
         window_ended_at = time.time() - stop_s
+        t_probe = time.perf_counter()
+        probe_after = _probe(spec, torch, device)  # past the window and the capture range
+        probe_s += time.perf_counter() - t_probe
         own = {
             "rank": ctx.rank, "pid": os.getpid(), "ppid": os.getppid(),
             "launch_to_main_s": launch_to_main_s(), "import_s": import_s,
             "import_torch_s": import_torch_s, "cuda_init_s": cuda_init_s, "setup_s": setup_s,
+            "host_probe": probe_record(probe_before, probe_after),
         }  # fmt: skip
         ranks = [own]
         if distributed:  # after the window: each rank's start-up, for timings.csv
@@ -470,6 +487,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "warmup_s": warmup_s,
         "window_s": window_s,
         "capture_stop_s": stop_s,
+        "probe_s": probe_s,
         "setup_ended_at": setup_ended_at,
         "warmup_started_at": warmup_started_at,
         "window_ended_at": window_ended_at,
@@ -482,6 +500,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         warmup_steps=warmup, steps=n, step_ms=step_ms, host_step_ms=host_ms, window_s=window_s,
         throughput_samples_per_s=record["samples_per_step"] * n / window_s, setup_s=setup_s,
         warmup_s=warmup_s, timing=timing, metrics={k: float(v) for k, v in metrics.items()},
+        host_probe=probe_record(probe_before, probe_after),
         env=_env_info(torch, device), started_utc=started.isoformat(),
         finished_utc=dt.datetime.now(dt.timezone.utc).isoformat(),
     )  # fmt: skip
@@ -495,7 +514,7 @@ def _record(
     keys = (
         "warmup_steps", "steps", "samples_per_step", "step_ms", "host_step_ms", "window_s",
         "throughput_samples_per_s", "steps_planned", "setup_s", "warmup_s", "timing", "metrics",
-        "extras", "env", "started_utc", "finished_utc",
+        "host_probe", "extras", "env", "started_utc", "finished_utc",
     )  # fmt: skip
     return {
         "scenario": spec.scenario,
@@ -511,6 +530,13 @@ def _record(
         "steps_planned": planned,
         "extras": ctx.extras,
     }
+
+
+def _probe(spec: WorkerSpec, torch: Any, device: Any) -> dict[str, float] | None:
+    """The host-speed probes (launch rate, Python loop), or None when they are off."""
+    if spec.probe_launches < 1:
+        return None
+    return host_probe(torch, device, spec.probe_launches, spec.probe_python_loop)
 
 
 #: The fewest warm-up steps a time-capped warm-up keeps (harness.max_warmup_s).

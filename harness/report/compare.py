@@ -10,13 +10,17 @@ those may be the tracked ``results/reference/``):
   faceted matrix and a per-fix plot with the GPUs side by side, each run's environment, and what
   makes the numbers not comparable (different sizes, severities, or driver, torch or nsys
   versions);
-- ``compare/*.png``: the pictures.
+- ``compare/*.png``: the pictures;
+- ``compare_repeat.csv`` (where two runs share a GPU model and size): per fix, whether each
+  run's speedup lies inside the other's interval and, where not, how far the host probes moved
+  (:mod:`harness.report.repeat`). Each run's host probes are shown beside its environment.
 """
 
 from __future__ import annotations
 
 import argparse
 import datetime as dt
+import math
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +30,7 @@ import pandas as pd
 from harness.report.doc import Badge, Code, Doc, Link
 from harness.report.fmt import figure_context, rel, section
 from harness.report.load import RunFolder, scenario_info
+from harness.report.repeat import host_probes, repeat_table
 from harness.report.write import write_doc
 
 __all__ = ["build_compare", "main", "parser", "write_compare"]
@@ -152,6 +157,7 @@ def _runs(doc: Doc, runs: list[RunFolder], labels: list[str], out_dir: Path) -> 
     rows = []
     for lab, r in zip(labels, runs, strict=True):
         sw = _software(r)
+        probes = host_probes(r.runs if r.runs is not None else pd.DataFrame())
         # the run's report: the page where there is one, else its Markdown (reference folders
         # keep report.md and its pictures only), else the folder
         found = [p for p in (r.path / "report.html", r.path / "report.md") if p.is_file()]
@@ -164,15 +170,89 @@ def _runs(doc: Doc, runs: list[RunFolder], labels: list[str], out_dir: Path) -> 
                 sw["torch"],
                 sw["nsys"],
                 r.size,
+                _g(probes["probe_launch_us"]),
+                _g(probes["probe_python_ms"]),
                 Badge(r.state_name, "ok" if r.complete else "inconclusive"),
                 r.created or "–",
             ]
         )
     doc.table(
-        ["facet", "run folder", "GPU", "driver", "torch", "nsys", "size", "state", "created (UTC)"],
+        ["facet", "run folder", "GPU", "driver", "torch", "nsys", "size", "launch µs",
+         "Python loop ms", "state", "created (UTC)"],
         rows,
+    )  # fmt: skip
+    doc.p(
+        "launch µs, Python loop ms: the run's host probes (median over its variants of the "
+        "median over each variant's timing rounds; – where the run has none).",
+        cls="sub",
     )
     doc.p("Run folders: ", *[x for r in runs for x in (Code(str(r.path)), " ")], cls="sub")
+
+
+def _g(v: float) -> str:
+    return f"{v:.3g}" if math.isfinite(v) else "–"  # NaN: the run has no host probes
+
+
+def same_model_pairs(runs: list[RunFolder]) -> list[tuple[int, int]]:
+    """Pairs of runs (indices) on the same GPU model at the same size: their speedups should
+    repeat, so the comparison says per fix whether they do."""
+    key = [(r.slug, r.gpu_name, r.size) for r in runs]
+    return [(i, j) for i in range(len(runs)) for j in range(i + 1, len(runs)) if key[i] == key[j]]
+
+
+def repeat_tables(runs: list[RunFolder], labels: list[str]) -> pd.DataFrame:
+    """:func:`harness.report.repeat.repeat_table` for every same-model pair, one frame with
+    the pair's labels (``run_a``, ``run_b``); empty without such a pair."""
+    parts = []
+    for i, j in same_model_pairs(runs):
+        if runs[i].runs is None or runs[j].runs is None:
+            continue
+        t = repeat_table(runs[i].runs, runs[j].runs)
+        if not t.empty:
+            parts.append(t.assign(run_a=labels[i], run_b=labels[j]))
+    return pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+
+
+_REPEAT_HEADER = [
+    "scenario",
+    "variant",
+    "speedup a [CI]",
+    "speedup b [CI]",
+    "inside each other's CI",
+    "host drift a -> b (baseline; fix)",
+]
+
+
+def _repeat(doc: Doc, table: pd.DataFrame) -> None:
+    """Per same-model pair: each fix's speedups, whether they repeat, and the host's drift."""
+    if table.empty:
+        doc.note("no two runs share a GPU model and size: nothing to repeat", kind="missing")
+        return
+
+    def sp(r: dict[str, Any], side: str) -> str:
+        return f"{r[f'speedup_{side}']:.2f}x [{r[f'ci_low_{side}']:.2f}-{r[f'ci_high_{side}']:.2f}]"
+
+    for (a, b), g in table.groupby(["run_a", "run_b"], sort=False):
+        rows = []
+        for r in g.to_dict("records"):
+            ok = r["repeats"]
+            mark = (
+                Badge("n/a", "")
+                if ok is None
+                else Badge(*(("yes", "ok") if ok else ("no", "refuted")))
+            )
+            rows.append(
+                [r["scenario"], r["variant"], sp(r, "a"), sp(r, "b"), mark, r["host_drift"] or "–"]
+            )
+        doc.p(f"{a} (a) against {b} (b):")
+        doc.table(_REPEAT_HEADER, rows)
+    doc.p(
+        "A speedup repeats when each run's point lies inside the other run's 95% interval. "
+        "Where it does not, the host drift names the probes (launch µs, Python loop ms, the "
+        "median over the variant's timing rounds) of the scenario's baseline and of the fix in "
+        "each run: a host-bound variant moves with them. compare_repeat.csv holds the columns.",
+        cls="sub",
+    )
 
 
 def build_compare(
@@ -199,6 +279,9 @@ def build_compare(
     section(doc, "matrix", lambda: _matrix(doc, cells, by_label, found, columns))
     doc.h(2, "Table", "table")
     section(doc, "table", lambda: _table(doc, cells))
+    if same_model_pairs(runs):
+        doc.h(2, "Repeatability: runs on the same GPU model", "repeat")
+        section(doc, "repeat", lambda: _repeat(doc, repeat_tables(runs, labels)))
     doc.h(2, "Runs", "runs")
     _runs(doc, runs, labels, out_dir)
     return doc, cells
@@ -229,7 +312,12 @@ def write_compare(run_dirs: list[Path], out_dir: Path, *, columns: str = "auto")
     table = cells[cells["status"] != "n/a"].drop(columns=["text", "layout"])
     table = meta.merge(table, on="gpu", how="right")
     write_frame(csv, table)
-    return [html, md, csv]
+    written = [html, md, csv]
+    repeat = repeat_tables(runs, labels)
+    if not repeat.empty:
+        written.append(out_dir / "compare_repeat.csv")
+        write_frame(written[-1], repeat)
+    return written
 
 
 def _default_out(runs: list[Path]) -> Path:

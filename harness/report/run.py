@@ -10,6 +10,7 @@ from typing import Any
 from harness.report.diagnosis import detectors_section, fix_effect_section, main_metrics
 from harness.report.doc import Doc, Link
 from harness.report.fmt import BY_REPORT, figure_context, section
+from harness.report.hostspeed import host_speed_section
 from harness.report.load import RunFolder, scenario_info
 from harness.report.prediction import prediction_section
 from harness.report.sections import (
@@ -128,6 +129,7 @@ def _build(
          lambda: prediction_section(doc, run, tolerance(run))),
         ("Variants: timings, probe effect, profiles", "variants",
          lambda: variants_section(doc, run, out_dir)),
+        ("Host speed", "host-speed", lambda: host_speed_section(doc, run, out_dir)),
     ]  # fmt: skip
     nav: list[Any] = []
     short = {"detectors": "Detectors", "fix-effect": "Fix effect", "confusion": "Confusion",
