@@ -20,7 +20,7 @@ import pandas as pd
 
 from analysis.detect import diagnose, load_thresholds
 from analysis.detect.config import MAIN_METRIC
-from analysis.detect.predict import trace_only
+from analysis.detect.predict import PROBE_KEYS, host_speed, trace_only
 from analysis.findings import Finding
 from analysis.gpu_work import add_side_bound, gpu_work
 from analysis.trace import TraceError, open_trace
@@ -63,9 +63,11 @@ def diagnose_exports(
     cfg = load_thresholds(thresholds)
     for r, db in profiled_exports(run_dir, runs):
         step_ms = _calibrating_step(found[r.scenario], r)
+        speed = _host_speed(r)
         try:
             with open_trace(db) as trace:
-                findings = {f.klass: f for f in diagnose(trace, cfg, step_ms=step_ms)}
+                found_here = diagnose(trace, cfg, step_ms=step_ms, host_speed=speed)
+                findings = {f.klass: f for f in found_here}
                 own = findings.get(found[r.scenario].bottleneck)
                 if own is not None:
                     alone[(r.scenario, r.variant)] = trace_only(trace, cfg, own)
@@ -105,6 +107,22 @@ def _calibrating_step(scen: Scenario, r: Any) -> float | None:
         return None
     step = pd.to_numeric(getattr(r, "step_ms_mean", None), errors="coerce")
     return float(step) if pd.notna(step) and step > 0 else None
+
+
+def _host_speed(r: Any) -> float | None:
+    """The timed processes' host speed relative to the profiled process's, from runs.csv's
+    host probes (``probe_*``: the timing processes' median, ``profile_probe_*``: the profiled
+    process's); None where a run has none. Passed for every scenario, kernel_flood's too: it
+    scales the profiled host to the timed one without reading the timed step."""
+
+    def probes(prefix: str) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for key in PROBE_KEYS:
+            v = pd.to_numeric(getattr(r, f"{prefix}{key}", None), errors="coerce")
+            out[key] = float(v) if pd.notna(v) else None
+        return out
+
+    return host_speed(probes("profile_probe_"), probes("probe_"))
 
 
 def diagnose_run(
