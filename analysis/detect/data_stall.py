@@ -77,10 +77,15 @@ def _cpu(trace: T.Trace, st: C.Steady, thresholds: Mapping[str, Any]) -> Finding
     runs = I.input_runs(trace, st, thresholds, tid)
     share = runs.ns / st.span_ns
     metrics = {"input_work_share": share, "data_load_share": share}
+    ranged = ""
     if st.mode == "nvtx":  # the suite's own ranges: what the report compares across variants
         ls, le = H.suite_ranges(trace, st, th["range_name"])
         if ls.size:
             metrics["data_load_share"] = C.length(ls, le) / st.step_ns
+            ranged = (
+                f"; its `{th['range_name']}` ranges (reported, not deciding) cover "
+                f"{metrics['data_load_share']:.1%} of the steps"
+            )
     name, count = st.rate("input_reads", runs.reads)
     metrics[name] = count
     name, count = st.rate("input_waits", runs.waits)
@@ -98,6 +103,6 @@ def _cpu(trace: T.Trace, st: C.Steady, thresholds: Mapping[str, Any]) -> Finding
         f"no GPU activity (CPU capture): the training thread spends {share:.1%} of the window "
         f"in input runs ({'>=' if fired else '<'} {th['min_data_load_share']:.0%}): "
         f"{runs.reads} file reads and {runs.waits} waits on loader queues, chained while at "
-        f"most {th['cpu_input_gap_ms']:g} ms apart; {st.note}"
+        f"most {th['cpu_input_gap_ms']:g} ms apart{ranged}; {st.note}"
     )
     return Finding(KLASS, fired, share, metrics, evidence, reason)

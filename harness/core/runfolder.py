@@ -199,22 +199,14 @@ def is_timing(phase: str) -> bool:
 
 
 def timing_round(phase: str) -> int | None:
-    """The round number of a timing phase (``timing-3`` -> 3); None for any other phase:
-    speedups are paired by it (harness.core.stats.paired_ratio_ci)."""
+    """The round number of a timing phase (``timing-3`` -> 3); None for any other phase or
+    folder name: speedups are paired by it (harness.core.stats.paired_ratio_ci)."""
     rest = phase[len(TIMING_PREFIX) :] if is_timing(phase) else ""
-    return int(rest) if rest.isdigit() else None
+    return int(rest) if rest.isdigit() and int(rest) >= 1 else None
 
 
 def is_profile(phase: str) -> bool:
     return phase == PROFILE
-
-
-def timing_round(phase: str) -> int | None:
-    """The round number of a ``timing-<r>`` phase; None for any other folder name."""
-    if not is_timing(phase):
-        return None
-    tail = phase[len(TIMING_PREFIX) :]
-    return int(tail) if tail.isdigit() and int(tail) >= 1 else None
 
 
 def first_timing(phase: str) -> bool:
