@@ -16,6 +16,7 @@ PREDICTION_FIELDS = (
     "predicted_speedup_ci_low",
     "predicted_speedup_ci_high",
     "predicted_step_ms",
+    "prediction_clamp",
     "prediction_note",
 )
 
@@ -81,6 +82,10 @@ class Finding:
     """95% interval of ``predicted_speedup`` from the spread between iterations."""
     predicted_step_ms: float | None = None
     """The mean step the removal would leave (untraced), in ms."""
+    prediction_clamp: str = ""
+    """Which floor the predicted step was raised to, where the replay went below what no
+    removal can beat (``analysis.detect._bounds.Clamp``: ``gpu_work``, ``host_work``,
+    ``gpu_idle``), ``none`` where it did not; empty without a prediction."""
     prediction_note: str = ""
     """What was predicted, or why nothing was."""
 

@@ -15,7 +15,6 @@ from collections.abc import Iterable
 from scenarios._base import (
     BOTTLENECK_CLASSES,
     Expectation,
-    Rule,
     RunContext,
     Scenario,
     ScenarioConfig,
@@ -29,7 +28,6 @@ from scenarios._base import (
 __all__ = [
     "BOTTLENECK_CLASSES",
     "Expectation",
-    "Rule",
     "RunContext",
     "Scenario",
     "ScenarioConfig",

@@ -25,62 +25,31 @@ BOTTLENECK_CLASSES: tuple[str, ...] = CLASSES
 
 VariantKind = Literal["baseline", "fix", "ideal"]
 
-#: What a variant is expected to show: nothing (``clean``), its scenario's class as the
-#: injected pathology (``bottleneck``, the baseline), or that class still present after a fix
-#: that does not remove it all on this machine (``partial``).
+#: What a variant is declared to show (a check on the measured truth): nothing (``clean``), its
+#: scenario's class as the injected pathology (``bottleneck``, the baseline), or that class
+#: possibly still present after a fix that does not remove it all (``partial``).
 ExpectedRole = Literal["clean", "bottleneck", "partial"]
 ROLES: tuple[str, ...] = ("clean", "bottleneck", "partial")
 
 
 @dataclass(frozen=True, kw_only=True)
-class Rule:
-    """A machine-dependent expectation decided from measurements of the same run:
-    ``metric op than * than_scale``, e.g. ``loader_only_samples_per_s < 0.7 *
-    ideal.throughput_samples_per_s``. The harness evaluates it (``harness.judge.truth``); a name is
-    looked up among the variant's result metrics (mean over its timing processes, else the
-    profile's), its ``gpu_work.csv`` columns, then its ``runs.csv`` columns."""
-
-    metric: str
-    """A measurement of the variant being judged (e.g. ``kernels_per_step``)."""
-    op: Literal["<", ">"]
-    """How ``metric`` compares with the bound for the rule to hold."""
-    than: float | str
-    """The bound: a number, ``<variant>.<measurement>`` of another variant of the same scenario
-    (``ideal.throughput_samples_per_s``) or ``self.<measurement>``."""
-    than_scale: float = 1.0
-    """Factor on the bound (e.g. the detector's threshold folded in)."""
-    because: str
-    """Why the class stays when the rule holds; shown in diagnosis.csv's expected_because."""
-
-    def __post_init__(self) -> None:
-        if self.op not in ("<", ">"):
-            raise ValueError(f"rule op must be '<' or '>', got {self.op!r}")
-        if isinstance(self.than, str) and "." not in self.than:
-            raise ValueError(f"rule bound {self.than!r} must be a number or '<variant>.<name>'")
-        if not self.because.strip():
-            raise ValueError("a rule needs its 'because'")
-
-
-@dataclass(frozen=True, kw_only=True)
 class Expectation:
-    """What the detectors should report on a variant (the ground truth scoring uses)."""
+    """What a variant is declared to show: a check on the measured truth, never the truth
+    itself. The truth is measured on each run (``harness.judge.truth``: the timed saving of
+    removing the cause against the detector's bar); where the declared role disagrees, the
+    measurement decides and the verdict's reason says so."""
 
     role: ExpectedRole
-    """``clean``: no class fires. ``bottleneck``: the scenario's class fires (the baseline).
-    ``partial``: a fix that leaves part of the scenario's class; with a ``rule``, only when it
-    holds on this run (clean otherwise)."""
+    """``clean``: the cause is removed. ``bottleneck``: the baseline injects the class.
+    ``partial``: a fix that may leave part of the class, on some machines or on all."""
     because: str = ""
-    """Why (for ``partial`` without a rule: what is left of the bottleneck)."""
-    rule: Rule | None = None
-    """Only with ``partial``: the measurements that decide it on this machine."""
+    """Why (for ``partial``: what may be left of the bottleneck, and where)."""
 
     def __post_init__(self) -> None:
         if self.role not in ROLES:
             raise ValueError(f"expectation role must be one of {ROLES}, got {self.role!r}")
-        if self.rule is not None and self.role != "partial":
-            raise ValueError("only a 'partial' expectation takes a rule")
-        if self.role == "partial" and self.rule is None and not self.because.strip():
-            raise ValueError("an unconditional 'partial' expectation needs its 'because'")
+        if self.role == "partial" and not self.because.strip():
+            raise ValueError("a 'partial' expectation needs its 'because'")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,9 +69,9 @@ class Variant:
     """Its set-up runs ``torch.compile``: the harness may fill the compiler cache for it in the
     background before its first timing run (harness.warm_compile)."""
     expect: Expectation | None = None
-    """What the detectors should find on it; None: from ``kind`` (baseline: ``bottleneck``,
-    fix and ideal: ``clean``). A fix that does not remove the whole bottleneck on some machines
-    declares ``Expectation(role="partial", rule=Rule(...))``."""
+    """What it is declared to show (a check on the measured truth); None: from ``kind``
+    (baseline: ``bottleneck``, fix and ideal: ``clean``). A fix that may not remove the whole
+    bottleneck declares ``Expectation(role="partial", because=...)``."""
 
     def __post_init__(self) -> None:
         exp = self.expectation

@@ -3,8 +3,8 @@
     python scripts/rediagnose.py RUN_DIR [--expert-rules]
 
 Rewrites diagnosis.csv, findings.csv, verdicts.csv, confusion.csv, detector_scores.csv and
-gpu_work.csv from the run's own SQLite exports and runs.csv (what ``harness run`` writes at its
-end), e.g. after a detector change, or for a run cut off before its diagnosis. Timings are not
+gpu_work.csv from the run's own result files, SQLite exports and runs.csv (what ``harness run``
+writes at its end, :mod:`harness.judge.pipeline`), e.g. after a detector change, or for a run cut off before its diagnosis. Timings are not
 touched.
 """
 
@@ -21,8 +21,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a check
 from analysis.detect import load_thresholds
 from harness.core import runfolder as rf
 from harness.core.config import discover_scenarios
-from harness.judge import scoring
-from harness.judge import verdicts as V
+from harness.judge.pipeline import diagnose_run
 
 
 def main() -> int:
@@ -32,20 +31,10 @@ def main() -> int:
     args = ap.parse_args()
     run = args.run_dir
     table = pd.read_csv(rf.table_path(run, "runs"))
-    found = discover_scenarios()
-    th = load_thresholds()
-    diag = V.diagnose_run(run, found, table, thresholds=th, crosscheck=args.expert_rules)
-    findings = pd.read_csv(rf.table_path(run, "findings"))
-    verdict = V.verdicts(
-        diag, table, found, min_ci_low=th["verdict_min_ci_low"],
-        main_metric=th["main_metric"], findings=findings,
-    )  # fmt: skip
-    matrix, scores = scoring.confusion(diag)
-    rf.write_frame(rf.table_path(run, "diagnosis"), diag)
-    rf.write_frame(rf.table_path(run, "verdicts"), verdict)
-    rf.write_frame(rf.table_path(run, "gpu_work"), V.gpu_work_table(run, found, table))
-    rf.write_frame(rf.table_path(run, "confusion"), matrix.reset_index(names="expected"))
-    rf.write_frame(rf.table_path(run, "detector_scores"), scores)
+    judged = diagnose_run(
+        run, discover_scenarios(), table, thresholds=load_thresholds(), crosscheck=args.expert_rules
+    )
+    verdict = judged.verdicts
     with pd.option_context("display.width", 200, "display.max_colwidth", 120):
         print(verdict[["scenario", "verdict", "reason"]].to_string(index=False))
     return 0

@@ -76,7 +76,8 @@ def test_wrap_breaks_lists_and_keeps_their_separators() -> None:
 def _diag(**columns: list) -> pd.DataFrame:
     base = {"scenario": ["s", "s"], "variant": ["baseline", "fix"],
             "expected": ["host_sync", "none"], "expected_role": ["bottleneck", "clean"],
-            "primary": ["none", "none"], "match": [None, None]}  # fmt: skip
+            "truth_state": ["fires", "clear"], "primary": ["none", "none"],
+            "match": [None, None]}  # fmt: skip
     return pd.DataFrame(base | columns)
 
 
@@ -84,7 +85,7 @@ def _diag(**columns: list) -> pd.DataFrame:
     ("diag", "why"),
     [
         (_diag(primary=["unreadable", "unreadable"]), "2 variants: 2 without a readable export"),
-        (_diag(expected_role=["undecided"] * 2), "2 variants: 2 with an undecided expectation"),
+        (_diag(truth_state=["either", "no_removal"]), "2 variants: 2 with an undecided truth"),
         (_diag(), "2 variants: 2 whose expected class the export cannot judge (host_sync, none)"),
         (pd.DataFrame(), "no variant has an nsys export"),
     ],

@@ -23,8 +23,9 @@ from analysis import trace as T
 from analysis.findings import CLASSES
 from harness.core import nsys as nsys_mod
 from harness.judge import crosscheck as X
-from harness.judge import verdicts as V
+from harness.judge import pipeline as P
 from tests._fixtures import sqlite_fixture
+from tests._rounds import write_rounds
 
 GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
 GPU_FIX = sqlite_fixture("gpu_nsys2025_sync_loading_async_dataloader")
@@ -168,12 +169,16 @@ def test_unknown_rule_is_an_error_not_silence(nsys: str, copies: dict[str, Path]
 
 def _run_folder(tmp_path: Path, nsys_path: str | None) -> tuple[Path, pd.DataFrame]:
     """A run folder as `harness run` leaves it, from the committed exports: the GPU baseline and
-    fix, and the CPU baseline standing in for `ideal` (ground truth: nothing injected)."""
+    fix, and the CPU baseline standing in for `ideal` (its measured truth: clear). The baseline
+    and ideal have timing rounds (500 and 10 ms a step: the baseline's truth fires); the fix has
+    none, so it has no measured truth and is left out of every score."""
     layout = {"baseline": GPU_BASE, "async_dataloader": GPU_FIX, "ideal": CPU_BASE}
     for variant, src in layout.items():
         prof = tmp_path / "sync_loading" / variant / "profile"
         prof.mkdir(parents=True)
         shutil.copyfile(src, prof / f"sync_loading__{variant}.sqlite")
+    write_rounds(tmp_path, "sync_loading", "baseline", {1: [500.0] * 3, 2: [500.0] * 3})
+    write_rounds(tmp_path, "sync_loading", "ideal", {1: [10.0] * 3, 2: [10.0] * 3})
     manifest = {"nsys": {"path": nsys_path, "version": "?"} if nsys_path else None}
     (tmp_path / "manifest.json").write_text(json.dumps(manifest))
     runs = pd.DataFrame(
@@ -189,12 +194,12 @@ def _run_folder(tmp_path: Path, nsys_path: str | None) -> tuple[Path, pd.DataFra
 
 def test_run_writes_expert_rules_and_crosscheck(nsys: str, tmp_path: Path, capsys) -> None:
     run_dir, runs = _run_folder(tmp_path, nsys)
-    diag = V.diagnose_run(run_dir, scenarios.discover(), runs)
+    diag = P.diagnose_run(run_dir, scenarios.discover(), runs).diagnosis
     # the batch-128 fix: host-bound (14 loader workers crowd the main thread; see
-    # test_detectors.test_launch_bound_metrics); its expectation needs the loader-only rate
-    # this folder lacks, so it is `undecided` and left out of every score below
+    # test_detectors.test_launch_bound_metrics); its truth needs a timed round this folder
+    # lacks, so it has none and is left out of every score below
     assert list(diag["primary"]) == ["data_stall", "launch_bound", "data_stall"]
-    assert list(diag["expected_role"]) == ["bottleneck", "undecided", "clean"]
+    assert list(diag["truth_state"]) == ["fires", "no_removal", "clear"]
     rules = pd.read_csv(run_dir / "expert_rules.csv")
     assert len(rules) == 3 * len(E.RULES)
     cpu = rules[rules["variant"] == "ideal"]
@@ -227,7 +232,7 @@ def test_crosscheck_skipped_without_nsys(tmp_path: Path, monkeypatch, capsys) ->
     monkeypatch.delenv("NSYS", raising=False)
     monkeypatch.setattr(nsys_mod, "SEARCH_GLOBS", ())
     run_dir, runs = _run_folder(tmp_path, None)
-    V.diagnose_run(run_dir, scenarios.discover(), runs)
+    P.diagnose_run(run_dir, scenarios.discover(), runs)
     rules = pd.read_csv(run_dir / "expert_rules.csv")
     assert len(rules) == 3 and (rules["status"] == "skipped").all()
     assert rules["reason"].str.contains("no nsys found").all()
@@ -253,7 +258,7 @@ def test_cli_shows_rules(nsys: str, copies: dict[str, Path], cli) -> None:
 
 def test_budget_spent_leaves_later_reports_skipped(nsys: str, tmp_path: Path) -> None:
     run_dir, runs = _run_folder(tmp_path, nsys)
-    diag = V.diagnose_run(run_dir, scenarios.discover(), runs, crosscheck=False)
+    diag = P.diagnose_run(run_dir, scenarios.discover(), runs, crosscheck=False).diagnosis
     assert not (run_dir / "expert_rules.csv").exists()
     rules, skip = X.expert_rules_table(run_dir, diag, runs, budget_s=-1)
     assert skip is None and len(rules) == 3

@@ -10,9 +10,10 @@ import pytest
 
 from analysis import trace as T
 from analysis.gpu_work import COLUMNS, gpu_work
-from harness.judge.verdicts import gpu_work_table
+from harness.judge.pipeline import gpu_work_table
 from scenarios import discover
 from tests._fixtures import DATA, sqlite_fixture
+from tests._rounds import write_rounds
 
 GPU = [
     sqlite_fixture(p.name.removesuffix(".sqlite.xz")) for p in sorted(DATA.glob("gpu_*.sqlite.xz"))
@@ -49,10 +50,12 @@ def test_a_cpu_export_has_no_gpu_work_and_says_why() -> None:
             gpu_work(tr)
 
 
-def test_limit_is_the_baseline_kernel_sum_only_without_an_ideal(tmp_path: Path) -> None:
+def test_limit_is_each_variants_own_gpu_busy_time_only_without_an_ideal(tmp_path: Path) -> None:
     """gpu_work_table on a run folder holding the committed exports: sync_loading has an
-    ideal, so no analytic limit; posing as kernel_flood (no ideal) the limit is the baseline's
-    kernel-sum per step and share_of_limit divides it by each variant's unprofiled step time."""
+    ideal, so no limit; posing as kernel_flood (removed by its launch limit) each variant's
+    limit is its own GPU busy time per step (the launch overhead removed entirely leaves the
+    variant's own GPU work), and share_of_limit divides it by the variant's timed mean step
+    (its timing rounds')."""
     found = discover()
     rows = []
     for variant, kind, stem, step_ms in (
@@ -63,18 +66,18 @@ def test_limit_is_the_baseline_kernel_sum_only_without_an_ideal(tmp_path: Path) 
             folder = tmp_path / scenario / variant / "profile"
             folder.mkdir(parents=True)
             (folder / "x.sqlite").write_bytes(sqlite_fixture(stem).read_bytes())
-            rows.append(
-                {"scenario": scenario, "variant": variant, "kind": kind, "profiled": True}
-                | {"step_ms_mean": step_ms}
-            )
+            write_rounds(tmp_path, scenario, variant, {1: [step_ms - 1, step_ms + 1]})
+            rows.append({"scenario": scenario, "variant": variant, "kind": kind, "profiled": True})
     work = gpu_work_table(tmp_path, found, pd.DataFrame(rows)).set_index(["scenario", "variant"])
-    # sync_loading has an ideal variant: no analytic limit
+    # sync_loading has an ideal variant: no limit
     assert work.loc["sync_loading", "limit_ms_per_step"].isna().all()
-    limit = work.loc[("kernel_flood", "baseline"), "kernel_ms_per_step"]
     for variant, step_ms in (("baseline", 1000.0), ("cuda_graphs", 20.0)):
         r = work.loc[("kernel_flood", variant)]
-        assert r["limit_ms_per_step"] == limit
-        assert r["share_of_limit"] == pytest.approx(limit / step_ms)
+        assert r["step_ms_mean"] == pytest.approx(step_ms)
+        assert r["limit_ms_per_step"] == r["gpu_busy_ms_per_step"] > 0
+        assert r["share_of_limit"] == pytest.approx(r["gpu_busy_ms_per_step"] / step_ms)
+    busy = work.xs("kernel_flood")["gpu_busy_ms_per_step"]
+    assert busy["baseline"] != busy["cuda_graphs"]  # each its own, not the baseline's
 
 
 SIDE = DATA / "side_streams"

@@ -13,12 +13,14 @@ to itself in results/cpu/pipeline_imbalance/README.md, not asserted here.
 from __future__ import annotations
 
 import json
+import math
 import shutil
 from pathlib import Path
 
 import pandas as pd
 import pytest
 
+from tests._rounds import round_means
 from tests.conftest import only_run_dir, run_cli
 
 pytestmark = [
@@ -66,6 +68,11 @@ def _ranks_had_their_cores(run_dir: Path) -> bool:
 
 
 def test_every_variant_as_expected(run_dir: Path) -> None:
+    """The truth is each variant's step against its own balanced bound (``balanced_bound_ms``
+    of each round), derived here from the result files; the cut 7:1 leaves the baseline and
+    more_microbatches far above their bar. The balanced cut's gap to its bound (gloo's hand-offs
+    are not in it: 11-22% on the committed CPU export) straddles the bar, so its state is not
+    asserted, only that its judgement follows from it."""
     diag = pd.read_csv(run_dir / "diagnosis.csv").set_index("variant")
     assert list(diag.index) == VARIANTS
     assert diag.loc["baseline", "primary"] == "stage_imbalance"
@@ -73,7 +80,23 @@ def test_every_variant_as_expected(run_dir: Path) -> None:
     assert diag.loc["balanced", "stage_imbalance_state"] == "clear"
     assert diag.loc["more_microbatches", "expected_role"] == "partial"
     assert diag.loc["more_microbatches", "stage_imbalance_state"] == "fired"
-    assert diag["match"].astype(bool).all(), diag[["expected_role", "observed", "match"]]
+    for variant in VARIANTS:
+        row = diag.loc[variant]
+        assert row["measured_by"] == "own balanced_bound_ms"
+        means = round_means(run_dir, SCENARIO, variant)
+        bounds = {int(p.parent.name.split("-")[1]): m["balanced_bound_ms"] for p, m in
+                  zip(sorted((run_dir / SCENARIO / variant).glob("timing-*/result.json")),
+                      _metrics(run_dir, variant), strict=True)}  # fmt: skip
+        logs = [math.log(bounds[r] / means[r]) for r in means]
+        assert row["measured_saving"] == pytest.approx(1 - math.exp(sum(logs) / len(logs)))
+    for variant in ("baseline", "more_microbatches"):
+        assert diag.loc[variant, "truth_state"] == "fires"
+        assert bool(diag.loc[variant, "match"])
+    balanced = diag.loc["balanced"]
+    if balanced["truth_state"] == "fires":  # the detector clear against a measured gap
+        assert not bool(balanced["match"])
+    elif balanced["truth_state"] == "clear":
+        assert bool(balanced["match"])
 
 
 def test_confirmed(run_dir: Path) -> None:
@@ -81,11 +104,17 @@ def test_confirmed(run_dir: Path) -> None:
     assert (runs.loc[VARIANTS, "status"] == "ok").all()
     assert runs.loc[VARIANTS, "profiled"].all()
     verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario").loc[SCENARIO]
-    # Every variant matches (test above), so the verdict is confirmed unless the speedup's
-    # interval misses the bar. That bar is a timing: beside another test process on 2 cores
-    # the balanced variant measured a CI low of 1.04x with both ranks at >= 0.8 of a core, so
-    # it is not asserted here (a test must not fail under load); the measured confirmation is
-    # results/cpu/pipeline_imbalance/README.md, a run with the box to itself.
+    diag = pd.read_csv(run_dir / "diagnosis.csv").set_index("variant")
+    # The baseline and more_microbatches match (test above); the verdict is confirmed unless
+    # the balanced cut measured its gap to the bound above the bar (refuted, naming it), or
+    # the speedup's interval misses the bar. That bar is a timing: beside another test process
+    # on 2 cores the balanced variant measured a CI low of 1.04x with both ranks at >= 0.8 of a
+    # core, so it is not asserted here (a test must not fail under load); the measured
+    # confirmation is results/cpu/pipeline_imbalance/README.md, a run with the box to itself.
+    if diag.loc["balanced", "truth_state"] == "fires":
+        assert verdict["verdict"] == "refuted", verdict
+        assert verdict["reason"].startswith("balanced: stage_imbalance measured"), verdict
+        return
     assert verdict["verdict"] == "confirmed" or (
         verdict["verdict"] == "inconclusive" and "CI lower bound" in verdict["reason"]
     ), verdict

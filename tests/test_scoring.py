@@ -6,7 +6,9 @@ scores n/a, never 0.
 The run folder is laid out as ``harness run`` leaves it, from the committed CPU exports of
 sync_loading: the baseline capture as sync_loading's baseline (data_stall fires on its NVTX
 ranges), the DataLoader capture (nothing fires) as pageable_copies' baseline (pageable_copy not
-judged there) and as each scenario's ``ideal``.
+judged there) and as each scenario's ``ideal``. Timing rounds are hand-made: each baseline three
+times its ideal's step, so the measured truth is ``fires`` on the baselines and ``clear`` on the
+ideals.
 """
 
 from __future__ import annotations
@@ -19,12 +21,12 @@ import pandas as pd
 import pytest
 
 import scenarios
-from harness.core.atomic import write_frame
 from harness.judge import crosscheck as X
+from harness.judge import pipeline as P
 from harness.judge import score as S
 from harness.judge import scoring
-from harness.judge import verdicts as V
 from tests._fixtures import sqlite_fixture
+from tests._rounds import write_rounds
 
 CPU_BASE = sqlite_fixture("cpu_nsys2022_sync_loading")
 CPU_LOADER = sqlite_fixture("cpu_nsys2022_sync_loading_async_dataloader")
@@ -44,6 +46,8 @@ def run(tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
         prof = root / scen / variant / "profile"
         prof.mkdir(parents=True)
         shutil.copyfile(src, prof / f"{scen}__{variant}.sqlite")
+        ms = 300.0 if variant == "baseline" else 100.0
+        write_rounds(root, scen, variant, {1: [ms] * 3, 2: [ms] * 3})
     runs = pd.DataFrame(
         {
             "scenario": [s for s, _ in LAYOUT],
@@ -53,14 +57,14 @@ def run(tmp_path_factory) -> tuple[Path, pd.DataFrame, pd.DataFrame]:
             "speedup_ci_low": [0.9, 1.5, 0.9, 1.5],
         }
     )
-    diag = V.diagnose_run(root, scenarios.discover(), runs, crosscheck=False)
-    write_frame(root / "diagnosis.csv", diag)
-    return root, runs, diag
+    judged = P.diagnose_run(root, scenarios.discover(), runs, crosscheck=False)
+    return root, runs, judged
 
 
 def test_the_exports_are_what_the_test_needs(run) -> None:
-    _, _, diag = run
-    d = diag.set_index(["scenario", "variant"])
+    _, _, judged = run
+    d = judged.diagnosis.set_index(["scenario", "variant"])
+    assert list(d["truth_state"]) == ["fires", "clear", "fires", "clear"]
     assert d.loc[("sync_loading", "baseline"), "data_stall_state"] == "fired"
     assert d.loc[("pageable_copies", "baseline"), "pageable_copy_state"] == "not_judged"
     assert pd.isna(d.loc[("pageable_copies", "baseline"), "match"])
@@ -68,8 +72,8 @@ def test_the_exports_are_what_the_test_needs(run) -> None:
 
 
 def test_not_judged_stays_out_of_the_matrix_and_the_scores(run) -> None:
-    _, _, diag = run
-    matrix, scores = scoring.confusion(diag)
+    _, _, judged = run
+    matrix, scores = scoring.confusion(judged.diagnosis)
     # counted: sync_loading's baseline (data_stall found) and ideal (none); pageable_copies'
     # baseline is not a primary `none` for pageable_copy, and its ideal is not judged either
     assert int(matrix.to_numpy().sum()) == 2
@@ -83,8 +87,8 @@ def test_not_judged_stays_out_of_the_matrix_and_the_scores(run) -> None:
 
 
 def test_the_cross_check_leaves_out_what_could_not_be_judged(run, capsys) -> None:
-    _, _, diag = run
-    table = X.crosscheck(diag, pd.DataFrame(columns=list(X.RULES_COLUMNS)))
+    _, _, judged = run
+    table = X.crosscheck(judged.diagnosis, pd.DataFrame(columns=list(X.RULES_COLUMNS)))
     x = table.set_index(["class", "scorer"])
     fired = x.loc[("pageable_copy", X.OURS_FIRED)]
     assert (fired["reports"], fired["not_applicable"]) == (0, 4)
@@ -99,8 +103,8 @@ def test_the_cross_check_leaves_out_what_could_not_be_judged(run, capsys) -> Non
 
 
 def test_the_verdict_says_not_judged(run) -> None:
-    _, runs, diag = run
-    v = V.verdicts(diag, runs, scenarios.discover()).set_index("scenario")
+    _, _, judged = run
+    v = judged.verdicts.set_index("scenario")
     assert v.loc["pageable_copies", "verdict"] == "inconclusive"
     assert "pageable_copy not judged" in v.loc["pageable_copies", "reason"]
 

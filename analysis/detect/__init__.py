@@ -82,18 +82,25 @@ def _validated(overrides_json: str) -> dict[str, Any]:
 
 
 def diagnose(
-    trace: T.Trace, thresholds: Mapping[str, Any] | None = None, *, step_ms: float | None = None
+    trace: T.Trace,
+    thresholds: Mapping[str, Any] | None = None,
+    *,
+    step_ms: float | None = None,
+    host_speed: float | None = None,
 ) -> list[Finding]:
     """Every detector's finding on ``trace``, highest impact first (fired before not fired),
     each with its predicted speedup (:mod:`analysis.detect.predict`); ``step_ms``: the
-    program's mean step measured without nsys, where known (it calibrates the prediction)."""
+    program's mean step measured without nsys, where known (it calibrates the prediction);
+    ``host_speed``: the timed processes' host speed relative to the profiled process's
+    (profiled probe / timed probe: :func:`analysis.detect.predict.host_speed`), where
+    measured (the profiled host's time is scaled to it)."""
     cfg = load_thresholds(thresholds)
     lost = gpu_activity_lost(trace) or C.no_steady_state(trace, cfg)
     if lost:
         found = [Finding(k, State.NOT_JUDGED, reason=lost) for k in CLASSES]
     else:
         found = [REGISTRY[k](trace, cfg) for k in CLASSES]
-    predict.attach(trace, cfg, found, step_ms)
+    predict.attach(trace, cfg, found, step_ms, host_speed)
     return sorted(found, key=lambda f: (not f.fired, -f.impact))
 
 

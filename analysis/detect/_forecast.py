@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect import _bounds as B
 from analysis.detect import _common as C
 from analysis.detect import _model as M
 
@@ -47,31 +48,54 @@ class Prediction:
     that reproduces the trace."""
     iterations: int = 0
     trace_overhead_us: float | None = None
-    """nsys's cost per traced call taken off the host in both replays."""
+    """nsys's cost per traced call taken off the host in both replays (at the timed pace)."""
+    trace_overhead_share: float = 0.0
+    """... and the share of each call's recorded host time taken off as nsys's cost."""
     stretch_scale: float = 1.0
     """The scale applied to the host's stretches in both replays (1: as traced)."""
     calibrated: bool = False
     """Both replays were fitted to the program's measured untraced step."""
+    host_speed: float = 1.0
+    """The host's time in both replays divided by this: the timed processes' host speed
+    relative to the profiled process's (1: as traced, or not measured)."""
+    clamp: B.Clamp = B.Clamp.NONE
+    """The floor the predicted step was raised to (:mod:`_bounds`), ``none`` where the
+    replay's own step stands."""
+    unclamped_speedup: float | None = None
+    """The replay's speedup before the clamp (None where nothing was clamped)."""
+    floor_step_ms: float | None = None
+    """The highest of the floors no step can go below (:mod:`_bounds`), in ms."""
     note: str = ""
 
 
 @dataclass(frozen=True)
 class Fit:
-    """How the replays are made untraced: nsys's cost per call and the host stretches' scale."""
+    """How the replays are made untraced: nsys's cost per call, the host stretches' scale and
+    the host's speed."""
 
     overhead_ns: int
     scale: float = 1.0
     calibrated: bool = False
     note: str = ""
     """What was fitted, or why the default cost was kept ('; ...', appended to the note)."""
+    speed: float = 1.0
+    """The host's time divided by this in every replay (:func:`usable_speed`)."""
+    share: float = 0.0
+    """nsys's cost per call as a share of the call's recorded dispatch gap and own time, on
+    top of ``overhead_ns`` (``predict.trace_overhead_share``; 0 where the cost was fitted)."""
 
 
 def predict(
-    trace: T.Trace, cfg: Mapping[str, Any], klass: str, step_ms: float | None = None
+    trace: T.Trace,
+    cfg: Mapping[str, Any],
+    klass: str,
+    step_ms: float | None = None,
+    host_speed: float | None = None,
 ) -> Prediction:
     """The prediction for ``klass`` (see :data:`_model.CAUSE_OF`), from the replay;
     ``step_ms``: the program's mean step measured without nsys, where known (it calibrates
-    both replays)."""
+    both replays); ``host_speed``: the timed processes' host speed relative to the profiled
+    process's, where measured (the host's time in both replays is divided by it)."""
     cause = M.CAUSE_OF.get(klass)
     if cause is None:
         return Prediction(None, note=f"{klass}: no replay model")
@@ -82,77 +106,168 @@ def predict(
         return Prediction(None, note="fewer than 2 steady iterations: nothing to replay")
     pc = cfg.get("predict", {})
     cache = C._cache(trace)
-    key = ("fit", id(tl), step_ms, repr(sorted(pc.items())))
+    key = ("fit", id(tl), step_ms, host_speed, repr(sorted(pc.items())))
     if key not in cache:
-        cache[key] = fit(tl, pc, step_ms)
+        cache[key] = fit(tl, pc, step_ms, host_speed)
     how: Fit = cache[key]
-    key = ("replayed", id(tl), how.overhead_ns, how.scale)
+    untraced = (how.overhead_ns, how.scale, how.speed, how.share)
+    key = ("replayed", id(tl), *untraced)
     if key not in cache:  # the same two replays serve every class
         recorded = M.replay(tl)
-        untraced = how.overhead_ns or how.scale != 1.0
-        cache[key] = (
-            recorded,
-            M.replay(tl, None, how.overhead_ns, how.scale) if untraced else recorded,
-        )
+        changed = how.overhead_ns or how.scale != 1.0 or how.speed != 1.0 or how.share
+        cache[key] = (recorded, M.replay(tl, None, *untraced) if changed else recorded)
     recorded, base = cache[key]
     pct = float(pc.get("data_dispatch_percentile", 75.0))
     rm = M.removal(tl, cause, dispatch_percentile=pct)
-    after = M.replay(tl, rm, how.overhead_ns, how.scale)
+    after = M.replay(tl, rm, *untraced)
     found = _prediction(tl, recorded, base, after, pc)
     if found.speedup is None:
         return found
+    found = _clamped(found, tl, rm, cause, base, after, how, pc, step_ms)
     return replace(
         found,
         trace_overhead_us=how.overhead_ns / 1e3,
+        trace_overhead_share=how.share,
         stretch_scale=how.scale,
         calibrated=how.calibrated,
+        host_speed=how.speed,
         note=found.note + how.note,
     )
 
 
-def fit(tl: M.Timeline, pc: Mapping[str, Any], step_ms: float | None) -> Fit:
-    """nsys's cost per call and the stretches' scale for this window: fitted to ``step_ms``
-    where it can tell them, else the default cost (``predict.trace_overhead_us``)."""
-    if not bool(pc.get("untraced", True)):
-        return Fit(0, note="; for the traced run (predict.untraced=false)")
-    default = int(float(pc.get("trace_overhead_us", 7.0)) * 1e3)
-    us = default / 1e3
-    if step_ms is None or step_ms <= 0:
-        return Fit(
-            default, note=f"; nsys's cost {us:g} us a call (no untraced step to calibrate it)"
-        )
-    if not bool(pc.get("calibrate", True)):
-        return Fit(default, note=f"; nsys's cost {us:g} us a call (predict.calibrate=false)")
-    why = _not_the_step(tl, pc, step_ms)
-    if why:
-        return Fit(default, note=f"; nsys's cost {us:g} us a call ({why})")
-    step_ns = int(step_ms * 1e6)
-    rate = _calls_per_ms(tl, step_ms)
-    o, words = default, f"nsys's cost {us:g} us a call"
-    if rate >= float(pc.get("calibrate_min_calls_per_ms", 5.0)):
-        top = int(float(pc.get("calibrate_max_overhead_us", 50.0)) * 1e3)
-        o = calibrated_overhead(tl, step_ns, top)
-        words = f"nsys's cost fitted to it: {o / 1e3:.3g} us a call"
-        if abs(_per_iteration(tl, o, 1.0) / step_ns - 1.0) <= 0.01:
-            return Fit(o, 1.0, True, _fitted(tl, o, 1.0, step_ms) + f" ({words})")
-    else:
-        words += f" ({rate:.2g} calls per ms of step: too few to fit it)"
-    if not (tl.gap_kind != M.DISPATCH).any():  # no host stretch to take the rest
-        if o == default:
-            return Fit(o, note=f"; {words}, and no host stretch to fit the measured step to")
-        return Fit(o, 1.0, True, _fitted(tl, o, 1.0, step_ms) + f" ({words})")
-    k = calibrated_scale(tl, step_ns, o, float(pc.get("calibrate_max_stretch_scale", 2.0)))
-    return Fit(
-        o,
-        k,
-        True,
-        _fitted(tl, o, k, step_ms) + f" ({words}; the host's stretches scaled by {k:.3g})",
+def _floors(tl, rm, cause, base, after, how: Fit) -> dict[B.Clamp, float]:
+    """What no removal can beat, per iteration (ns; :mod:`_bounds`)."""
+    n = after.iterations
+    lo, hi = B.measured_calls(tl, after.measured)
+    gap, own, block, _, _ = M._inputs(tl, rm, how.overhead_ns, how.scale, how.speed, how.share)
+    floors = {
+        B.Clamp.GPU_WORK: B.gpu_work_ns(tl, rm, after.measured, n),
+        B.Clamp.HOST_WORK: B.host_work_ns(gap, own, block, lo, hi, n),
+    }
+    if cause == "launch":
+        floors[B.Clamp.GPU_IDLE] = B.gpu_busy_ns(tl, base)
+    return floors
+
+
+def _clamped(found, tl, rm, cause, base, after, how: Fit, pc, step_ms) -> Prediction:
+    """``found`` with its step raised to the highest floor (:mod:`_bounds`) where it went
+    below it by more than ``predict.clamp_tolerance_share``, and the note saying so. The step
+    the prediction gives is the step before (the measured ``step_ms`` where the replays were
+    calibrated to it, else the base replay's) over the speedup: a fit that stopped at its
+    bound short of the measured step leaves a speedup the measured step cannot take. A floor
+    that step is below itself is none for it (the pageable_copies baseline's traced copies
+    took longer than its timed ones'), and nothing is clamped."""
+    floors = _floors(tl, rm, cause, base, after, how)
+    which = max(floors, key=lambda k: floors[k])
+    floor = floors[which]
+    out = replace(found, floor_step_ms=floor / 1e6)
+    before = base.total_ns / max(1, base.iterations)
+    if how.calibrated and step_ms:
+        before = step_ms * 1e6
+    step = before / float(found.speedup)
+    tol = float(pc.get("clamp_tolerance_share", 0.01))
+    if not bool(pc.get("clamp", True)) or floor <= 0 or step >= floor * (1 - tol):
+        return out
+    if before <= floor:  # the step before is below it too: no floor for that step (the
+        return out  # traced GPU work was slower than the timed one's: pageable copies)
+    speed = before / floor
+    over = "the measured step" if before != base.total_ns / max(1, base.iterations) else "it"
+    return replace(
+        out,
+        speedup=speed,
+        ci_low=None if found.ci_low is None else min(found.ci_low * speed / found.speedup, speed),
+        ci_high=None if found.ci_high is None else min(found.ci_high, speed),
+        step_ms=floor / 1e6,
+        clamp=which,
+        unclamped_speedup=found.speedup,
+        note=found.note + f"; clamped: {found.speedup:.3g}x over {over} gives "
+        f"{step / 1e6:.4g} ms a step, below {B.WHAT[which]}, {floor / 1e6:.4g} ms a step, "
+        f"which no removal can beat: {speed:.3g}x",
     )
 
 
-def _fitted(tl: M.Timeline, overhead_ns: int, scale: float, step_ms: float) -> str:
+def usable_speed(pc: Mapping[str, Any], host_speed: float | None) -> tuple[float, str]:
+    """The host speed the replays use, and the note's words for it: 1.0 where none was
+    measured, ``predict.host_speed`` is off, or it lies outside 1 / ``max_host_speed`` ..
+    ``max_host_speed`` (a probe misread, not a host: the note says so)."""
+    if host_speed is None or not np.isfinite(host_speed) or host_speed <= 0:
+        return 1.0, ""
+    if not bool(pc.get("host_speed", True)):
+        return (
+            1.0,
+            f"; the measured host speed {host_speed:.3g} not used (predict.host_speed=false)",
+        )
+    top = float(pc.get("max_host_speed", 2.0))
+    if not 1.0 / top <= host_speed <= top:
+        return 1.0, (
+            f"; the measured host speed {host_speed:.3g} not used (outside 1/{top:g}-{top:g}: "
+            "predict.max_host_speed)"
+        )
+    return float(host_speed), (
+        f"; the profiled process's host time divided by {host_speed:.3g}, the timed processes' "
+        "host speed relative to its own"
+    )
+
+
+def fit(
+    tl: M.Timeline, pc: Mapping[str, Any], step_ms: float | None, host_speed: float | None = None
+) -> Fit:
+    """nsys's cost per call and the stretches' scale for this window: fitted to ``step_ms``
+    where it can tell them, else the default cost (``predict.trace_overhead_us``); the host's
+    time first divided by ``host_speed`` where measured (:func:`usable_speed`)."""
+    v, said = usable_speed(pc, host_speed)
+    got = _fit(tl, pc, step_ms, v)
+    return replace(got, speed=v, note=said + got.note)
+
+
+def _fit(tl: M.Timeline, pc: Mapping[str, Any], step_ms: float | None, v: float) -> Fit:
+    if not bool(pc.get("untraced", True)):
+        return Fit(0, note="; for the traced run (predict.untraced=false)")
+    phi = float(pc.get("trace_overhead_share", 0.0))
+    default = 0 if phi > 0 else int(float(pc.get("trace_overhead_us", 7.0)) * 1e3)
+    cost = _cost_words(default, phi)
+    if step_ms is None or step_ms <= 0:
+        return Fit(default, note=f"; {cost} (no untraced step to calibrate it)", share=phi)
+    if not bool(pc.get("calibrate", True)):
+        return Fit(default, note=f"; {cost} (predict.calibrate=false)", share=phi)
+    why = _not_the_step(tl, pc, step_ms)
+    if why:
+        return Fit(default, note=f"; {cost} ({why})", share=phi)
+    step_ns = int(step_ms * 1e6)
+    rate = _calls_per_ms(tl, step_ms)
+    o, p, words = default, phi, cost
+    if rate >= float(pc.get("calibrate_min_calls_per_ms", 5.0)):
+        top = int(float(pc.get("calibrate_max_overhead_us", 50.0)) * 1e3)
+        o, p = calibrated_overhead(tl, step_ns, top, v), 0.0
+        words = f"nsys's cost fitted to it: {o / 1e3:.3g} us a call"
+        if abs(_per_iteration(tl, o, 1.0, v) / step_ns - 1.0) <= 0.01:
+            return Fit(o, 1.0, True, _fitted(tl, o, 1.0, step_ms, v) + f" ({words})")
+    else:
+        words += f" ({rate:.2g} calls per ms of step: too few to fit it)"
+    if not (tl.gap_kind != M.DISPATCH).any():  # no host stretch to take the rest
+        if p:
+            return Fit(
+                o, note=f"; {words}, and no host stretch to fit the measured step to", share=p
+            )
+        return Fit(o, 1.0, True, _fitted(tl, o, 1.0, step_ms, v) + f" ({words})")
+    top = float(pc.get("calibrate_max_stretch_scale", 2.0))
+    k = calibrated_scale(tl, step_ns, o, top, v, p)
+    said = _fitted(tl, o, k, step_ms, v, p) + f" ({words}; the host's stretches scaled by {k:.3g})"
+    return Fit(o, k, True, said, share=p)
+
+
+def _cost_words(overhead_ns: int, share: float) -> str:
+    """The note's words for the default cost of nsys per call."""
+    if share:
+        return f"nsys's cost {share:.0%} of each call's recorded dispatch and call time"
+    return f"nsys's cost {overhead_ns / 1e3:g} us a call"
+
+
+def _fitted(
+    tl: M.Timeline, overhead_ns: int, scale: float, step_ms: float, v: float, share: float = 0.0
+) -> str:
     """The note's words for a fit: the measured step, and how far the replay got to it."""
-    r = M.replay(tl, None, overhead_ns, scale)
+    r = M.replay(tl, None, overhead_ns, scale, v, share)
     got = r.total_ns / max(1, r.iterations) / 1e6
     off = got / step_ms - 1.0
     miss = "" if abs(off) <= 0.01 else f", which the replay misses by {off:+.0%} at the fit's bound"
@@ -181,29 +296,34 @@ def _calls_per_ms(tl: M.Timeline, step_ms: float) -> float:
     return np.count_nonzero(inside) / max(1, tl.n_iterations) / step_ms
 
 
-def _per_iteration(tl: M.Timeline, overhead_ns: int, scale: float) -> float:
-    r = M.replay(tl, None, overhead_ns, scale)
+def _per_iteration(
+    tl: M.Timeline, overhead_ns: int, scale: float, v: float = 1.0, share: float = 0.0
+) -> float:
+    r = M.replay(tl, None, overhead_ns, scale, v, share)
     return r.total_ns / max(1, r.iterations)
 
 
-def calibrated_overhead(tl: M.Timeline, step_ns: int, top_ns: int) -> int:
+def calibrated_overhead(tl: M.Timeline, step_ns: int, top_ns: int, v: float = 1.0) -> int:
     """The cost per call (ns, in 0..``top_ns``) at which the replay with nothing removed takes
     ``step_ns`` per iteration: the replayed step falls as the cost rises (piecewise linearly),
     so a bracketing search finds it to 0.2% of the step. Where even ``top_ns`` leaves the
     replay slower (nsys slowed something other than its calls: its GIL trace lengthens the GIL
-    waits), or 0 leaves it faster, the bound is taken (the note says by how much it misses)."""
+    waits), or 0 leaves it faster, the bound is taken (the note says by how much it misses).
+    ``v``: the host speed the replays run at."""
     return int(
-        _solve(lambda o: _per_iteration(tl, int(o), 1.0) - step_ns, 0, top_ns, step_ns, 100, -1)
+        _solve(lambda o: _per_iteration(tl, int(o), 1.0, v) - step_ns, 0, top_ns, step_ns, 100, -1)
     )
 
 
-def calibrated_scale(tl: M.Timeline, step_ns: int, overhead_ns: int, top: float) -> float:
+def calibrated_scale(
+    tl: M.Timeline, step_ns: int, overhead_ns: int, top: float, v: float = 1.0, share: float = 0.0
+) -> float:
     """The scale (in 1/``top``..``top``) of the host's stretches at which the replay with
     nothing removed takes ``step_ns`` per iteration (the replayed step rises with it), to 0.2%
     of the step; the bound where none in the range does."""
     return float(
         _solve(
-            lambda k: _per_iteration(tl, overhead_ns, k) - step_ns,
+            lambda k: _per_iteration(tl, overhead_ns, k, v, share) - step_ns,
             1.0 / top,
             top,
             step_ns,

@@ -383,6 +383,9 @@ class Replayed:
     empty queue, which the steady state never has) and, on host (NVTX) edges or where the
     window holds no item at its last edge, the last one ends at the window's close (the host's
     last call, the GPU's last item) rather than at a next iteration's first item."""
+    item_start: np.ndarray | None = None
+    item_end: np.ndarray | None = None
+    """Each item's replayed start and end (ns; a removed item is empty at its launch)."""
 
     @property
     def total_ns(self) -> int:
@@ -398,9 +401,19 @@ class Replayed:
         return np.diff(self.gpu_edges[self.measured])
 
 
-def _inputs(tl: Timeline, rm: Removal, overhead_ns: int, scale: float = 1.0):
+def _inputs(
+    tl: Timeline,
+    rm: Removal,
+    overhead_ns: int,
+    scale: float = 1.0,
+    speed: float = 1.0,
+    share: float = 0.0,
+):
     """Gaps, call times, blocking flags and latencies after the removal, the host stretches
-    scaled by ``scale`` and the nsys overhead taken off."""
+    scaled by ``scale``, the host's time divided by ``speed`` (the timed processes' host speed
+    relative to the profiled one's) and then nsys's cost taken off each call: ``overhead_ns``
+    (at the timed host's pace) plus ``share`` of the call's recorded dispatch gap and own time
+    (at the pace it was recorded, scaled with the rest)."""
     gap = tl.gap.copy()
     if rm.gap_zero is not None:  # the host work goes; its waits for the GIL, a cause of their
         # own, stay
@@ -418,9 +431,17 @@ def _inputs(tl: Timeline, rm: Removal, overhead_ns: int, scale: float = 1.0):
     own[launch] = np.minimum(own[launch], tl.launch_cap)  # a full launch queue, not host work
     if rm.own_zero is not None:
         own[rm.own_zero] = 0
-    if overhead_ns > 0:  # nsys's cost per traced call: off the host time around each call
-        rest = np.maximum(0, overhead_ns - gap)
-        gap = np.maximum(0, gap - overhead_ns)
+    if speed != 1.0:  # the profiled host's pace -> the timed one's (not the blocked waits)
+        gap = np.rint(gap / speed).astype(np.int64)
+        own = np.where(tl.block, own, np.rint(own / speed).astype(np.int64))
+    cost = np.full(gap.size, overhead_ns, np.int64)
+    if share > 0:  # nsys's cost runs at the recorded host's pace: a share of each call's time
+        mine = np.where(tl.gap_kind == DISPATCH, tl.gap, 0)
+        mine = mine + np.where(tl.block, 0, np.minimum(tl.own, tl.launch_cap))
+        cost += np.rint(share * mine / speed).astype(np.int64)
+    if cost.any():  # nsys's cost per traced call: off the host time around each call
+        rest = np.maximum(0, cost - gap)
+        gap = np.maximum(0, gap - cost)
         own = np.where(tl.block, own, np.maximum(0, own - rest))
     block = tl.block & ~rm.unblock if rm.unblock is not None else tl.block
     lat = np.where(tl.item_lat >= 0, tl.item_lat, tl.med_lat)
@@ -431,12 +452,18 @@ def _inputs(tl: Timeline, rm: Removal, overhead_ns: int, scale: float = 1.0):
 
 
 def replay(
-    tl: Timeline, rm: Removal | None = None, overhead_ns: int = 0, scale: float = 1.0
+    tl: Timeline,
+    rm: Removal | None = None,
+    overhead_ns: int = 0,
+    scale: float = 1.0,
+    speed: float = 1.0,
+    share: float = 0.0,
 ) -> Replayed:
-    """Run the window again with ``rm`` applied (``overhead_ns``: nsys's cost per call taken
-    off; ``scale``: the host's stretches scaled), in segments between blocking calls: within a
-    segment the host's times are a running sum and each stream's items a max-plus scan."""
-    gap, own, block, lat, gone = _inputs(tl, rm or Removal(), overhead_ns, scale)
+    """Run the window again with ``rm`` applied (``overhead_ns``, ``share``: nsys's cost per
+    call taken off; ``scale``: the host's stretches scaled; ``speed``: the host's time divided
+    by it), in segments between blocking calls: within a segment the host's times are a
+    running sum and each stream's items a max-plus scan."""
+    gap, own, block, lat, gone = _inputs(tl, rm or Removal(), overhead_ns, scale, speed, share)
     n = tl.n_ops
     op_start = np.zeros(n, np.int64)
     i_start, i_end = tl.item_start.copy(), tl.item_end.copy()  # unlaunched items keep theirs
@@ -538,7 +565,7 @@ def _sim_edges(tl, gap, op_start, i_start, i_end, host_end, gone) -> Replayed:
     first = 1 if n >= 3 else 0
     ends_open = tl.edge_side == "host" or k[-1] < 0  # the last edge has no item of its own
     last = n - 1 if ends_open and n - 1 - first >= 1 else n
-    return Replayed(gpu, slice(first, last + 1))
+    return Replayed(gpu, slice(first, last + 1), i_start, i_end)
 
 
 # --- causes and predictions --------------------------------------------------------------------

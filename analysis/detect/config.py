@@ -366,8 +366,18 @@ class PredictConfig(_Section):
     """Predict for the program as it runs without nsys: take ``trace_overhead_us`` off the host
     time of every traced CUDA call in both replays (False: predict for the traced run)."""
     trace_overhead_us: float = 7.0
-    """Host time nsys adds to each traced CUDA call (CUPTI's callback and record), where the
-    program's untraced step is not known or cannot calibrate it (``calibrate``)."""
+    """Host time nsys adds to each traced CUDA call (CUPTI's callback and record), in us at
+    the timed host's pace, where the program's untraced step is not known or cannot calibrate
+    it (``calibrate``)."""
+    trace_overhead_share: float = 0.0
+    """Where > 0, nsys's cost is instead this share of each call's recorded host time (its
+    dispatch gap, not a host stretch, and its own time): CUPTI's work in a call runs on the
+    same host as the call and slows with it. kernel_flood's traced step was 1.47-1.71x its
+    untraced one in six runs (H100, H200), 5.6-12 us a call: 1 - 1 / 1.62 = 0.38 predicts
+    its launch removal within +1% and -13% in two H200 runs whose fixed cost gave +16% and
+    -31%, and the corpus' launch-bound loops better too; but it over-predicts removing the
+    input of a loop whose calls a busy loader slowed (ds_few_workers: +65%), so it is not the
+    default (docs/detectors.md, "Untraced")."""
     calibrate: bool = True
     """Where the program's untraced mean step is known (``harness run``'s timing rounds,
     ``harness score``'s timing.csv, ``harness diagnose --step-ms``), fit both replays so that
@@ -394,6 +404,23 @@ class PredictConfig(_Section):
     fitted to the measured step by scaling the host's own stretches (input and other host
     work, whose pace varies between steps and processes) instead, by at most this factor
     either way."""
+    host_speed: bool = True
+    """Where the timed processes' host speed relative to the profiled process's is known (the
+    harness's host probes, ``harness diagnose --host-speed``), divide the profiled host's time
+    by it in every replay, before nsys's cost is taken off: the prediction is then for the
+    host the step was timed on, not for the moment the profiled process ran (False: as
+    traced)."""
+    max_host_speed: float = 2.0
+    """A measured host speed outside 1 / this .. this is not used (a probe misread: on the
+    H200's KVM host a busy thread ran at most 1.65x its idle pace)."""
+    clamp: bool = True
+    """Raise a predicted step that goes below what no removal can beat (the busiest stream's
+    remaining GPU work, the host's remaining work, and for an instant host the GPU busy time
+    of the replay with nothing removed: ``_bounds``) to that floor; the finding's
+    ``prediction_clamp`` says which, its note by how much. False: the replay's step as it is."""
+    clamp_tolerance_share: float = 0.01
+    """... only where the replay went below the floor by more than this share of it (the
+    replay's first and last iteration may hold work of their neighbours)."""
     data_dispatch_percentile: float = 75.0
     """Removing the input work: every other gap of the host is capped at this percentile of the
     window's dispatch gaps. A busy input pipeline slows the loop's own host beyond its
@@ -423,6 +450,20 @@ class PredictConfig(_Section):
             raise ValueError(
                 "diagnosis.predict.data_dispatch_percentile must be in (0, 100], got "
                 f"{self.data_dispatch_percentile}"
+            )
+        if not 0.0 <= self.trace_overhead_share < 1.0:
+            raise ValueError(
+                "diagnosis.predict.trace_overhead_share must be in [0, 1), got "
+                f"{self.trace_overhead_share}"
+            )
+        if self.max_host_speed < 1.0:
+            raise ValueError(
+                f"diagnosis.predict.max_host_speed must be >= 1, got {self.max_host_speed}"
+            )
+        if not 0.0 <= self.clamp_tolerance_share < 1.0:
+            raise ValueError(
+                "diagnosis.predict.clamp_tolerance_share must be in [0, 1), got "
+                f"{self.clamp_tolerance_share}"
             )
         if self.calibrate_max_probe < 1.0:
             raise ValueError(

@@ -7,7 +7,11 @@ its ``min_saving_share`` (and its detector found it a candidate: host_sync needs
 per step); the finding's impact is that saving and its reason prints it. The detectors' shares
 stay as metrics, what the GPU and the host did; they do not decide. Where the program's untraced
 step is known (``step_ms``) the prediction is calibrated to it (``_forecast``), else it is the
-trace's alone. Where the model cannot run (fewer than two steady iterations, no launching
+trace's alone; where the host's speed in the timed processes relative to the profiled one is
+measured (``host_speed``: :func:`host_speed` of the harness's host probes), the profiled host's
+time is scaled to it first. A predicted step never goes below what no removal can beat
+(``_bounds``): where the replay did, the prediction is clamped and ``prediction_clamp`` says to
+which floor. Where the model cannot run (fewer than two steady iterations, no launching
 thread, predictions switched off), the class is not judged and says why.
 
 A CPU capture (no GPU activity) has no model: data_stall and gil_contention keep their own rules
@@ -18,6 +22,7 @@ on its finding is kept); where they do not, it is read from their shares here.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -27,15 +32,42 @@ from analysis.detect import _forecast as F
 from analysis.detect import _model as M
 from analysis.findings import Finding, State
 
-__all__ = ["attach", "saving", "trace_only"]
+__all__ = ["PROBE_KEYS", "attach", "host_speed", "saving", "trace_only"]
+
+#: The host probes a harness worker runs around its window (result.json's ``host_probe``):
+#: µs per asynchronous launch of a trivial op, ms of a fixed pure-Python loop.
+PROBE_KEYS = ("launch_us", "python_ms")
+
+
+def host_speed(
+    profiled: Mapping[str, float | None], timed: Mapping[str, float | None]
+) -> float | None:
+    """The timed processes' host speed relative to the profiled process's: profiled probe /
+    timed probe (> 1: the timed host was faster), the geometric mean over the probes of
+    :data:`PROBE_KEYS` both sides measured (a host-bound step is launches and Python both);
+    None where no probe was measured on both sides."""
+    ratios = []
+    for key in PROBE_KEYS:
+        p, t = profiled.get(key), timed.get(key)
+        if p is None or t is None:
+            continue
+        p, t = float(p), float(t)
+        if math.isfinite(p) and math.isfinite(t) and p > 0 and t > 0:
+            ratios.append(math.log(p / t))
+    return math.exp(sum(ratios) / len(ratios)) if ratios else None
 
 
 def attach(
-    trace: T.Trace, cfg: Mapping[str, Any], findings: list[Finding], step_ms: float | None = None
+    trace: T.Trace,
+    cfg: Mapping[str, Any],
+    findings: list[Finding],
+    step_ms: float | None = None,
+    host_speed: float | None = None,
 ) -> None:
     """Fill in each finding's ``predicted_*`` fields and settle the state of each class the
     model replays (in place); ``step_ms``: the program's mean step measured without nsys, where
-    known (the replays are calibrated to it)."""
+    known (the replays are calibrated to it); ``host_speed``: the timed processes' host speed
+    relative to the profiled process's, where measured (:func:`host_speed`)."""
     enabled = bool(cfg.get("predict", {}).get("enabled", True))
     gpu = C.has_gpu(trace)
     for f in findings:
@@ -48,7 +80,7 @@ def attach(
         elif f.klass in M.CAUSE_OF and not enabled:
             _not_judged(f, "predictions are off (diagnosis.predict.enabled=false)")
         elif f.klass in M.CAUSE_OF:
-            p = F.predict(trace, cfg, f.klass, step_ms)
+            p = F.predict(trace, cfg, f.klass, step_ms, host_speed)
             _from_model(f, p)
             _decide(f, cfg, p)
         elif not f.prediction_note:
@@ -78,6 +110,15 @@ def _from_model(f: Finding, p: F.Prediction) -> None:
     f.predicted_speedup_ci_low = None if p.ci_low is None else round(p.ci_low, 4)
     f.predicted_speedup_ci_high = None if p.ci_high is None else round(p.ci_high, 4)
     f.predicted_step_ms = None if p.step_ms is None else round(p.step_ms, 4)
+    f.prediction_clamp = str(p.clamp)
+    if p.floor_step_ms is not None:
+        f.metrics["floor_step_ms"] = round(float(p.floor_step_ms), 4)
+    if p.unclamped_speedup is not None:
+        f.metrics["unclamped_predicted_speedup"] = round(float(p.unclamped_speedup), 4)
+    if p.trace_overhead_share:
+        f.metrics["trace_overhead_share"] = round(float(p.trace_overhead_share), 4)
+    if p.host_speed != 1.0:
+        f.metrics["host_speed_ratio"] = round(float(p.host_speed), 4)
     f.metrics["model_fit"] = round(float(p.model_fit or 0.0), 4)
     f.metrics["observed_step_ms"] = round(float(p.observed_step_ms or 0.0), 4)
     f.metrics["trace_overhead_us"] = round(float(p.trace_overhead_us or 0.0), 3)

@@ -222,6 +222,14 @@ def phase_kind(phase: str) -> str:
     return KINETO if is_kineto(phase) else "timing"
 
 
+def timing_round(phase: str) -> int | None:
+    """The round number of a ``timing-<r>`` phase; None for any other folder name."""
+    if not is_timing(phase):
+        return None
+    tail = phase[len(TIMING_PREFIX) :]
+    return int(tail) if tail.isdigit() and int(tail) >= 1 else None
+
+
 def first_timing(phase: str) -> bool:
     """The first timing round: things said once per variant are said here."""
     return phase == timing_phase(1)

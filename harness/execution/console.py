@@ -11,7 +11,7 @@ import pandas as pd
 
 from harness.core.console import fit_line, fit_table
 from harness.judge.diagnosis_table import UNREADABLE
-from harness.judge.truth import UNDECIDED
+from harness.judge.scoring import is_decided
 
 __all__ = [
     "cpu_slower_note",
@@ -92,14 +92,15 @@ def unprofiled_why(runs: pd.DataFrame, *, nsys_enabled: bool, nsys_found: bool) 
 
 def _reasons(diag: pd.DataFrame) -> list[tuple[int, str]]:
     """(how many, why) for the rows of diagnosis.csv the matrix counts nowhere: no readable
-    export, an undecided expectation, or an expected class the export could not judge."""
+    export, a measured truth that is not decided (``either``, ``not_taken``, ``no_removal``), or
+    an expected class the export could not judge."""
     unreadable = diag["primary"].astype(str) == UNREADABLE
-    undecided = ~unreadable & (diag["expected_role"].astype(str) == UNDECIDED)
+    undecided = ~unreadable & ~is_decided(diag)
     unjudged = ~unreadable & ~undecided & diag["match"].isna()
     classes = ", ".join(sorted(set(diag.loc[unjudged, "expected"].astype(str))))
     out = [
         (int(unreadable.sum()), "without a readable export"),
-        (int(undecided.sum()), "with an undecided expectation"),
+        (int(undecided.sum()), "with an undecided truth"),
         (int(unjudged.sum()), f"whose expected class the export cannot judge ({classes})"),
     ]
     return [(n, why) for n, why in out if n]
@@ -133,7 +134,7 @@ def _print_limits(work: pd.DataFrame) -> None:
     limits = work[work["share_of_limit"].notna()]
     if limits.empty:
         return
-    print("\nanalytic limits (sum of the baseline's kernel durations per step; gpu_work.csv):")
+    print("\nlimits (each variant's own GPU busy time per step; gpu_work.csv):")
     cols = ["scenario", "variant", "kernels_per_step", "kernel_ms_per_step"]
     cols += ["step_ms_mean", "limit_ms_per_step", "share_of_limit"]
     print(fit_table(limits[cols], float_format=_g))

@@ -369,26 +369,15 @@ class Suite:
 
     # -- diagnosis ------------------------------------------------------------------------
     def write_diagnosis(self, run_dir: Path, table: pd.DataFrame) -> None:
-        """diagnosis.csv, verdicts.csv, confusion.csv from the exports; print the verdicts."""
-        from harness.judge import scoring
-        from harness.judge import verdicts as V
+        """The judged run's tables (harness.judge.pipeline: diagnosis.csv, findings.csv,
+        gpu_work.csv, verdicts.csv, confusion.csv, detector_scores.csv), written once; print
+        the verdicts."""
+        from harness.judge.pipeline import diagnose_run
 
-        th = diagnosis_dict(self.cfg)
-        diag = V.diagnose_run(run_dir, self.found, table, thresholds=th)
-        found_csv = rf.table_path(run_dir, "findings")
-        findings = pd.read_csv(found_csv) if found_csv.is_file() else None
-        verdict = V.verdicts(
-            diag, table, self.found, min_ci_low=th["verdict_min_ci_low"],
-            main_metric=th["main_metric"], findings=findings,
-        )  # fmt: skip
-        matrix, scores = scoring.confusion(diag)
-        rf.write_frame(rf.table_path(run_dir, "diagnosis"), diag)
-        rf.write_frame(rf.table_path(run_dir, "verdicts"), verdict)
-        work = V.gpu_work_table(run_dir, self.found, table)
-        rf.write_frame(rf.table_path(run_dir, "gpu_work"), work)
-        rf.write_frame(rf.table_path(run_dir, "confusion"), matrix.reset_index(names="expected"))
-        rf.write_frame(rf.table_path(run_dir, "detector_scores"), scores)
-        console.print_diagnosis(verdict, matrix, diag, work)
+        judged = diagnose_run(run_dir, self.found, table, thresholds=diagnosis_dict(self.cfg))
+        console.print_diagnosis(
+            judged.verdicts, judged.confusion, judged.diagnosis, judged.gpu_work
+        )
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:

@@ -26,7 +26,7 @@ from analysis.findings import CLASSES
 from harness.core import nsys as nsys_mod
 from harness.core.atomic import write_frame
 from harness.core.console import fit_table
-from harness.judge.diagnosis_table import profiled_exports
+from harness.judge.evidence import profiled_exports
 from harness.judge.scoring import confusion, decided, fired_counts, prf
 
 __all__ = [

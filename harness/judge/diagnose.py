@@ -93,11 +93,14 @@ def diagnose_report(
     expert_rules: bool = False,
     thresholds: dict[str, Any] | None = None,
     step_ms: float | None = None,
+    host_speed: float | None = None,
 ) -> dict[str, Any]:
     """The JSON-shaped diagnosis of one report (raises DiagnoseError when unreadable); with
     ``expert_rules``, an ``expert_rules`` key with nsys's rules on the same export.
     ``thresholds``: the detectors' settings (default: conf/diagnosis/default.yaml);
-    ``step_ms``: the program's mean step measured without nsys (calibrates the predictions)."""
+    ``step_ms``: the program's mean step measured without nsys (calibrates the predictions);
+    ``host_speed``: the timed run's host speed relative to the profiled one's (the profiled
+    host's time is scaled to it)."""
     rules = None
     if thresholds is None:
         from harness.core.config import diagnosis_thresholds
@@ -107,7 +110,7 @@ def diagnose_report(
         db = _sqlite_for(path, Path(tmp))
         try:
             with open_trace(db) as trace:
-                findings = diagnose(trace, thresholds, step_ms=step_ms)
+                findings = diagnose(trace, thresholds, step_ms=step_ms, host_speed=host_speed)
         except TraceError as exc:
             raise DiagnoseError(str(exc)) from exc
         if expert_rules:
@@ -238,6 +241,14 @@ def parser() -> argparse.ArgumentParser:
         "(it differs from loop to loop); without it they take a fixed cost off each call",
     )
     ap.add_argument(
+        "--host-speed",
+        type=_ratio,
+        metavar="RATIO",
+        help="how much faster the host ran where the step was timed than where it was profiled "
+        "(the profiled run's probe time over the timed run's, e.g. a fixed Python loop's ms): "
+        "the profiled host's time is divided by it before nsys's cost is taken off",
+    )
+    ap.add_argument(
         "--set",
         action="append",
         default=[],
@@ -254,6 +265,16 @@ def _positive(text: str) -> float:
         raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
     if not math.isfinite(value) or value <= 0:
         raise argparse.ArgumentTypeError(f"must be a positive number of ms, got {text}")
+    return value
+
+
+def _ratio(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a positive ratio, got {text}")
     return value
 
 
@@ -275,6 +296,7 @@ def main(argv: list[str]) -> int:
                     expert_rules=args.expert_rules,
                     thresholds=thresholds,
                     step_ms=args.step_ms,
+                    host_speed=args.host_speed,
                 )
             )
         except (DiagnoseError, subprocess.TimeoutExpired) as exc:

@@ -2,14 +2,11 @@
 
 A finding predicts the speedup of removing its cause entirely (``analysis.detect.predict``).
 The suite measured that removal: each scenario names the variant that removes its cause
-(``Scenario.removed_by``: ``ideal``, or ``limit`` for an analytic limit such as kernel_flood's
-kernel sum), so
-
-- on the **baseline**, the prediction of the scenario's class is checked against the baseline's
-  speedup from that variant (or baseline step / limit);
-- on a **partial fix**, the finding that is left predicts what is left: it is checked against
-  the fix's step over the removal's (the speedup still to be had from the fix to ``ideal``; for a
-  scenario with an analytic limit, down to the fix's own GPU work per step).
+(``Scenario.removed_by``: ``ideal``, or ``limit`` for a limit measured of each variant). On
+every variant whose measured truth is ``fires`` or ``either`` (:mod:`harness.judge.truth`),
+the scenario's class's prediction is checked against the variant's step over the removal's,
+paired within timing rounds (:mod:`harness.judge.measure`): the baseline's whole removal, or
+what a fix leaves (down to ``ideal``, or to the variant's own measured limit).
 
 ``prediction_error`` is predicted / measured - 1; ``prediction`` is ``within`` when its size is at
 most ``diagnosis.predict.tolerance_share``, ``outside`` otherwise, ``not_checked`` when either
@@ -28,21 +25,21 @@ import numpy as np
 import pandas as pd
 
 from analysis.findings import Finding
+from harness.judge.measure import LIMIT
+from harness.judge.truth import Truth, TruthState
 from scenarios import Scenario
 
 __all__ = [
+    "CHECKED_STATES",
     "CORPUS_COLUMNS",
+    "LIMIT",
     "PREDICTION_COLUMNS",
     "Check",
     "corpus_checks",
     "error_summary",
     "judge_prediction",
-    "measured_removal",
     "prediction_columns",
 ]
-
-#: LIMIT as ``Scenario.removed_by``: the scenario's analytic limit (gpu_work.csv) removes it.
-LIMIT = "limit"
 
 
 class Check(str, Enum):
@@ -82,103 +79,17 @@ def _num(value: Any) -> float | None:
     return v if math.isfinite(v) else None
 
 
-def _row(runs: pd.DataFrame, scenario: str, variant: str) -> Mapping[str, Any] | None:
-    hit = runs[(runs["scenario"] == scenario) & (runs["variant"] == variant)]
-    return None if hit.empty else hit.iloc[0].to_dict()
-
-
-def _limit_ms(work: pd.DataFrame | None, scenario: str) -> float | None:
-    if work is None or work.empty or "limit_ms_per_step" not in work:
-        return None
-    vals = pd.to_numeric(work.loc[work["scenario"] == scenario, "limit_ms_per_step"], "coerce")
-    vals = vals.dropna()
-    return float(vals.iloc[0]) if len(vals) else None
-
-
-def _own_gpu_ms(work: pd.DataFrame | None, scenario: str, variant: str) -> float | None:
-    """A variant's own GPU work per step: its kernels' summed time (graph replays' spans where
-    it was traced at graph level and has no kernel rows)."""
-    if work is None or work.empty:
-        return None
-    hit = work[(work["scenario"] == scenario) & (work["variant"] == variant)]
-    for col in ("kernel_ms_per_step", "gpu_busy_ms_per_step"):
-        if col in hit and len(hit):
-            v = _num(hit[col].iloc[0])
-            if v is not None and v > 0 and (col != "kernel_ms_per_step" or _replays(hit) == 0):
-                return v
-    return None
-
-
-def _replays(hit: pd.DataFrame) -> float:
-    v = _num(hit["graph_replays_per_step"].iloc[0]) if "graph_replays_per_step" in hit else None
-    return v or 0.0
-
-
-def measured_removal(
-    scen: Scenario,
-    variant: str,
-    role: str,
-    runs: pd.DataFrame,
-    work: pd.DataFrame | None,
-    metrics: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
-) -> tuple[float | None, float | None, float | None, str]:
-    """(speedup, CI low, CI high, what measured it) of removing the cause entirely, seen from
-    ``variant``; None and the reason where the run cannot say. ``metrics``: each variant's
-    result metrics (:func:`harness.judge.truth.measurements`), for a ``Scenario.limit_metric``."""
-    mine = _row(runs, scen.name, variant)
-    if mine is None or _num(mine.get("step_ms_mean")) is None:
-        return None, None, None, f"{variant} has no measured step"
-    by = scen.removed_by
-    if by == LIMIT and scen.limit_metric:
-        # the baseline's bound for the cause removed; a partial fix's own for what is left
-        source = "baseline" if role == "bottleneck" else variant
-        limit = _num((metrics or {}).get((scen.name, source), {}).get(scen.limit_metric))
-        if limit is None or limit <= 0:
-            return None, None, None, f"no {scen.limit_metric} measured for {source}"
-        what = scen.limit_metric if role == "bottleneck" else f"own {scen.limit_metric}"
-        return float(mine["step_ms_mean"]) / limit, None, None, what
-    if by == LIMIT and role == "bottleneck":
-        limit = _limit_ms(work, scen.name)
-        if limit is None:
-            return None, None, None, "no analytic limit in gpu_work.csv"
-        return float(mine["step_ms_mean"]) / limit, None, None, "limit"
-    if by == LIMIT:  # a partial fix: what is left of the cause, down to its own GPU work
-        own = _own_gpu_ms(work, scen.name, variant)
-        if own is None:
-            return None, None, None, f"no GPU work of {variant} in gpu_work.csv"
-        return float(mine["step_ms_mean"]) / own, None, None, "own kernel sum"
-    other = _row(runs, scen.name, by)
-    if other is None or _num(other.get("step_ms_mean")) is None:
-        return None, None, None, f"{by} has no measured step"
-    if role == "bottleneck":  # the baseline: its speedup from the removal, with its interval
-        return (
-            _num(other.get("speedup")),
-            _num(other.get("speedup_ci_low")),
-            _num(other.get("speedup_ci_high")),
-            by,
-        )
-    ratio = float(mine["step_ms_mean"]) / float(other["step_ms_mean"])
-    lo = _div(other.get("speedup_ci_low"), mine.get("speedup_ci_high"))
-    hi = _div(other.get("speedup_ci_high"), mine.get("speedup_ci_low"))
-    return ratio, lo, hi, by
-
-
-def _div(a: Any, b: Any) -> float | None:
-    x, y = _num(a), _num(b)
-    return x / y if x is not None and y else None
+#: The truth states on which the scenario's class's prediction is checked: where the removal
+#: measured a cause to remove (on ``clear`` there is next to nothing to predict).
+CHECKED_STATES = (TruthState.FIRES, TruthState.EITHER)
 
 
 def prediction_columns(
-    scen: Scenario,
-    variant: str,
-    role: str,
-    findings: Mapping[str, Finding] | None,
-    runs: pd.DataFrame,
-    work: pd.DataFrame | None,
-    tolerance: float,
-    metrics: Mapping[tuple[str, str], Mapping[str, float]] | None = None,
+    scen: Scenario, truth: Truth, findings: Mapping[str, Finding] | None, tolerance: float
 ) -> dict[str, Any]:
-    """The :data:`PREDICTION_COLUMNS` of one variant's diagnosis row."""
+    """The :data:`PREDICTION_COLUMNS` of one variant's diagnosis row: the scenario's class's
+    prediction against the measured removal (``truth.saving`` as a speedup, the same
+    measurement the truth is decided on)."""
     out: dict[str, Any] = dict.fromkeys(PREDICTION_COLUMNS)
     out["predicted_class"] = scen.bottleneck
     f = (findings or {}).get(scen.bottleneck)
@@ -186,13 +97,15 @@ def prediction_columns(
         for k in ("predicted_speedup", "predicted_speedup_ci_low", "predicted_speedup_ci_high"):
             out[k] = getattr(f, k)
         out["predicted_step_ms"] = f.predicted_step_ms
-    if role not in ("bottleneck", "partial"):
-        out["prediction"], out["prediction_why"] = Check.NOT_CHECKED, f"a {role} variant"
+    s = truth.saving
+    if s is not None:
+        out.update(measured_speedup=s.speedup, measured_speedup_ci_low=s.speedup_low,
+                   measured_speedup_ci_high=s.speedup_high, measured_by=s.by)  # fmt: skip
+    if truth.state not in CHECKED_STATES:
+        out["prediction"], out["prediction_why"] = Check.NOT_CHECKED, f"truth {truth.state}"
         return out
-    m, lo, hi, by = measured_removal(scen, variant, role, runs, work, metrics)
-    out.update(measured_speedup=m, measured_speedup_ci_low=lo, measured_speedup_ci_high=hi)
-    out["measured_by"] = by if m is not None else ""
-    return out | judge_prediction(out["predicted_speedup"], m, tolerance, why=by, finding=f)
+    return out | judge_prediction(out["predicted_speedup"], s.speedup if s else None, tolerance,
+                                  why=s.by if s else "", finding=f)  # fmt: skip
 
 
 def judge_prediction(

@@ -121,9 +121,10 @@ def untraced_steps(timing_csv: Path) -> dict[str, float]:
 
 def run_items(root: Path) -> list[Labelled]:
     """The profiled variants of a run folder, labelled with their expected class."""
-    from harness.judge.truth import UNDECIDED
+    from harness.judge.scoring import is_decided
 
     diag = pd.read_csv(root / "diagnosis.csv")
+    decided = is_decided(diag) if not diag.empty else pd.Series(dtype=bool)
     col = "expected" if "expected" in diag else "injected"
     steps: dict[tuple[str, str], float] = {}
     if (root / "runs.csv").is_file():
@@ -133,11 +134,10 @@ def run_items(root: Path) -> list[Labelled]:
             if pd.notna(step) and step > 0:
                 steps[(str(r.scenario), str(r.variant))] = float(step)
     items = []
-    for r in diag.itertuples():
+    for i, r in zip(diag.index, diag.itertuples(), strict=True):
         path = _find_export(root / str(r.scenario) / str(r.variant), f"{r.scenario}__{r.variant}")
-        undecided = getattr(r, "expected_role", "") == UNDECIDED
         if path is not None:
-            truth = NA if undecided else str(getattr(r, col))
+            truth = str(getattr(r, col)) if bool(decided.loc[i]) else NA
             step = steps.get((str(r.scenario), str(r.variant)))
             items.append(Labelled(f"{r.scenario}/{r.variant}", truth, path, step_ms=step))
     return items

@@ -1,184 +1,241 @@
-"""Ground truth: what the detectors should find on each variant of a run, and whether they did.
+"""Ground truth, measured: what each variant should show, from the timed saving of removing the
+cause, set against the same bar the detector uses.
 
-Each variant declares its expectation (``scenarios.Variant.expectation``): the baseline its
-scenario's class (``bottleneck``), a fix or ``ideal`` nothing (``clean``), and a fix that does
-not remove the whole bottleneck on some machines its class as ``partial``, decided by a rule over
-measurements of the same run (``scenarios.Rule``: e.g. async_dataloader stays data-stalled when
-its workers alone deliver under 70% of what ``ideal`` consumes). When the rule holds the
-variant is expected ``partial``, when it does not ``clean``, and when a measurement is missing
-the role is ``undecided`` and the variant is not judged.
+For a variant and its scenario's class, the measured saving (:mod:`harness.judge.measure`: ``1
+- t(removal) / t(variant)``, paired within rounds, with its interval) is set against the class's
+bar, ``diagnosis.<class>.min_saving_share`` from the run's composed thresholds (an override
+moves the truth with the detector). The state (:class:`TruthState`):
 
-The measurements a rule reads come from the run itself: each variant's ``metrics()`` in its
-result files, its GPU work per step (``gpu_work.csv``'s columns) and its ``runs.csv`` row.
+- ``fires``: the interval's low end is at or above the bar; the class should fire;
+- ``clear``: its high end is below the bar; the class should not fire;
+- ``either``: the interval straddles the bar: shown and counted apart, never refutes;
+- ``not_taken``: a baseline measured ``clear``: the injection did not take on this machine (not
+  judged);
+- ``no_removal``: nothing to time the variant against (no ideal, no limit, no timed round).
+
+The declared roles (``Variant.expectation``: ``bottleneck``, ``clean``, ``partial``) stay as a
+check only: where the measurement disagrees, the measurement decides and the sentence says so.
+
+A class other than the scenario's own is held to the same measured gap (:func:`off_targets`):
+a fired finding whose predicted saving exceeds the gap beyond both intervals is a false
+positive; one within it is a second cause, not an error.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
+from enum import Enum
 from typing import Any
 
-import pandas as pd
-
 from analysis.findings import Finding, State
-from harness.core import runfolder as rf
-from scenarios import Rule, Scenario
+from harness.judge.measure import Saving
+from scenarios import Scenario
 
 __all__ = [
-    "UNDECIDED",
-    "Expected",
-    "Measures",
-    "evaluate_rule",
-    "judge",
-    "measurements",
-    "resolve_expectation",
-    "result_metrics",
+    "BAR_KEYS",
+    "OffTarget",
+    "OffTargetState",
+    "Truth",
+    "TruthState",
+    "bar_of",
+    "expect",
+    "judge_own",
+    "off_targets",
+    "pct",
+    "pct_ci",
+    "predicted_saving",
+    "state_of",
 ]
 
-#: The role of a variant whose rule lacked a measurement on this run: it is not judged.
-UNDECIDED = "undecided"
 
-#: Per (scenario, variant): measurement name -> value.
-Measures = dict[tuple[str, str], dict[str, float]]
+class TruthState(str, Enum):
+    """A variant's measured truth for its scenario's class."""
 
+    FIRES = "fires"
+    CLEAR = "clear"
+    EITHER = "either"
+    NOT_TAKEN = "not_taken"
+    NO_REMOVAL = "no_removal"
 
-# -- measurements the expectation rules read ----------------------------------------------------
+    def __str__(self) -> str:
+        return self.value
 
-
-def result_metrics(run_dir: Path, scenario: str, variant: str) -> dict[str, float]:
-    """A variant's ``metrics()`` from its result.json files: the mean over its timing
-    processes, then, for names they lack, the profiled process's value."""
-    timed: list[dict[str, Any]] = []
-    profiled: dict[str, Any] = {}
-    for folder in rf.phase_dirs(run_dir, scenario, variant):
-        try:
-            res = rf.read_result(folder)
-        except rf.CorruptFileError:
-            continue
-        if not res:
-            continue
-        if rf.is_timing(folder.name) and rf.unit_status(folder) is rf.Status.OK:
-            timed.append(res.get("metrics") or {})
-        elif rf.is_profile(folder.name):
-            profiled = res.get("metrics") or {}
-    out: dict[str, float] = {}
-    for name in {k for m in timed for k in m}:
-        vals = [float(m[name]) for m in timed if name in m]
-        out[name] = sum(vals) / len(vals)
-    for name, value in profiled.items():
-        out.setdefault(name, float(value))
-    return out
+    @property
+    def decided(self) -> bool:
+        """The class should fire or should not: the findings are judged against it."""
+        return self in (TruthState.FIRES, TruthState.CLEAR)
 
 
-def _numeric(row: Mapping[str, Any]) -> dict[str, float]:
-    out = {}
-    for k, v in row.items():
-        if isinstance(v, bool):
-            continue
-        try:
-            f = float(v)
-        except (TypeError, ValueError):
-            continue
-        if not math.isnan(f):
-            out[str(k)] = f
-    return out
+class OffTargetState(str, Enum):
+    """A fired class other than the scenario's own, held to the measured gap."""
+
+    SECOND_CAUSE = "second_cause"
+    """Its predicted saving fits within the gap (its interval reaches the gap's)."""
+    FALSE_POSITIVE = "false_positive"
+    """Its predicted saving exceeds the gap beyond both intervals."""
+    UNCHECKED = "unchecked"
+    """No measured gap to hold it to."""
+
+    def __str__(self) -> str:
+        return self.value
 
 
-def measurements(run_dir: Path, runs: pd.DataFrame, work: pd.DataFrame | None) -> Measures:
-    """Per (scenario, variant): result metrics first, then gpu_work columns, then runs.csv
-    columns (first name wins)."""
-    by_work: dict[tuple[str, str], dict[str, float]] = {}
-    if work is not None and not work.empty:
-        for row in work.to_dict("records"):
-            by_work[(row["scenario"], row["variant"])] = _numeric(row)
-    out: Measures = {}
-    for row in runs.to_dict("records"):
-        key = (row["scenario"], row["variant"])
-        merged = _numeric(row)
-        merged.update(by_work.get(key, {}))
-        merged.update(result_metrics(run_dir, *key))
-        out[key] = merged
-    return out
+#: The threshold of a class's section that is its saving bar, first found wins (exposed_comm
+#: states its bar as the exposed share of the window, the same currency).
+BAR_KEYS: tuple[str, ...] = ("min_saving_share", "min_nccl_exposed_share")
 
 
-# -- expectations ---------------------------------------------------------------------------------
+def bar_of(thresholds: Mapping[str, Any], klass: str) -> float | None:
+    """The saving share at which ``klass``'s detector fires, from the run's composed
+    thresholds (the ``diagnosis`` group as a dict); None when its section has no bar."""
+    section = thresholds.get(klass) or {}
+    for key in BAR_KEYS:
+        if key in section and section[key] is not None:
+            return float(section[key])
+    return None
+
+
+def pct(share: float) -> str:
+    """A share as a percentage with no decimals ('17%')."""
+    return f"{share * 100:.0f}%"
+
+
+def pct_ci(share: float, low: float, high: float) -> str:
+    """'17% [15-19%]'."""
+    return f"{pct(share)} [{low * 100:.0f}-{pct(high)}]"
+
+
+def state_of(saving: Saving, bar: float) -> TruthState:
+    """fires / clear / either: the saving's interval against the bar."""
+    if saving.low >= bar:
+        return TruthState.FIRES
+    if saving.high < bar:
+        return TruthState.CLEAR
+    return TruthState.EITHER
 
 
 @dataclass(frozen=True)
-class Expected:
-    """A variant's expectation, resolved on one run."""
+class Truth:
+    """One variant's measured truth for its scenario's class."""
 
     klass: str
-    """The class expected to fire, or ``none``."""
-    role: str
-    """clean / bottleneck / partial, or undecided (a rule lacked a measurement)."""
+    """The scenario's class."""
+    state: TruthState
+    saving: Saving | None
+    """The measured saving of removing the cause (None: ``no_removal``)."""
+    bar: float | None
+    """The class's bar (``diagnosis.<class>.min_saving_share``)."""
+    declared: str
+    """The variant's declared role: ``bottleneck``, ``clean`` or ``partial``."""
     because: str
-    """Why, with the rule's numbers where a rule decided it."""
+    """The sentence: the measurement against the bar, and the declared role where they
+    disagree, or why there is no truth."""
+
+    @property
+    def expected(self) -> str:
+        """The class the variant should show, or ``none``: measured where there is a
+        measurement, the declared role where there is none."""
+        if self.state in (TruthState.FIRES, TruthState.EITHER):
+            return self.klass
+        if self.state is TruthState.NO_REMOVAL and self.declared != "clean":
+            return self.klass
+        return "none"
+
+    @property
+    def declared_agrees(self) -> bool | None:
+        """Whether the declared role says what the measurement says (None: undecided)."""
+        if not self.state.decided:
+            return None
+        return (self.declared != "clean") == (self.state is TruthState.FIRES)
+
+    def measured(self) -> str:
+        """'data_stall measured 17% [15-19%] >= bar 15% (fires)'."""
+        s = self.saving
+        if s is None or self.bar is None:
+            return f"{self.klass} not measured ({self.because})"
+        rel = {TruthState.FIRES: ">=", TruthState.CLEAR: "<"}.get(
+            state_of(s, self.bar), "straddles"
+        )
+        return (
+            f"{self.klass} measured {pct_ci(s.share, s.low, s.high)} {rel} bar "
+            f"{pct(self.bar)} ({state_of(s, self.bar)})"
+        )
 
 
-def _rule_value(name: str, variant: str, meas: Measures, scenario: str) -> float | None:
-    target, _, metric = name.partition(".") if "." in name else ("self", "", name)
-    source = variant if target == "self" else target
-    value = meas.get((scenario, source), {}).get(metric)
-    return None if value is None or math.isnan(value) else value
+def expect(
+    scen: Scenario, variant: str, saving: Saving | None, bar: float | None, why: str = ""
+) -> Truth:
+    """The variant's truth from its measured saving (``why``: why there is none)."""
+    declared = scen.variant(variant).expectation.role
+    base = {"klass": scen.bottleneck, "saving": saving, "bar": bar, "declared": declared}
+    if saving is None or bar is None:
+        why = why or f"{scen.bottleneck} has no saving bar"
+        return Truth(**base, state=TruthState.NO_REMOVAL, because=f"no measured removal: {why}")
+    state = state_of(saving, bar)
+    probe = Truth(**base, state=state, because="")
+    text = probe.measured() + f" against {saving.by}"
+    if declared == "bottleneck" and state is TruthState.CLEAR:
+        state = TruthState.NOT_TAKEN
+        text += ": the injection did not take on this machine"
+    elif probe.declared_agrees is False:
+        text += f"; declared {declared}, judged by the measurement"
+    return Truth(**base, state=state, because=text)
 
 
-def _negate(op: str) -> str:
-    return ">=" if op == "<" else "<="
-
-
-def evaluate_rule(
-    rule: Rule, scenario: str, variant: str, meas: Measures
-) -> tuple[bool | None, str]:
-    """Whether ``rule`` holds for the variant on this run (None: a measurement is missing),
-    and the sentence saying so with the numbers."""
-    value = _rule_value(rule.metric, variant, meas, scenario)
-    bound = (
-        float(rule.than)
-        if not isinstance(rule.than, str)
-        else _rule_value(rule.than, variant, meas, scenario)
-    )
-    scale = "" if rule.than_scale == 1 else f"{rule.than_scale:.3g} x "
-    if value is None or bound is None:
-        missing = rule.metric if value is None else str(rule.than)
-        return None, f"rule {rule.metric} {rule.op} {scale}{rule.than} undecided: no {missing}"
-    limit = bound * rule.than_scale
-    holds = value < limit if rule.op == "<" else value > limit
-    text = (
-        f"{rule.metric} {value:.4g} {rule.op if holds else _negate(rule.op)} "
-        f"{scale}{rule.than} ({limit:.4g})"
-    )
-    return holds, text + (f": {rule.because}" if holds else "")
-
-
-def resolve_expectation(scen: Scenario, variant: str, meas: Measures) -> Expected:
-    """The variant's expected class and role on this run."""
-    exp = scen.variant(variant).expectation
-    if exp.role == "clean":
-        return Expected("none", "clean", exp.because)
-    if exp.role == "bottleneck" or exp.rule is None:
-        return Expected(scen.bottleneck, exp.role, exp.because)
-    holds, text = evaluate_rule(exp.rule, scen.name, variant, meas)
-    if holds is None:
-        return Expected(scen.bottleneck, UNDECIDED, text)
-    if holds:
-        return Expected(scen.bottleneck, "partial", text)
-    return Expected("none", "clean", f"{text}: the fix should remove {scen.bottleneck}")
-
-
-def judge(expected: Expected, findings: Mapping[str, Finding], own: str) -> bool | None:
-    """Whether the findings meet the expectation; None when they cannot say.
-
-    bottleneck / partial: the expected class fired (None if it was not judged). clean: no class
-    fired, and the scenario's own class ``own`` was judged (None otherwise).
-    """
-    if expected.role == UNDECIDED:
+def judge_own(truth: Truth, finding: Finding | None) -> bool | None:
+    """Whether the scenario's class's finding meets the truth; None when the truth is not
+    decided or the detector could not judge."""
+    if not truth.state.decided or finding is None or finding.state is State.NOT_JUDGED:
         return None
-    if expected.role in ("bottleneck", "partial"):
-        f = findings[expected.klass]
-        return None if f.state is State.NOT_JUDGED else f.fired
-    if any(f.fired for f in findings.values()):
-        return False
-    return None if findings[own].state is State.NOT_JUDGED else True
+    return finding.fired == (truth.state is TruthState.FIRES)
+
+
+def predicted_saving(f: Finding) -> tuple[float, float, float]:
+    """(saving, low, high) a finding predicts for removing its cause: from its predicted
+    speedup and interval (``1 - 1 / speedup``), else its impact (the same share, no interval)."""
+    sp = f.predicted_speedup
+    if sp is None or sp <= 0:
+        return f.impact, f.impact, f.impact
+    lo = f.predicted_speedup_ci_low or sp
+    hi = f.predicted_speedup_ci_high or sp
+    return 1.0 - 1.0 / sp, 1.0 - 1.0 / lo, 1.0 - 1.0 / hi
+
+
+@dataclass(frozen=True)
+class OffTarget:
+    """A fired class other than the scenario's own."""
+
+    klass: str
+    state: OffTargetState
+    predicted: tuple[float, float, float]
+    """Its predicted saving (point, low, high)."""
+
+    def describe(self, gap: Saving | None) -> str:
+        """'host_sync predicted 30% [28-33%] > the measured gap 5% [3-8%] (false_positive)'."""
+        text = f"{self.klass} predicted {pct_ci(*self.predicted)}"
+        if gap is None:
+            return f"{text}, no measured gap ({self.state})"
+        rel = ">" if self.state is OffTargetState.FALSE_POSITIVE else "within"
+        gap_text = pct_ci(gap.share, gap.low, gap.high)
+        return f"{text} {rel} the measured gap {gap_text} ({self.state})"
+
+
+def off_targets(truth: Truth, findings: Mapping[str, Finding]) -> tuple[OffTarget, ...]:
+    """Every fired class other than the scenario's own, held to the measured gap (the whole
+    saving of the removal): beyond it (its low end above the gap's high end) a false positive,
+    within it a second cause."""
+    out = []
+    gap = truth.saving
+    for k, f in findings.items():
+        if k == truth.klass or not f.fired:
+            continue
+        pred = predicted_saving(f)
+        if gap is None:
+            state = OffTargetState.UNCHECKED
+        elif pred[1] > gap.high:
+            state = OffTargetState.FALSE_POSITIVE
+        else:
+            state = OffTargetState.SECOND_CAUSE
+        out.append(OffTarget(klass=k, state=state, predicted=pred))
+    return tuple(out)

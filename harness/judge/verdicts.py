@@ -1,248 +1,91 @@
-"""Judging a run: every profiled variant's export diagnosed, and a verdict per scenario.
+"""The verdict per scenario, from its judged variants (:class:`harness.judge.diagnosis_table.Judged`).
 
-At the end of ``harness run`` (and in ``scripts/rediagnose.py``) the detectors read every
-profiled export; each variant's findings are compared with what it should show
-(:mod:`harness.judge.truth`) into ``diagnosis.csv`` and ``findings.csv`` (their columns:
-:mod:`harness.judge.diagnosis_table`); the same exports also go through nsys's expert rules
-(:mod:`harness.judge.crosscheck`); ``gpu_work.csv`` holds each export's GPU work per step. Each
-scenario then gets its verdict (``verdicts.csv``): ``confirmed``, ``refuted`` or
-``inconclusive``, with the reason. The scores (``confusion.csv``, ``detector_scores.csv``) are
-:mod:`harness.judge.scoring`'s.
+``confirmed``: every variant whose truth is decided met it, nothing fired beyond the measured
+gap, and the best fix's speedup CI lower bound reaches ``verdict_min_ci_low``; ``refuted``: a
+variant contradicts its measured truth (its class missed or fired against it, or another class
+fired beyond the gap); ``inconclusive``: something could not be judged (an unreadable export, a
+class the export cannot judge, no measured removal, a baseline whose injection did not take),
+or the CI is too low. ``either`` (the measured saving straddles the bar) is shown and counted,
+and never refutes. Every reason prints the measured saving next to the predicted one.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from pathlib import Path
-from typing import Any
+from collections.abc import Mapping, Sequence
 
 import pandas as pd
 
-from analysis.detect import diagnose, load_thresholds
-from analysis.detect.config import MAIN_METRIC
-from analysis.detect.predict import trace_only
-from analysis.findings import Finding
-from analysis.gpu_work import add_side_bound, gpu_work
-from analysis.trace import TraceError, open_trace
-from harness.judge.crosscheck import write_crosscheck
-from harness.judge.diagnosis_table import (
-    UNREADABLE,
-    diagnosis_frame,
-    diagnosis_row,
-    finding_rows,
-    findings_frame,
-    profiled_exports,
-    write_findings,
-)
-from harness.judge.predictions import LIMIT, prediction_columns
-from harness.judge.truth import UNDECIDED, measurements, resolve_expectation
+from harness.judge.diagnosis_table import Judged
+from harness.judge.truth import OffTargetState, TruthState, pct_ci, predicted_saving
 from scenarios import Scenario
 
-__all__ = ["MIN_CI_LOW", "diagnose_exports", "diagnose_run", "gpu_work_table", "verdicts"]
+__all__ = ["MIN_CI_LOW", "VERDICT_COLUMNS", "describe", "verdicts"]
 
 #: verdict_min_ci_low: the best fix's speedup CI lower bound a confirmed scenario needs.
 MIN_CI_LOW = 1.1
 
-
-# -- diagnosis ------------------------------------------------------------------------------------
-
-
-def diagnose_exports(
-    run_dir: Path,
-    found: dict[str, Scenario],
-    runs: pd.DataFrame,
-    *,
-    thresholds: Mapping[str, Any] | None = None,
-) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(diagnosis, findings) of every profiled export (their columns:
-    :mod:`harness.judge.diagnosis_table`). Rule measurements come from the run's result files, runs
-    table and each export's GPU work."""
-    diagnosed: list[tuple[Any, dict[str, Finding] | None, str]] = []
-    work_rows: list[dict[str, Any]] = []
-    alone: dict[tuple[str, str], float | None] = {}
-    cfg = load_thresholds(thresholds)
-    for r, db in profiled_exports(run_dir, runs):
-        step_ms = _calibrating_step(found[r.scenario], r)
-        try:
-            with open_trace(db) as trace:
-                findings = {f.klass: f for f in diagnose(trace, cfg, step_ms=step_ms)}
-                own = findings.get(found[r.scenario].bottleneck)
-                if own is not None:
-                    alone[(r.scenario, r.variant)] = trace_only(trace, cfg, own)
-                try:
-                    work = gpu_work(trace).iloc[0].to_dict()
-                    work_rows.append({"scenario": r.scenario, "variant": r.variant, **work})
-                except TraceError:
-                    pass  # no kernels (a CPU capture): rules that need them stay undecided
-        except TraceError as exc:
-            diagnosed.append((r, None, str(exc)))
-            continue
-        diagnosed.append((r, findings, ""))
-    work = with_limits(pd.DataFrame(work_rows), found, runs)
-    meas = measurements(run_dir, runs, work)
-    tolerance = float(cfg["predict"]["tolerance_share"])
-    rows, long = [], []
-    for r, findings, error in diagnosed:
-        scen = found[r.scenario]
-        expected = resolve_expectation(scen, r.variant, meas)
-        row = diagnosis_row(r, scen, expected, findings, error)
-        check = prediction_columns(
-            scen, r.variant, expected.role, findings, runs, work, tolerance, meas
-        )
-        check["trace_only_speedup"] = alone.get((r.scenario, r.variant))
-        rows.append(row | check)
-        if findings is not None:
-            long += finding_rows(r, findings)
-    return diagnosis_frame(rows), findings_frame(long)
+#: verdicts.csv's columns: the verdict, its reason, then how many variants had each truth
+#: state, how many of the decided ones were right or wrong, and the off-target findings.
+VERDICT_COLUMNS: tuple[str, ...] = (
+    "scenario",
+    "bottleneck",
+    "verdict",
+    "reason",
+    *(f"truth_{s.value}" for s in TruthState),
+    "judged_right",
+    "judged_wrong",
+    "second_causes",
+    "false_positives",
+    "off_target",
+)
 
 
-def _calibrating_step(scen: Scenario, r: Any) -> float | None:
-    """The variant's unprofiled mean step, which calibrates its predictions; None where the
-    scenario's removal is a limit read from the same trace and step (the kernel-sum limit: a
-    prediction calibrated to that step would equal it by construction, so it is checked as the
-    trace alone predicts it)."""
-    if scen.removed_by == LIMIT and not scen.limit_metric:
-        return None
-    step = pd.to_numeric(getattr(r, "step_ms_mean", None), errors="coerce")
-    return float(step) if pd.notna(step) and step > 0 else None
-
-
-def diagnose_run(
-    run_dir: Path,
-    found: dict[str, Scenario],
-    runs: pd.DataFrame,
-    *,
-    crosscheck: bool = True,
-    thresholds: Mapping[str, Any] | None = None,
-) -> pd.DataFrame:
-    """diagnosis.csv's table (returned) and findings.csv (written into ``run_dir``).
-
-    With ``crosscheck`` (the default, and unless ``expert_rules.enabled`` is false in
-    conf/diagnosis), the same exports also go through nsys's expert rules:
-    :func:`write_crosscheck` writes ``expert_rules.csv`` and ``crosscheck.csv`` into
-    ``run_dir`` (or records why it could not).
-    """
-    diag, findings = diagnose_exports(run_dir, found, runs, thresholds=thresholds)
-    write_findings(run_dir, findings)
-    rules = (thresholds or load_thresholds()).get("expert_rules", {})
-    if crosscheck and bool(rules.get("enabled", True)):
-        write_crosscheck(run_dir, diag, runs)
-    return diag
-
-
-def gpu_work_table(run_dir: Path, found: dict[str, Scenario], runs: pd.DataFrame) -> pd.DataFrame:
-    """``gpu_work.csv``: GPU work per step of every profiled variant (kernels, their summed
-    duration, GPU busy time; :func:`analysis.gpu_work.gpu_work`). For a scenario without an
-    ``ideal`` variant the limit is analytic: ``limit_ms_per_step`` is the baseline's kernel-sum
-    per step from its own trace, and ``share_of_limit`` = limit / the variant's unprofiled mean
-    step time. An export without kernels (a CPU capture) gets its reason in ``error``."""
-    rows: list[dict[str, Any]] = []
-    for r, db in profiled_exports(run_dir, runs):
-        row: dict[str, Any] = {
-            "scenario": r.scenario,
-            "variant": r.variant,
-            "kind": r.kind,
-            "step_ms_mean": r.step_ms_mean,
-        }
-        try:
-            with open_trace(db) as trace:
-                row.update(gpu_work(trace).iloc[0].to_dict())
-        except TraceError as exc:
-            row["error"] = str(exc)
-        rows.append(row)
-    table = with_limits(pd.DataFrame(rows), found, runs)
-    if table.empty or "kernel_ms_per_step" not in table:
-        return table
-    return add_side_bound(table)  # how close a variant beside an ideal can come, at most
-
-
-def with_limits(
-    table: pd.DataFrame, found: dict[str, Scenario], runs: pd.DataFrame
-) -> pd.DataFrame:
-    """``table`` (gpu_work rows) with ``limit_ms_per_step`` and ``share_of_limit``: for a
-    scenario whose cause is removed by its analytic limit (``Scenario.removed_by == "limit"``),
-    the baseline's kernel-sum per step from its own trace, over each variant's unprofiled mean
-    step time (a variant traced at graph level, without kernel rows, leaves the limit as it is)."""
-    if table.empty or "kernel_ms_per_step" not in table:
-        return table
-    table = table.copy()
-    index = runs.set_index(["scenario", "variant"])
-    keys = list(zip(table["scenario"], table["variant"], strict=True))
-    for col in ("kind", "step_ms_mean"):
-        if col not in table:
-            table[col] = [index[col].get(k) for k in keys] if col in index else None
-    table["limit_ms_per_step"] = float("nan")
-    for name, group in table.groupby("scenario", sort=False):
-        if name not in found or found[name].removed_by != "limit" or found[name].limit_metric:
-            continue  # no limit here, or one the run measured (Scenario.limit_metric)
-        base = group[group["kind"] == "baseline"]["kernel_ms_per_step"].dropna()
-        if not base.empty:
-            table.loc[group.index, "limit_ms_per_step"] = float(base.iloc[0])
-    steps = pd.to_numeric(table["step_ms_mean"], errors="coerce")
-    table["share_of_limit"] = table["limit_ms_per_step"] / steps
-    return table
-
-
-# -- verdicts -------------------------------------------------------------------------------------
-
-
-def _describe(row: Any, main_metric: Mapping[str, str], findings: pd.DataFrame | None) -> str:
-    """'async_dataloader: expected none (clean), observed data_stall (predicted_saving_share
-    0.75, data_load_share 0.62)': the number that decided the class, then its main metric."""
-    observed = row.observed if isinstance(row.observed, str) and row.observed else "nothing"
-    text = f"{row.variant}: expected {row.expected} ({row.expected_role}), observed {observed}"
-    klass = row.expected if row.expected in main_metric else None
-    klass = klass or (observed.split(";")[0] if observed != "nothing" else None)
-    if klass and findings is not None and not findings.empty:
-        mine = findings[
-            (findings["scenario"] == row.scenario)
-            & (findings["variant"] == row.variant)
-            & (findings["class"] == klass)
-        ]
-        # the number that decided the class (the time model's), then its main metric
-        shown = [m for m in ("predicted_saving_share", main_metric.get(klass, "")) if m]
-        told = [
-            f"{m} {float(mine.loc[mine['metric'] == m, 'value'].iloc[0]):.3g}"
-            for m in dict.fromkeys(shown)
-            if (mine["metric"] == m).any()
-        ]
-        if told:
-            text += f" ({', '.join(told)})"
+def describe(j: Judged) -> str:
+    """'dali: data_stall measured 17% [15-19%] >= bar 15% (fires), predicted 17% [16-18%]
+    (fired)', then each off-target class with its predicted saving against the gap."""
+    t = j.truth
+    text = f"{j.variant}: {t.measured()}"
+    own = (j.evidence.findings or {}).get(t.klass)
+    if own is not None:
+        text += f", predicted {pct_ci(*predicted_saving(own))} ({own.state})"
+    if t.declared_agrees is False:
+        text += f" (declared {t.declared}: judged by the measurement)"
+    for o in j.off:
+        if o.state is not OffTargetState.SECOND_CAUSE:
+            text += f"; {o.describe(t.saving)}"
     return text
 
 
-def _not_judged_why(row: Any) -> str:
-    if row.primary == UNREADABLE:
-        return f"{row.variant}: export unreadable"
-    if row.expected_role == UNDECIDED:
-        return f"{row.variant}: {row.expected_because}"
-    klass = row.expected if row.expected != "none" else None
-    reason = getattr(row, f"{klass}_reason", "") if klass else ""
-    return f"{row.variant}: {klass or 'its class'} not judged" + (f" ({reason})" if reason else "")
+def _not_judged_why(j: Judged) -> str:
+    if not j.evidence.readable:
+        return f"{j.variant}: export unreadable"
+    t = j.truth
+    if t.state is TruthState.NOT_TAKEN:
+        return f"{j.variant}: {t.because}"
+    if t.state is TruthState.NO_REMOVAL:
+        return f"{j.variant}: {t.because}"
+    f = (j.evidence.findings or {}).get(t.klass)
+    reason = f.reason if f is not None else ""
+    return f"{j.variant}: {t.klass} not judged" + (f" ({reason})" if reason else "")
 
 
-def _verdict(
-    d: pd.DataFrame,
-    best_low: float,
-    min_ci_low: float,
-    main_metric: Mapping[str, str],
-    findings: pd.DataFrame | None,
-) -> tuple[str, str]:
-    base = d[d["kind"] == "baseline"] if not d.empty else d
-    if base.empty or (base["primary"] == UNREADABLE).all():
+def _verdict(judged: Sequence[Judged], best_low: float, min_ci_low: float) -> tuple[str, str]:
+    base = [j for j in judged if j.evidence.kind == "baseline"]
+    if not base or not any(j.evidence.readable for j in base):
         return "inconclusive", "the baseline has no readable export"
-    rows = list(d.itertuples())
-    unjudged = [r for r in rows if pd.isna(r.match)]
-    wrong = [r for r in rows if not pd.isna(r.match) and not bool(r.match)]
+    wrong = [j for j in judged if j.match is False]
     if wrong:
-        return "refuted", "; ".join(_describe(r, main_metric, findings) for r in wrong)
+        return "refuted", "; ".join(describe(j) for j in wrong)
+    unjudged = [j for j in judged if j.match is None and j.truth.state is not TruthState.EITHER]
     if unjudged:
-        return "inconclusive", "not judged: " + "; ".join(_not_judged_why(r) for r in unjudged)
+        return "inconclusive", "not judged: " + "; ".join(_not_judged_why(j) for j in unjudged)
     if not best_low >= min_ci_low:
         return "inconclusive", f"best fix's speedup CI lower bound {best_low:.3g} < {min_ci_low}"
-    partial = [r.variant for r in rows if r.expected_role == "partial"]
-    note = f" ({', '.join(partial)} partial: the class still fires, as expected)" if partial else ""
-    return "confirmed", f"every variant as expected{note}; best fix CI low {best_low:.3g}x"
+    said = [describe(j) for j in judged if j.truth.state in (TruthState.FIRES, TruthState.EITHER)]
+    either = [j.variant for j in judged if j.truth.state is TruthState.EITHER]
+    note = f" ({', '.join(either)} either: not judged)" if either else ""
+    text = f"every variant as measured{note}; best fix CI low {best_low:.3g}x"
+    return "confirmed", "; ".join([text, *said])
 
 
 def _skipped_baseline(runs: pd.DataFrame) -> str:
@@ -257,43 +100,40 @@ def _skipped_baseline(runs: pd.DataFrame) -> str:
     return f"skipped: {error}" if isinstance(error, str) and error else "skipped"
 
 
+def _counts(judged: Sequence[Judged]) -> dict[str, int | str]:
+    out: dict[str, int | str] = {
+        f"truth_{s.value}": sum(j.truth.state is s for j in judged if j.evidence.readable)
+        for s in TruthState
+    }
+    out["judged_right"] = sum(j.match is True for j in judged)
+    out["judged_wrong"] = sum(j.match is False for j in judged)
+    out["second_causes"] = sum(len(j.off_in(OffTargetState.SECOND_CAUSE)) for j in judged)
+    out["false_positives"] = sum(len(j.off_in(OffTargetState.FALSE_POSITIVE)) for j in judged)
+    out["off_target"] = "; ".join(f"{j.variant}:{o.klass}" for j in judged for o in j.off)
+    return out
+
+
 def verdicts(
-    diag: pd.DataFrame,
+    judged: Sequence[Judged],
     runs: pd.DataFrame,
-    found: dict[str, Scenario],
+    found: Mapping[str, Scenario],
     *,
     min_ci_low: float | None = None,
-    main_metric: Mapping[str, str] | None = None,
-    findings: pd.DataFrame | None = None,
 ) -> pd.DataFrame:
-    """Per scenario: ``confirmed`` (every profiled variant met its expectation and the best
-    fix's speedup CI lower bound is >= ``min_ci_low``), ``refuted`` (a variant contradicts its
-    expectation) or ``inconclusive`` (something could not be judged, or the CI is too low);
-    with the reason and the off-target findings (fired classes other than the expected one)."""
+    """verdicts.csv (:data:`VERDICT_COLUMNS`): per scenario of ``runs``, its verdict (see the
+    module's docstring) with the reason and the counts."""
     min_ci_low = MIN_CI_LOW if min_ci_low is None else float(min_ci_low)
-    main_metric = {**MAIN_METRIC, **(main_metric or {})}
     out = []
     for name in runs["scenario"].unique():
-        scen = found[name]
-        d = diag[diag["scenario"] == name] if not diag.empty else diag
+        mine = [j for j in judged if j.scenario == name]
         r = runs[runs["scenario"] == name]
         fixes = r[r["kind"] == "fix"]
-        best_low = fixes["speedup_ci_low"].max() if not fixes.empty else float("nan")
-        verdict, why = _verdict(d, float(best_low), min_ci_low, main_metric, findings)
+        low = fixes["speedup_ci_low"].max() if not fixes.empty and "speedup_ci_low" in r else None
+        verdict, why = _verdict(mine, float("nan") if low is None else float(low), min_ci_low)
         skipped = _skipped_baseline(r)
-        if skipped and (d.empty or d[d["kind"] == "baseline"].empty):
+        if skipped and not any(j.evidence.kind == "baseline" for j in mine):
             why = skipped  # inconclusive, and why: the baseline never ran here
-        off = []
-        for row in d.itertuples() if not d.empty else []:
-            fired = [k for k in str(row.observed or "").split(";") if k]
-            off += [f"{row.variant}:{k}" for k in fired if k != row.expected]
-        out.append(
-            {
-                "scenario": name,
-                "bottleneck": scen.bottleneck,
-                "verdict": verdict,
-                "reason": why,
-                "off_target": "; ".join(off),
-            }
-        )
-    return pd.DataFrame(out)
+        row = {"scenario": name, "bottleneck": found[name].bottleneck, "verdict": verdict,
+               "reason": why, **_counts(mine)}  # fmt: skip
+        out.append(row)
+    return pd.DataFrame(out, columns=list(VERDICT_COLUMNS))

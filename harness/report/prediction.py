@@ -38,9 +38,12 @@ def prediction_section(doc: Doc, run: RunFolder, tolerance: float = 0.2) -> None
                  "diagnosis.csv has no prediction columns (written before predictions existed)")  # fmt: skip
         return
     checked = diag[diag["prediction"].astype(str) != "not_checked"]
-    rows = diag[diag["expected_role"].astype(str).isin(["bottleneck", "partial"])]
+    if "truth_state" in diag:  # the measured truth: where the removal left a cause to predict
+        rows = diag[diag["truth_state"].astype(str).isin(["fires", "either"])]
+    else:  # a table written before the truth was measured
+        rows = diag[diag["expected_role"].astype(str).isin(["bottleneck", "partial"])]
     if rows.empty:
-        doc.note("no baseline or partial fix was profiled: nothing to check", kind="caveat")
+        doc.note("no profiled variant measured a cause to remove: nothing to check", kind="caveat")
         return
     pairs = checked.assign(
         label=checked["scenario"] + " · " + checked["variant"],
@@ -59,8 +62,9 @@ def prediction_section(doc: Doc, run: RunFolder, tolerance: float = 0.2) -> None
             "predicted against measured speedup",
             "Each point: the finding of the scenario's class on a profiled variant predicts the "
             "speedup of removing that cause entirely (from the trace alone); the run measured it "
-            "(the baseline against the variant that removes the cause, or its analytic limit; a "
-            f"partial fix against what is left). The band is +-{tolerance:.0%}.",
+            "(each variant whose timed saving carries the cause against the variant that removes "
+            "it, or its own measured limit, paired within timing rounds). The band is "
+            f"+-{tolerance:.0%}.",
             width_px=560,
         )
     doc.table(

@@ -23,7 +23,6 @@ from dataclasses import dataclass, field
 
 from scenarios._base import (
     Expectation,
-    Rule,
     Scenario,
     ScenarioConfig,
     Severity,
@@ -102,18 +101,12 @@ class KernelFloodConfig(ScenarioConfig):
         return size.depth_override or int(self.severity)
 
 
-#: Launch-bound when launching the step's kernels takes the CPU longer than the GPU needs to
-#: run them by enough that the GPU waits over 30% of the time (launch_bound's threshold):
-#: kernels x 5 us (cudaLaunchKernel plus the least dispatch; eager and Inductor's launchers
-#: cost more) >= kernel time / 0.7, i.e. kernels_per_step > kernel_ms_per_step x 1000 / 3.5.
-HOST_BOUND_RULE = Rule(
-    metric="gpu_busy_ms_per_step",
-    op="<",
-    than="self.step_ms_mean",
-    than_scale=0.7,
-    because="the GPU needs under 70% of the step for the variant's work (gpu_work.csv, from its "
-    "own trace) while the unprofiled step takes the rest on the host: Python, guards and "
-    "launches still pace the loop, so launch_bound (a host-bound share >= 25%) stays",
+#: What the compiled fixes may leave: the truth is measured (their step against their own GPU
+#: busy time per step, harness.judge.measure.launch_limit_ms); this is the declared check.
+_HOST_LEFT = Expectation(
+    role="partial",
+    because="Python, guards and launches may still pace the loop: the GPU needs a fraction of "
+    "the step for the variant's own (fused) work, and the host takes the rest",
 )
 
 
@@ -138,7 +131,7 @@ SCENARIO = Scenario(
             kind="fix",
             summary="torch.compile default mode on model+loss and on the optimizer step (fusion only)",
             compiles=True,
-            expect=Expectation(role="partial", rule=HOST_BOUND_RULE),
+            expect=_HOST_LEFT,
         ),
         Variant(
             name="torch_compile_cudagraphs",
@@ -149,7 +142,7 @@ SCENARIO = Scenario(
             compiles=True,
             # fused graphs are short; the compiled wrapper's guards and graph-tree bookkeeping
             # can leave the host the slower side (H100: 1.9 ms of GPU work in a 7.1 ms step)
-            expect=Expectation(role="partial", rule=HOST_BOUND_RULE),
+            expect=_HOST_LEFT,
         ),
     ),
     severity=Severity(

@@ -7,7 +7,6 @@ from dataclasses import dataclass, field
 
 from scenarios._base import (
     Expectation,
-    Rule,
     Scenario,
     ScenarioConfig,
     Severity,
@@ -108,16 +107,9 @@ SCENARIO = Scenario(
             summary="DataLoader workers, pin_memory, non_blocking, persistent_workers, prefetch",
             expect=Expectation(
                 role="partial",
-                rule=Rule(
-                    metric="loader_only_samples_per_s",
-                    op="<",
-                    than="ideal.throughput_samples_per_s",
-                    than_scale=0.7,
-                    because="its workers alone deliver under 70% of the images per second "
-                    "ideal trains on, so steps keep waiting on data_load for over 30% of the "
-                    "step (data_stall's threshold): e.g. 14 workers decoding ~190 img/s each "
-                    "cannot feed 12,000 img/s",
-                ),
+                because="on a host with few cores its workers alone may deliver fewer images "
+                "per second than ideal trains on (14 workers decoding ~190 img/s each cannot "
+                "feed 12,000 img/s), and the steps keep waiting on data_load",
             ),
         ),
         Variant(
