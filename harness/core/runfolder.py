@@ -176,6 +176,7 @@ TABLE_NAMES = (
     "crosscheck",
     "tools_calls",
     "tools_scores",
+    "tools_f1",
 )
 
 #: A profile's report files, by suffix.
