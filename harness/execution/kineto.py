@@ -4,7 +4,8 @@ A kineto unit is a worker like a timing one, with ``torch.profiler`` on over its
 activities, and CUDA ones on a GPU, on every rank. The profiler starts before the window, runs
 ``kineto.lead_steps`` steps that its schedule keeps out of the trace (its warm-up: the first
 step after starting pays for CUPTI's or the CPU tracer's set-up), then records the window's
-steps as ``ProfilerStep#N`` ranges inside a ``measure`` range, and is stopped and written
+steps as ``ProfilerStep#N`` ranges (HTA's iterations) and ``step`` ranges (the step alone, as
+nsys's NVTX ``step``) inside a ``measure`` range, and is stopped and written
 after the window, so neither its start nor its post-processing is part of a step. Each rank
 writes ``<scenario>__<variant>-rank<r>.pt.trace.json.gz`` (:func:`harness.core.runfolder.kineto_trace`).
 
@@ -71,6 +72,13 @@ class Capture:
         import bottlenecks as markers
 
         return self.torch.profiler.record_function(markers.MEASURE)
+
+    def step_range(self) -> Any:
+        """One window step's ``step`` range (the NVTX one nsys sees): exactly the step, where
+        ``ProfilerStep#N`` also holds what runs between steps."""
+        import bottlenecks as markers
+
+        return self.torch.profiler.record_function(markers.STEP)
 
     def step(self) -> None:
         """Between two window steps: the next ``ProfilerStep#N`` range."""

@@ -164,6 +164,8 @@ def _publish_stages(spec: WorkerSpec, ctx: Any) -> None:
     ctx.stage = stage
 
 
+#: A context that does nothing (the window without the PyTorch Profiler's ranges).
+NULL = contextlib.nullcontext()
 #: How often a worker held at the gate looks for ``.go`` (seconds).
 GATE_POLL_S = 0.005
 
@@ -355,7 +357,7 @@ def _measure(
         first += spec.capture_lead_steps
     if capture is not None:
         first = capture.start(workload, first, n, sync)
-    in_trace = capture.window() if capture is not None else contextlib.nullcontext()
+    in_trace = capture.window() if capture is not None else NULL
     workload.start_window()
     _say_progress(spec, rf.WorkerState.WINDOW)
     print(f"{WINDOW_MARKER} {n} steps after {first} warm-up steps", flush=True)
@@ -365,7 +367,7 @@ def _measure(
             events[0].record()
         for j in range(n):
             s0 = time.perf_counter()
-            with markers.phase(markers.STEP):
+            with markers.phase(markers.STEP), capture.step_range() if capture else NULL:
                 workload.step(first + j)
             if on_gpu:
                 events[j + 1].record()
