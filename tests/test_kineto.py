@@ -115,3 +115,25 @@ def test_harness_score_reads_the_traces_with_hta(kineto_run, tmp_path):
     assert len(hta) == len(VARIANTS) * len(CLASSES)
     # read, found no GPU kernels (a CPU trace): n/a for that reason, not for a missing trace
     assert (hta["flag"] == "n/a").all() and (hta["evidence"] == NO_GPU).all()
+
+
+def test_kineto_units_follow_the_profiles_and_measure_the_profiled_window():
+    from harness.core.config import compose
+    from harness.execution.plan import plan_units
+
+    names = ["forced_sync", "gil_contention"]
+    suite = compose(["+scenario=[forced_sync,gil_contention]", "kineto.enabled=true"])[1]
+    variants = {n: ["a", "b"] for n in names}
+    units = plan_units(suite, names, variants, profiled=True, kineto=suite.kineto.enabled)
+    phases = [u.phase for u in units]
+    last_profile = max(i for i, p in enumerate(phases) if p == rf.PROFILE)
+    first_kineto = phases.index(rf.KINETO)
+    assert first_kineto == last_profile + 1  # nsys and the PyTorch Profiler never share one
+    assert [(u.scenario, u.variant) for u in units[first_kineto:]] == [
+        (n, v) for n in names for v in variants[n]
+    ]
+    assert plan_units(suite, names, variants, profiled=True)[-1].phase == rf.PROFILE
+    h = suite.harness
+    assert h.window_budget_s(rf.KINETO) == h.window_budget_s(rf.PROFILE) != h.max_window_s
+    with pytest.raises(ValueError, match="kineto.lead_steps"):
+        compose(["+scenario=forced_sync", "kineto.lead_steps=-1"])
