@@ -135,5 +135,5 @@ def test_kineto_units_follow_the_profiles_and_measure_the_profiled_window():
     assert plan_units(suite, names, variants, profiled=True)[-1].phase == rf.PROFILE
     h = suite.harness
     assert h.window_budget_s(rf.KINETO) == h.window_budget_s(rf.PROFILE) != h.max_window_s
-    with pytest.raises(ValueError, match="kineto.lead_steps"):
+    with pytest.raises(ValueError, match=r"kineto\.lead_steps"):
         compose(["+scenario=forced_sync", "kineto.lead_steps=-1"])
