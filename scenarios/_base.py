@@ -68,6 +68,11 @@ class Variant:
     compiles: bool = False
     """Its set-up runs ``torch.compile``: the harness may fill the compiler cache for it in the
     background before its first timing run (harness.warm_compile)."""
+    removed_by: str = ""
+    """What removes the cause entirely from this variant, where it differs from the scenario's
+    (``Scenario.removed_by``): another variant's name (one that runs the same GPU work with the
+    cause gone, e.g. kernel_flood's baseline replayed from a CUDA graph) or ``limit``. Empty:
+    the scenario's."""
     expect: Expectation | None = None
     """What it is declared to show (a check on the measured truth); None: from ``kind``
     (baseline: ``bottleneck``, fix and ideal: ``clean``). A fix that may not remove the whole
@@ -324,6 +329,14 @@ class Scenario:
             raise ValueError(
                 f"{self.name}: removed_by={removed_by!r} is not a variant; available: {names}"
             )
+        for v in self.variants:
+            if v.removed_by and v.removed_by != "limit" and v.removed_by not in names:
+                raise ValueError(
+                    f"{self.name}/{v.name}: removed_by={v.removed_by!r} is not a variant; "
+                    f"available: {names}"
+                )
+            if v.removed_by == "limit" and not self.limit_note:
+                raise ValueError(f"{self.name}/{v.name}: removed_by='limit' needs a limit_note")
         module, _, function = str(self.build).partition(":")
         if not (module and function.isidentifier()):
             raise ValueError(
@@ -356,6 +369,17 @@ class Scenario:
             if v.name == name:
                 return v
         raise KeyError(f"{self.name} has no variant {name!r}; available: {self.variant_names}")
+
+    def removal_for(self, variant: str) -> str:
+        """What removes the cause from ``variant``: its own ``removed_by``, else the
+        scenario's (a variant's name, or ``limit``)."""
+        return self.variant(variant).removed_by or self.removed_by
+
+    @property
+    def removals(self) -> list[str]:
+        """Every variant some variant's removal is timed against."""
+        named = [self.removal_for(v.name) for v in self.variants]
+        return list(dict.fromkeys(n for n in named if n != "limit"))
 
     @property
     def variant_names(self) -> list[str]:

@@ -194,6 +194,19 @@ def test_build_that_is_not_a_name_is_refused(broken):
         broken(build="scenarios.kernel_flood.workload:no_such_build").builder()
 
 
+def test_a_variants_own_removal_names_a_variant(broken):
+    """``Variant.removed_by``: another variant (timed beside it) or ``limit``; anything else is
+    refused by name, and :meth:`Scenario.removal_for` falls back to the scenario's."""
+    scen = broken()
+    base, *rest = scen.variants
+    other = rest[0].name
+    fixed = broken(variants=(dataclasses.replace(base, removed_by=other), *rest))
+    assert fixed.removal_for(base.name) == other and other in fixed.removals
+    assert fixed.removal_for(rest[0].name) == scen.removed_by
+    with pytest.raises(ValueError, match=r"removed_by='nope' is not a variant"):
+        broken(variants=(dataclasses.replace(base, removed_by="nope"), *rest))
+
+
 def test_module_without_symbol_is_an_error(tmp_path, monkeypatch):
     (tmp_path / "nosymbol.py").write_text("X = 1\n")
     monkeypatch.syspath_prepend(str(tmp_path))

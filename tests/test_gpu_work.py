@@ -52,32 +52,37 @@ def test_a_cpu_export_has_no_gpu_work_and_says_why() -> None:
 
 def test_limit_is_each_variants_own_gpu_busy_time_only_without_an_ideal(tmp_path: Path) -> None:
     """gpu_work_table on a run folder holding the committed exports: sync_loading has an
-    ideal, so no limit; posing as kernel_flood (removed by its launch limit) each variant's
-    limit is its own GPU busy time per step (the launch overhead removed entirely leaves the
-    variant's own GPU work), and share_of_limit divides it by the variant's timed mean step
-    (its timing rounds')."""
+    ideal, so no limit; posing as kernel_flood's fixes (removed by their launch limit) each
+    variant's limit is its own GPU busy time per step (the launch overhead removed entirely
+    leaves the variant's own GPU work), and share_of_limit divides it by the variant's timed
+    mean step (its timing rounds'); kernel_flood's baseline is removed by a timed variant
+    (``cuda_graphs``), so it has no limit."""
     found = discover()
     rows = []
-    for variant, kind, stem, step_ms in (
-        ("baseline", "baseline", "gpu_nsys2025_sync_loading", 1000.0),
-        ("cuda_graphs", "fix", "gpu_nsys2025_sync_loading_async_dataloader", 20.0),
-    ):
-        for scenario in ("sync_loading", "kernel_flood"):
-            folder = tmp_path / scenario / variant / "profile"
-            folder.mkdir(parents=True)
-            (folder / "x.sqlite").write_bytes(sqlite_fixture(stem).read_bytes())
-            write_rounds(tmp_path, scenario, variant, {1: [step_ms - 1, step_ms + 1]})
-            rows.append({"scenario": scenario, "variant": variant, "kind": kind, "profiled": True})
+    exports = (
+        ("sync_loading", "baseline", "baseline", "gpu_nsys2025_sync_loading", 1000.0),
+        ("sync_loading", "async_dataloader", "fix", "gpu_nsys2025_sync_loading_async_dataloader", 20.0),
+        ("kernel_flood", "baseline", "baseline", "gpu_nsys2025_sync_loading", 1000.0),
+        ("kernel_flood", "torch_compile", "fix", "gpu_nsys2025_sync_loading", 1000.0),
+        ("kernel_flood", "cuda_graphs", "fix", "gpu_nsys2025_sync_loading_async_dataloader", 20.0),
+    )  # fmt: skip
+    for scenario, variant, kind, stem, step_ms in exports:
+        folder = tmp_path / scenario / variant / "profile"
+        folder.mkdir(parents=True)
+        (folder / "x.sqlite").write_bytes(sqlite_fixture(stem).read_bytes())
+        write_rounds(tmp_path, scenario, variant, {1: [step_ms - 1, step_ms + 1]})
+        rows.append({"scenario": scenario, "variant": variant, "kind": kind, "profiled": True})
     work = gpu_work_table(tmp_path, found, pd.DataFrame(rows)).set_index(["scenario", "variant"])
-    # sync_loading has an ideal variant: no limit
+    # sync_loading has an ideal variant: no limit; kernel_flood's baseline a timed removal
     assert work.loc["sync_loading", "limit_ms_per_step"].isna().all()
-    for variant, step_ms in (("baseline", 1000.0), ("cuda_graphs", 20.0)):
+    assert pd.isna(work.loc[("kernel_flood", "baseline"), "limit_ms_per_step"])
+    for variant, step_ms in (("torch_compile", 1000.0), ("cuda_graphs", 20.0)):
         r = work.loc[("kernel_flood", variant)]
         assert r["step_ms_mean"] == pytest.approx(step_ms)
         assert r["limit_ms_per_step"] == r["gpu_busy_ms_per_step"] > 0
         assert r["share_of_limit"] == pytest.approx(r["gpu_busy_ms_per_step"] / step_ms)
     busy = work.xs("kernel_flood")["gpu_busy_ms_per_step"]
-    assert busy["baseline"] != busy["cuda_graphs"]  # each its own, not the baseline's
+    assert busy["torch_compile"] != busy["cuda_graphs"]  # each its own, not the baseline's
 
 
 SIDE = DATA / "side_streams"

@@ -139,8 +139,8 @@ def test_host_speed_from_probes() -> None:
 
 
 def test_the_run_passes_its_probes() -> None:
-    """harness/judge/verdicts.py reads runs.csv's probe columns into the host speed."""
-    from harness.judge.verdicts import _host_speed
+    """harness/judge/evidence.py reads runs.csv's probe columns into the host speed."""
+    from harness.judge.evidence import probed_host_speed as _host_speed
 
     Row = namedtuple(
         "Row",

@@ -16,7 +16,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.detect import diagnose
-from analysis.detect.predict import trace_only
+from analysis.detect.predict import PROBE_KEYS, host_speed, trace_only
 from analysis.findings import Finding
 from analysis.gpu_work import add_side_bound, gpu_work
 from analysis.trace import TraceError, open_trace
@@ -24,7 +24,7 @@ from harness.core import runfolder as rf
 from harness.judge.measure import LIMIT
 from scenarios import Scenario
 
-__all__ = ["Evidence", "gather", "gpu_work_frame", "profiled_exports"]
+__all__ = ["Evidence", "gather", "gpu_work_frame", "probed_host_speed", "profiled_exports"]
 
 
 @dataclass(frozen=True)
@@ -61,14 +61,31 @@ def profiled_exports(run_dir: Path, runs: pd.DataFrame) -> list[tuple[Any, Path]
     return out
 
 
-def calibrating_step(scen: Scenario, step_ms: float | None) -> float | None:
+def calibrating_step(scen: Scenario, variant: str, step_ms: float | None) -> float | None:
     """The variant's unprofiled mean step, which calibrates its predictions; None where the
-    scenario's removal is a limit read from the same trace (the launch limit: a prediction
+    variant's removal is a limit read from the same trace (the launch limit: a prediction
     calibrated to that step would equal it by construction, so it is checked as the trace alone
-    predicts it)."""
-    if scen.removed_by == LIMIT and not scen.limit_metric:
+    predicts it). A removal timed as a variant of its own (kernel_flood's baseline against
+    ``cuda_graphs``) is no such construction: that variant is calibrated."""
+    if scen.removal_for(variant) == LIMIT and not scen.limit_metric:
         return None
     return step_ms if step_ms is not None and step_ms > 0 else None
+
+
+def probed_host_speed(r: Any) -> float | None:
+    """The timed processes' host speed relative to the profiled process's, from runs.csv's
+    host probes (``probe_*``: the timing rounds' median, ``profile_probe_*``: the profiled
+    process's); None where the run has none. It scales the profiled host to the timed one, so
+    a profile taken on a slow (or fast) moment of the host does not move the prediction."""
+
+    def probes(prefix: str) -> dict[str, float | None]:
+        out: dict[str, float | None] = {}
+        for key in PROBE_KEYS:
+            v = pd.to_numeric(getattr(r, f"{prefix}{key}", None), errors="coerce")
+            out[key] = float(v) if pd.notna(v) else None
+        return out
+
+    return host_speed(probes("profile_probe_"), probes("probe_"))
 
 
 def read_export(
@@ -80,16 +97,19 @@ def read_export(
     step_ms: float | None,
     *,
     detect: bool = True,
+    speed: float | None = None,
 ) -> Evidence:
     """One export's evidence, the trace opened once (``detect`` False: its GPU work only, and
-    no findings)."""
+    no findings); ``speed``: :func:`probed_host_speed`."""
     base = {"scenario": scen.name, "variant": variant, "kind": kind}
     findings: dict[str, Finding] | None = None
     alone = None
     try:
         with open_trace(db) as trace:
             if detect:
-                found = diagnose(trace, cfg, step_ms=calibrating_step(scen, step_ms))
+                found = diagnose(
+                    trace, cfg, step_ms=calibrating_step(scen, variant, step_ms), host_speed=speed
+                )
                 findings = {f.klass: f for f in found}
                 own = findings.get(scen.bottleneck)
                 alone = trace_only(trace, cfg, own) if own is not None else None
@@ -124,6 +144,7 @@ def gather(
             cfg,
             step_ms.get((r.scenario, r.variant)),
             detect=detect,
+            speed=probed_host_speed(r),
         )
         for r, db in profiled_exports(run_dir, runs)
     ]
@@ -147,7 +168,7 @@ def gpu_work_frame(
         if e.work_error:
             row["error"] = e.work_error
         scen = found[e.scenario]
-        limited = scen.removed_by == LIMIT and not scen.limit_metric
+        limited = scen.removal_for(e.variant) == LIMIT and not scen.limit_metric
         limit = launch_limit_ms(e.work) if limited else None
         row["limit_ms_per_step"] = limit
         row["share_of_limit"] = limit / step if limit is not None and step else None

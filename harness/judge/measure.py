@@ -133,7 +133,7 @@ def measured_saving(
     mine = timed.get(variant)
     if mine is None or not mine.timed:
         return None, f"{variant} has no timed round"
-    by = scen.removed_by
+    by = scen.removal_for(variant)
     if by != LIMIT:
         if variant == by:  # the removal itself: nothing left to remove, by construction
             n = len(mine.rounds)
@@ -158,7 +158,5 @@ def measure_scenario(
     run_dir: Path, scen: Scenario, variants: list[str]
 ) -> dict[str, VariantResults]:
     """Each listed variant's results (the removing variant's too, listed or not)."""
-    names = list(
-        dict.fromkeys([*variants, *([scen.removed_by] if scen.removed_by != LIMIT else [])])
-    )
+    names = list(dict.fromkeys([*variants, *scen.removals]))
     return {v: read_variant(run_dir, scen.name, v) for v in names if v in scen.variant_names}
