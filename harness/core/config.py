@@ -29,6 +29,7 @@ from analysis.detect.config import (  # noqa: F401 - re-exported: the run config
 from analysis.detect.config import diagnosis_thresholds as _thresholds
 from analysis.detect.config import parse_overrides as _parse_overrides
 from harness.core.stats import UNSTABLE_SPREAD
+from harness.core.tools_config import KinetoConfig, ToolsConfig
 
 SIZES = ("auto", "smoke", "full")
 
@@ -188,7 +189,8 @@ class HarnessConfig:
     profile_max_window_s: float | None = 3.0
     """Measured-window budget of the profiled run: it supplies evidence and the probe effect,
     not the timing, so a few seconds of steady state are enough, and a shorter capture makes
-    nsys write and export its report faster. None: same as ``max_window_s``."""
+    nsys write and export its report faster; the PyTorch Profiler's run (``kineto.enabled``)
+    measures the same budget. None: same as ``max_window_s``."""
     fork_server: bool = True
     """Start unprofiled single-process workers by forking a server that has imported torch and
     the scenarios once (each worker is still a fresh process with its own CUDA context), instead
@@ -289,10 +291,12 @@ class HarnessConfig:
             )
 
     def window_budget_s(self, phase: str) -> float | None:
-        """The measured-window budget of a worker in ``phase`` ('timing-<r>' or 'profile')."""
-        from harness.core.runfolder import is_profile
+        """The measured-window budget of a worker in ``phase`` ('timing-<r>', 'profile' or
+        'kineto': the PyTorch Profiler's run measures the same window as nsys's)."""
+        from harness.core.runfolder import is_kineto, is_profile
 
-        if is_profile(phase) and self.profile_max_window_s is not None:
+        profiled = is_profile(phase) or is_kineto(phase)
+        if profiled and self.profile_max_window_s is not None:
             return self.profile_max_window_s
         return self.max_window_s
 
@@ -430,6 +434,11 @@ class SuiteConfig:
     """torchrun launch of distributed scenarios: processes per node, nodes, rendezvous."""
     diagnosis: DiagnosisConfig = field(default_factory=DiagnosisConfig)
     """Detector thresholds and the verdict's bar (config group ``diagnosis``)."""
+    kineto: KinetoConfig = field(default_factory=KinetoConfig)
+    """The PyTorch Profiler's (Kineto) run of every variant, for the tools that read it (HTA)."""
+    tools: ToolsConfig = field(default_factory=ToolsConfig)
+    """Profiler tools scored against the run's ground truth after the diagnosis
+    (``tools_*.csv``, the report's "Tools against the ground truth")."""
     scenario: dict[str, Any] = field(default_factory=dict)
     """Selected scenarios by name, each validated against its own schema."""
 

@@ -29,7 +29,7 @@ from harness.core.config import ALL, SIZES, SuiteConfig, UsageError, config_dir
 __all__ = ["Key", "check_overrides", "field_docs", "run_help", "schema_keys"]
 
 #: Sections of the run config, in the order ``run --help`` lists them.
-SECTIONS = ("size", "harness", "nsys", "dist", "diagnosis", "scenario")
+SECTIONS = ("size", "harness", "nsys", "kineto", "tools", "dist", "diagnosis", "scenario")
 
 
 @dataclass(frozen=True)
@@ -274,7 +274,7 @@ def run_help(found: dict[str, scenarios.Scenario]) -> str:
         "",
         *_selection(found),
     ]
-    for section in ("harness", "nsys", "dist"):
+    for section in ("harness", "nsys", "kineto", "tools", "dist"):
         lines += ["", f"{section}.* keys (KEY=VALUE; default after the =):"]
         lines += _section([k for k in keys if k.path.startswith(section + ".")])
     diag = sorted({k.path.split(".")[1] for k in keys if k.path.startswith("diagnosis.")})

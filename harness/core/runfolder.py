@@ -176,6 +176,7 @@ TABLE_NAMES = (
     "crosscheck",
     "tools_calls",
     "tools_scores",
+    "tools_f1",
 )
 
 #: A profile's report files, by suffix.
@@ -209,18 +210,33 @@ def is_profile(phase: str) -> bool:
     return phase == PROFILE
 
 
+def is_kineto(phase: str) -> bool:
+    """The PyTorch Profiler's run of a variant (``kineto.enabled``)."""
+    return phase == KINETO
+
+
+def phase_kind(phase: str) -> str:
+    """'timing', 'profile' or 'kineto': the kind of process a phase is, for tables that sum
+    or plot them apart (timings.csv's parts, the host probes)."""
+    if is_profile(phase):
+        return PROFILE
+    return KINETO if is_kineto(phase) else "timing"
+
+
 def first_timing(phase: str) -> bool:
     """The first timing round: things said once per variant are said here."""
     return phase == timing_phase(1)
 
 
 def phase_order(phase: str) -> tuple[int, int, str]:
-    """Sort key of phase folder names in run order: ``timing-1, timing-2, ..., profile``, then
-    any other folder by name."""
+    """Sort key of phase folder names in run order: ``timing-1, timing-2, ..., profile,
+    kineto``, then any other folder by name."""
     if is_timing(phase) and phase[len(TIMING_PREFIX) :].isdigit():
         return (0, int(phase[len(TIMING_PREFIX) :]), "")
     if is_profile(phase):
         return (1, 0, "")
+    if is_kineto(phase):
+        return (1, 1, "")
     return (2, 0, phase)
 
 
@@ -253,7 +269,8 @@ def wall_time_path(run_dir: Path) -> Path:
 
 @dataclass(frozen=True)
 class Unit:
-    """One worker process: a scenario's variant in one phase ('timing-<r>' or 'profile')."""
+    """One worker process: a scenario's variant in one phase ('timing-<r>', 'profile' or
+    'kineto')."""
 
     scenario: str
     variant: str
@@ -269,6 +286,10 @@ class Unit:
     @property
     def is_profile(self) -> bool:
         return is_profile(self.phase)
+
+    @property
+    def is_kineto(self) -> bool:
+        return is_kineto(self.phase)
 
 
 def variant_dir(run_dir: Path, scenario: str, variant: str) -> Path:
@@ -349,7 +370,7 @@ def discover_units(run_dir: Path) -> list[Unit]:
     for name in (SPEC, STATUS, RESULT):
         for path in Path(run_dir).glob(f"*/*/*/{name}"):
             scen, var, phase = path.parent.relative_to(run_dir).parts
-            if is_timing(phase) or is_profile(phase):
+            if is_timing(phase) or is_profile(phase) or is_kineto(phase):
                 found.add(Unit(scen, var, phase))
     return sorted(found, key=lambda u: (u.scenario, u.variant, u.phase))
 

@@ -74,6 +74,33 @@ class ToolsConfig:
             raise ValueError(f"tools.timeout_s must be > 0, got {self.timeout_s}")
 
 
+@dataclass(kw_only=True)
+class KinetoConfig:
+    """The PyTorch Profiler's run of every variant (``<run>/<scenario>/<variant>/kineto/``): one
+    more process per variant after the nsys profiles (nsys and the PyTorch Profiler both want
+    CUPTI, so never the same process), ``torch.profiler`` over the same steady window the nsys
+    profile measures, on every rank, one ``*-rank<r>.pt.trace.json.gz`` each (what HTA reads).
+    Off by default: its GPU cost on the suite's 600 s budget is not measured yet."""
+
+    enabled: bool = False
+    """Run the Kineto process of every variant (``kineto.enabled=true``)."""
+    lead_steps: int = 1
+    """Steps run with the profiler on before the measured window and left out of the trace (the
+    profiler's own warm-up, ``torch.profiler.schedule(warmup=...)``): its first step after
+    start pays for setting up CUPTI or the CPU tracer, as nsys's first captured steps do
+    (``nsys.capture_lead_steps``)."""
+    record_shapes: bool = False
+    """``torch.profiler.profile(record_shapes=...)``: operator input shapes in the trace
+    (bigger traces, more probe effect)."""
+    with_stack: bool = False
+    """``torch.profiler.profile(with_stack=...)``: Python stacks per operator (much bigger
+    traces, more probe effect)."""
+
+    def __post_init__(self) -> None:
+        if self.lead_steps < 0:
+            raise ValueError(f"kineto.lead_steps must be >= 0, got {self.lead_steps}")
+
+
 def tools_config(overrides: dict[str, Any] | None = None) -> ToolsConfig:
     """The defaults with ``{"hta": {"stall_min_idle_pct": 25}}``-style overrides applied
     (a ValueError names a key that does not exist or a value out of range)."""

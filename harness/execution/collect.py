@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import pandas as pd
 
@@ -41,7 +41,9 @@ from scenarios import Scenario
 #: CUDA context, set-up, waiting at its gate before the warm-up (``hold_s``: the previous
 #: worker was still tearing down), warm-up, the measured window, the time
 #: cudaProfilerStop took (``capture_stop_s``: nsys taking the capture, profiled GPU runs), and
-#: the host probes before and after the window (``probe_s``: harness.execution.hostprobe).
+#: the host probes before and after the window (``probe_s``: harness.execution.hostprobe);
+#: a kineto unit's PyTorch Profiler start with its lead steps (``kineto_start_s``) and its
+#: stop, post-processing and trace writing (``kineto_write_s``), both outside the window.
 WORKER_PARTS = (
     "startup_s",
     "import_s",
@@ -52,6 +54,8 @@ WORKER_PARTS = (
     "window_s",
     "capture_stop_s",
     "probe_s",
+    "kineto_start_s",
+    "kineto_write_s",
 )
 
 #: Where a worker's wall time goes (timings.csv columns, seconds): its own parts, tear-down
@@ -160,14 +164,15 @@ def wall_time_record(
     table: pd.DataFrame, walls: dict[str, float], total_s: float
 ) -> dict[str, Any]:
     """wall_time.json's numbers from timings.csv: the run's phases (``walls``), every part
-    summed over the worker processes (all, and timing runs and profiles apart), and what ran
+    summed over the worker processes (all, and timing runs, nsys profiles and Kineto runs
+    apart: ``worker_parts_by_phase_s``), and what ran
     beside what: ``workers_busy_s`` is the time at least one worker ran (the union of their
     launch-to-end intervals), ``workers_overlap_s`` the worker time that ran beside another
     worker (the sum of their walls minus that union)."""
     parts = [c for c in TIMING_PARTS if c in table]
     record: dict[str, Any] = {"total_s": total_s, **walls}
     record["worker_parts_s"] = {c: float(table[c].sum()) for c in parts}
-    kinds = table["phase"].map(lambda ph: "profile" if rf.is_profile(str(ph)) else "timing")
+    kinds = table["phase"].map(lambda ph: rf.phase_kind(str(ph)))
     record["worker_parts_by_phase_s"] = {
         kind: {"processes": len(group), "wall_s": float(group["wall_s"].sum()),
                **{c: float(group[c].sum()) for c in parts}}
@@ -264,19 +269,35 @@ COLUMNS = [
     "probe_python_ms",
     "profile_probe_launch_us",
     "profile_probe_python_ms",
+    "kineto_step_ms_mean",
+    "kineto_probe_effect",
+    "kineto_probe_effect_ci_low",
+    "kineto_probe_effect_ci_high",
+    "kineto_traces",
     "step_launches",
     "report",
     "error",
 ]
 
 
-def _load_results(
-    run_dir: Path, scenario: str, variant: str
-) -> tuple[list[dict[str, Any]], dict[str, Any] | None, list[str], str, bool]:
-    """Timing results, the profile result, error messages, why the variant was skipped ('' when
-    it was not), and whether a phase ran out of memory. Phases are read in run order, so the
-    skip reason is the first round's."""
+class Loaded(NamedTuple):
+    """A variant's results on disk (:func:`_load_results`)."""
+
+    timings: list[dict[str, Any]]
+    profile: dict[str, Any] | None
+    kineto: dict[str, Any] | None
+    """The PyTorch Profiler's run's result (``kineto.enabled``), if it finished."""
+    errors: list[str]
+    skipped: str
+    oom: bool
+
+
+def _load_results(run_dir: Path, scenario: str, variant: str) -> Loaded:
+    """Timing results, the profile's and the Kineto run's results, error messages, why the
+    variant was skipped ('' when it was not), and whether a phase ran out of memory. Phases are
+    read in run order, so the skip reason is the first round's."""
     timings, profile, errors = [], None, []
+    kineto: dict[str, Any] | None = None
     skipped, oom = "", False
     for phase_dir in rf.phase_dirs(run_dir, scenario, variant):
         status = rf.unit_status(phase_dir)
@@ -297,7 +318,9 @@ def _load_results(
             timings.append({**res, "_round": rf.timing_round(phase_dir.name)})
         elif rf.is_profile(phase_dir.name):
             profile = {**res, "_status": status, "_dir": phase_dir}
-    return timings, profile, errors, skipped, oom
+        elif rf.is_kineto(phase_dir.name) and status == Status.OK:
+            kineto = res
+    return Loaded(timings, profile, kineto, errors, skipped, oom)
 
 
 def build_runs_table(
@@ -330,7 +353,7 @@ def build_runs_table(
             cache[name] = (key, [dict(r) for r in mine])
         rows += mine
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("n_steps", "repeats", "samples_per_step", "paired_rounds"):
+    for col in ("n_steps", "repeats", "samples_per_step", "paired_rounds", "kineto_traces"):
         frame[col] = frame[col].astype("Int64")
     for col in ("profiled", "unstable"):
         frame[col] = frame[col].fillna(False).astype(bool)
@@ -377,7 +400,7 @@ def _variant_row(
     """A variant's runs.csv row (without the ratios) and its step times by timing round (the
     speedups pair rounds; the intervals resample rounds, then steps)."""
     name = scen.name
-    timings, profile, errors, skipped, oom = _load_results(run_dir, name, vname)
+    timings, profile, kineto, errors, skipped, oom = _load_results(run_dir, name, vname)
     skipped_only = bool(skipped) and not (timings or errors)
     row: dict[str, Any] = dict.fromkeys(COLUMNS)
     row.update(
@@ -411,6 +434,8 @@ def _variant_row(
             pe, lo, hi = probe_effect_ci(profile["step_ms"], [t["step_ms"] for t in timings])
             row.update(probe_effect=pe, probe_effect_ci_low=lo, probe_effect_ci_high=hi)
         row["report"] = str(rep.relative_to(run_dir)) if rep else None
+    if kineto is not None:
+        row.update(_kineto_columns(run_dir, name, vname, kineto, timings))
     if skipped_only:  # status 'skipped'; the error column holds the reason alone
         row["status"] = Status.SKIPPED.value
     elif oom:
@@ -419,6 +444,23 @@ def _variant_row(
         row["status"] = _row_status(errors, bool(timings)).value
     rounds = {int(t["_round"]): list(t["step_ms"]) for t in timings if t["step_ms"]}
     return row, rounds
+
+
+def _kineto_columns(
+    run_dir: Path, scenario: str, variant: str, kineto: dict[str, Any], timings: list[dict]
+) -> dict[str, Any]:
+    """The PyTorch Profiler's run: its mean step, its probe effect (its mean step over the
+    timing processes', unpaired like nsys's ``probe_effect``) with the 95% interval, and how
+    many traces (one per rank) it wrote."""
+    steps = list(kineto.get("step_ms") or [])
+    out: dict[str, Any] = {"kineto_traces": len(rf.kineto_traces(run_dir, scenario, variant))}
+    if steps:
+        out["kineto_step_ms_mean"] = float(sum(steps) / len(steps))
+    if steps and timings:
+        pe, lo, hi = probe_effect_ci(steps, [t["step_ms"] for t in timings])
+        out.update(kineto_probe_effect=pe, kineto_probe_effect_ci_low=lo,
+                   kineto_probe_effect_ci_high=hi)  # fmt: skip
+    return out
 
 
 def _probe_columns(

@@ -169,6 +169,7 @@ def plan_units(
     variants: dict[str, list[str]],
     profiled: bool,
     last: frozenset[str] = frozenset(),
+    kineto: bool = False,
 ) -> list[Unit]:
     """Every unit of the run, in run order: the scenarios' timing rounds, each interleaved
     across its variants (``timing-1`` of each variant, then ``timing-2``...; odd rounds in
@@ -178,7 +179,9 @@ def plan_units(
     compiler caches a background process fills meanwhile, harness.warm_compile) get the same
     two parts after all the others' (their timing rounds wait for the reports still being
     written: :meth:`harness.execution.scheduler.Scheduler.ready`), which gives the warm-ups the
-    others' whole run to fill the caches in."""
+    others' whole run to fill the caches in. With ``kineto`` (kineto.enabled) each group's
+    PyTorch Profiler runs follow its nsys profiles, one per variant: a process of its own, since
+    nsys and the PyTorch Profiler both want CUPTI."""
     out: list[Unit] = []
     for group in ([n for n in selected if n not in last], [n for n in selected if n in last]):
         for name in group:
@@ -187,6 +190,9 @@ def plan_units(
         if profiled:
             for name in group:
                 out += [Unit(name, v, rf.PROFILE) for v in variants[name]]
+        if kineto:
+            for name in group:
+                out += [Unit(name, v, rf.KINETO) for v in variants[name]]
     return out
 
 

@@ -344,6 +344,9 @@ class Suite:
         else:
             console.print_unprofiled(table, self.cfg.nsys.enabled, self.settings.nsys is not None)
         walls["diagnosis_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.write_tools(run_dir)
+        walls["tools_s"] = time.perf_counter() - t0
         self.write_timings(run_dir, walls, time.perf_counter() - t_start, say=False)
         from harness.report import report_after_run  # never raises; the results are kept
 
@@ -378,6 +381,27 @@ class Suite:
         console.print_diagnosis(
             judged.verdicts, judged.confusion, judged.diagnosis, judged.gpu_work
         )
+
+    def write_tools(self, run_dir: Path) -> None:
+        """tools_calls.csv, tools_scores.csv, tools_f1.csv: the tools of ``tools.run`` on the
+        run's exports and Kineto traces against its truth (harness/tools/step.py); the
+        class x tool table is printed."""
+        if not self.cfg.tools.run:
+            return
+        from harness.core.console import fit_table
+        from harness.tools.step import run_tools
+        from harness.tools.table import table_view
+
+        self._say(f"scoring the profiler tools ({', '.join(self.cfg.tools.run)})")
+        try:
+            scores = run_tools(run_dir, self.cfg.tools, diagnosis_dict(self.cfg), self._say)
+        except Exception as exc:  # the tables above are safe; say what broke and fail
+            self.failures.append(f"tools step failed: {type(exc).__name__}: {exc}")
+            self._say(f"FAILED scoring the tools in {run_dir}: {exc}")
+            return
+        if scores is not None:
+            print("\ntools against the ground truth, precision/recall/F1 (n/a: cannot judge):")
+            print(fit_table(table_view(scores)))
 
     # -- tables ---------------------------------------------------------------------------
     def write_tables(self, run_dir: Path) -> pd.DataFrame:

@@ -87,7 +87,9 @@ class Scheduler:
         (either may set up meanwhile)."""
         if self.traced.starting():
             return False
-        if unit.is_profile or not self.exporter.writing():
+        # a profiler's run (nsys or Kineto) may measure beside nsys writing reports: its probe
+        # effect is taken as the nsys one is
+        if unit.is_profile or unit.is_kineto or not self.exporter.writing():
             return True
         self._say_waiting(unit, self._waited_reports, "nsys to write the last scenario's reports")
         return False

@@ -106,7 +106,12 @@ class Settings:
         variants = {name: self.variants(name) for name in self.selected}
         last = frozenset(n for n in self.selected if self.compiling(n)) if self.warming else None
         return plan_units(
-            self.cfg, self.selected, variants, self.nsys is not None, last or frozenset()
+            self.cfg,
+            self.selected,
+            variants,
+            self.nsys is not None,
+            last or frozenset(),
+            kineto=self.cfg.kineto.enabled,
         )
 
     def compiling(self, scenario: str) -> list[str]:
@@ -235,6 +240,7 @@ class Settings:
             else 0,
             probe_launches=probe.launches if probe.enabled and not warm_only else 0,
             probe_python_loop=probe.python_loop,
+            kineto=asdict(self.cfg.kineto) if unit.is_kineto and not warm_only else None,
         )
         path = out_dir / rf.SPEC
         write_json(path, asdict(spec))

@@ -45,6 +45,7 @@ from typing import Any
 from harness.core import runfolder as rf
 from harness.core.atomic import read_json, write_json
 from harness.execution.hostprobe import host_probe, probe_record
+from harness.execution.kineto import Capture, capture_for
 
 #: Set by the parent when it starts a worker (epoch seconds), so the worker can say how long
 #: the interpreter and its wrappers (nsys, torchrun) took to reach ``main``.
@@ -126,6 +127,9 @@ class WorkerSpec:
     right after the measured window (:mod:`harness.execution.hostprobe`); 0: no host probes."""
     probe_python_loop: int = 300_000
     """harness.host_probe.python_loop: the Python loop probe's iterations."""
+    kineto: dict[str, Any] | None = None
+    """A kineto unit's PyTorch Profiler settings (the ``kineto`` config section): the window
+    runs under ``torch.profiler`` and every rank writes its trace; None: no profiler."""
     extras: dict[str, Any] = field(default_factory=dict)
     """Reserved for scenario-specific launch facts."""
 
@@ -160,6 +164,8 @@ def _publish_stages(spec: WorkerSpec, ctx: Any) -> None:
     ctx.stage = stage
 
 
+#: A context that does nothing (the window without the PyTorch Profiler's ranges).
+NULL = contextlib.nullcontext()
 #: How often a worker held at the gate looks for ``.go`` (seconds).
 GATE_POLL_S = 0.005
 
@@ -321,12 +327,20 @@ def _warm_up(
 
 
 def _measure(
-    spec: WorkerSpec, workload: Any, torch: Any, first: int, n: int, on_gpu: bool, sync: Any
+    spec: WorkerSpec,
+    workload: Any,
+    torch: Any,
+    first: int,
+    n: int,
+    on_gpu: bool,
+    sync: Any,
+    capture: Capture | None = None,
 ) -> tuple[list[float], list[float], float, float]:
     """The measured window of ``n`` steps: (step ms, host ms per step, window seconds, seconds
     cudaProfilerStop took). On a GPU, step times come from CUDA events and the window is the
     cudaProfilerApi range; under nsys the stop returns only once nsys has taken the capture
-    (seconds: ``capture_stop_s``)."""
+    (seconds: ``capture_stop_s``). A kineto unit's ``capture`` (the PyTorch Profiler) starts
+    before the window and is written after it (:mod:`harness.execution.kineto`)."""
     import bottlenecks as markers
 
     nvtx_ops = torch.autograd.profiler.emit_nvtx() if spec.emit_nvtx else contextlib.nullcontext()
@@ -341,23 +355,30 @@ def _measure(
         if spec.capture_lead_steps:
             sync()
         first += spec.capture_lead_steps
+    if capture is not None:
+        first = capture.start(workload, first, n, sync)
+    in_trace = capture.window() if capture is not None else NULL
     workload.start_window()
     _say_progress(spec, rf.WorkerState.WINDOW)
     print(f"{WINDOW_MARKER} {n} steps after {first} warm-up steps", flush=True)
-    with nvtx_ops, markers.phase(markers.MEASURE):
+    with nvtx_ops, markers.phase(markers.MEASURE), in_trace:
         w0 = time.perf_counter()
         if on_gpu:
             events[0].record()
         for j in range(n):
             s0 = time.perf_counter()
-            with markers.phase(markers.STEP):
+            with markers.phase(markers.STEP), capture.step_range() if capture else NULL:
                 workload.step(first + j)
             if on_gpu:
                 events[j + 1].record()
             host_ms.append((time.perf_counter() - s0) * 1e3)
+            if capture is not None and j < n - 1:
+                capture.step()  # the last step's range ends when the profiler stops
         sync()
         window_s = time.perf_counter() - w0
     _say_progress(spec, rf.WorkerState.STOPPING)
+    if capture is not None:
+        capture.finish()
     if not on_gpu:
         return host_ms, host_ms, window_s, 0.0
     t_stop = time.perf_counter()
@@ -445,8 +466,9 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             agreed = torch.tensor([n], device=device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
             n = int(agreed.item())
+        capture = capture_for(spec, torch, on_gpu, ctx.rank)
         step_ms, host_ms, window_s, stop_s = _measure(
-            spec, workload, torch, warmup, n, on_gpu, sync
+            spec, workload, torch, warmup, n, on_gpu, sync, capture
         )
         window_ended_at = time.time() - stop_s
         t_probe = time.perf_counter()
@@ -488,6 +510,8 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         "window_s": window_s,
         "capture_stop_s": stop_s,
         "probe_s": probe_s,
+        "kineto_start_s": capture.start_s if capture is not None else None,
+        "kineto_write_s": capture.write_s if capture is not None else None,
         "setup_ended_at": setup_ended_at,
         "warmup_started_at": warmup_started_at,
         "window_ended_at": window_ended_at,

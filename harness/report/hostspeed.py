@@ -49,7 +49,7 @@ def _has_probes(timings: pd.DataFrame | None) -> bool:
 
 
 def probe_points(timings: pd.DataFrame) -> pd.DataFrame:
-    """One row per probe: scenario, variant, phase, kind (timing/profile), when, ``t_s`` (from
+    """One row per probe: scenario, variant, phase, kind (timing, profile or kineto), when, ``t_s`` (from
     the first worker's launch: the before-probe at the window's start, the after-probe at its
     end; the launch where the worker did not say), ``launch_us``, ``python_ms``."""
     t = timings.copy()
@@ -65,7 +65,7 @@ def probe_points(timings: pd.DataFrame) -> pd.DataFrame:
     parts = []
     for when in WHEN:
         part = t[["scenario", "variant", "phase"]].assign(
-            kind=t["phase"].map(lambda p: "profile" if rf.is_profile(p) else "timing"),
+            kind=t["phase"].map(rf.phase_kind),
             when=when,
             t_s=at[when] - origin,
             **{k: pd.to_numeric(t[f"probe_{k}_{when}"], errors="coerce") for k in KEYS},

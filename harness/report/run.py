@@ -21,6 +21,7 @@ from harness.report.sections import (
     verdicts_section,
 )
 from harness.report.timelines import Job, Timelines
+from harness.report.tools import tools_section
 from harness.report.variants import (
     environment_section,
     scenario_section,
@@ -127,13 +128,14 @@ def _build(
         ("Confusion matrix", "confusion", lambda: confusion_section(doc, run)),
         ("Predicted against measured", "predictions",
          lambda: prediction_section(doc, run, tolerance(run))),
+        ("Tools against the ground truth", "tools", lambda: tools_section(doc, run)),
         ("Variants: timings, probe effect, profiles", "variants",
          lambda: variants_section(doc, run, out_dir)),
         ("Host speed", "host-speed", lambda: host_speed_section(doc, run, out_dir)),
     ]  # fmt: skip
     nav: list[Any] = []
     short = {"detectors": "Detectors", "fix-effect": "Fix effect", "confusion": "Confusion",
-             "predictions": "Predictions", "variants": "Variants"}  # fmt: skip
+             "predictions": "Predictions", "tools": "Tools", "variants": "Variants"}  # fmt: skip
     for title, anchor, _ in sections:
         nav += [Link(short.get(anchor, title), f"#{anchor}"), " · "]
     for s in scen:

@@ -22,7 +22,7 @@ from harness.core.tools_config import ToolsConfig, tools_config
 from harness.judge import score as S
 from harness.tools.base import Context, adapters
 from harness.tools.table import f1_grid, table_view, tool_calls, tool_scores, verdict_view
-from harness.tools.truth import items_of, truth_table
+from harness.tools.truth import has_export, items_of, truth_table
 
 OURS = "ours"
 
@@ -66,11 +66,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"score: {args.path}: no labelled exports found", file=sys.stderr)
         return 2
     rules = not args.no_expert_rules and "nsys-rules" not in named
-    reports = S.score_reports(items, thresholds=thresholds, expert_rules=rules, tools=templates)
-    classes = S.class_scores(reports)
+    exported = [it for it in items if has_export(it)]
     tolerance = float(load_thresholds(thresholds)["predict"]["tolerance_share"])
-    checks = S.prediction_table(items, reports, tolerance)
-    S.print_scores(reports, classes, checks, tolerance)
+    reports = classes = checks = None
+    if exported:
+        reports = S.score_reports(exported, thresholds=thresholds, expert_rules=rules,
+                                  tools=templates)  # fmt: skip
+        classes = S.class_scores(reports)
+        checks = S.prediction_table(exported, reports, tolerance)
+        S.print_scores(reports, classes, checks, tolerance)
+    else:
+        print(f"{args.path}: no nsys export (a Kineto-only run): the detectors are not scored")
     calls = scores = None
     if named:
         tools = [OURS, *[t for t in named if t != OURS]]
@@ -92,19 +98,21 @@ def print_tools(calls: pd.DataFrame, scores: pd.DataFrame) -> None:
 
 def write_out(
     out: Path,
-    reports: pd.DataFrame,
-    classes: pd.DataFrame,
+    reports: pd.DataFrame | None,
+    classes: pd.DataFrame | None,
     checks: pd.DataFrame | None,
     tolerance: float,
     calls: pd.DataFrame | None,
     scores: pd.DataFrame | None,
 ) -> None:
-    """score_*.csv (as judge.score writes them), tools_calls.csv and tools_scores.csv."""
+    """score_*.csv (as judge.score writes them; none without exports), tools_calls.csv and
+    tools_scores.csv."""
     from harness.core.atomic import write_text
 
     out.mkdir(parents=True, exist_ok=True)
-    write_text(out / "score_reports.csv", reports.to_csv(index=False))
-    write_text(out / "score_classes.csv", classes.to_csv(index=False))
+    if reports is not None and classes is not None:
+        write_text(out / "score_reports.csv", reports.to_csv(index=False))
+        write_text(out / "score_classes.csv", classes.to_csv(index=False))
     if checks is not None:
         write_text(out / "score_predictions.csv", checks.to_csv(index=False))
         S._prediction_png(checks, tolerance, out / "score_predictions.png")

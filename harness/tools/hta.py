@@ -113,7 +113,7 @@ def hta_numbers(kineto: tuple[Path, ...]) -> HtaNumbers:
             (Path(tmp) / f"{i}-{p.name}").symlink_to(p.resolve())
         logging.getLogger("hta").setLevel(logging.ERROR)
         with contextlib.redirect_stdout(io.StringIO()):
-            t = TraceAnalysis(trace_dir=tmp)
+            t = _serial_analysis(TraceAnalysis, tmp)
         n.rank_ids = sorted(int(r) for r in t.t.traces)
         with contextlib.suppress(Exception):  # HTA raises where a trace has no steps
             n.profiler_steps = len(t.get_profiler_steps())
@@ -121,6 +121,18 @@ def hta_numbers(kineto: tuple[Path, ...]) -> HtaNumbers:
         if n.gpu_kernels:
             _analyses(t, n)
     return n
+
+
+def _serial_analysis(cls: Any, trace_dir: str) -> Any:
+    """``TraceAnalysis(trace_dir=...)`` with the ranks parsed in this process: HTA 0.5.0 parses
+    several ranks in a forked pool and ends it with SIGTERM, which the children of ``harness
+    run`` (its tools step) would meet with the harness's own handler (a traceback per child)."""
+    from hta.common.trace import Trace
+
+    t = cls.__new__(cls)
+    t.t = Trace(trace_dir=trace_dir)
+    t.t.load_traces(include_last_profiler_step=False, use_multiprocessing=False)
+    return t
 
 
 def _gpu_kernels(t: Any, rank: int) -> int:

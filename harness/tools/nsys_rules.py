@@ -1,6 +1,8 @@
 """``nsys-rules``: Nsight Systems' own expert rules (``nsys analyze``, ``analysis/expert_rules.py``)
 on the nsys export; the evidence is each rule that ran with its row count. A class no rule
-stands for, or whose rules could not read the export (no CUDA data), is ``n/a``."""
+stands for, or whose rules could not read the export (no CUDA data), is ``n/a``. In a run's
+tools step the rules the diagnosis ran on the same export (``expert_rules.csv``) are read from
+``Traces.extra["expert_rules"]`` instead of running ``nsys analyze`` again."""
 
 from __future__ import annotations
 
@@ -22,6 +24,10 @@ class NsysRules:
     def judge(self, traces: Traces, ctx: Context) -> Calls:
         if traces.sqlite is None:
             return all_na("no nsys export")
+        ran = traces.extra.get("expert_rules")  # the run's diagnosis ran them already
+        if ran:
+            results = list(ran)  # type: ignore[call-overload]
+            return every_class(lambda k: _call(k, [r for r in results if r.klass == k]))
         found = nsys_mod.find(None)
         if found is None:
             return all_na("no nsys found, so its expert rules could not run")

@@ -1,5 +1,7 @@
 """``ours``: the suite's own detectors (``analysis.detect.diagnose``) on the nsys export, as one
-tool among the others; the evidence is each finding's main metric and impact."""
+tool among the others; the evidence is each finding's main metric and impact. In a run's tools
+step the diagnosis's own calls on the same export (diagnosis.csv, findings.csv) come in
+``Traces.extra["findings"]`` instead of running the detectors a second time."""
 
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ class Ours:
     def judge(self, traces: Traces, ctx: Context) -> Calls:
         if traces.sqlite is None:
             return all_na("no nsys export")
+        judged = traces.extra.get("findings")  # the run's diagnosis judged this export already
+        if judged:
+            return dict(judged)  # type: ignore[call-overload]
         try:
             with open_trace(traces.sqlite) as trace:
                 found = diagnose(trace, load_thresholds(ctx.diagnosis), step_ms=traces.step_ms)

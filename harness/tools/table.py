@@ -11,7 +11,7 @@ f1) how it scored. A report counts for a tool and class only where the truth is 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -19,7 +19,7 @@ import pandas as pd
 from bottlenecks import CLASSES
 from harness.judge.score import Labelled, sqlite_of
 from harness.tools.base import Adapter, Context, Flag, Traces, adapters, all_na, checked
-from harness.tools.truth import TruthState, kineto_of
+from harness.tools.truth import TruthState, has_export, kineto_of
 
 #: tools_calls.csv's columns.
 CALL_COLUMNS = ("report", "tool", "class", "flag", "evidence")
@@ -46,18 +46,25 @@ def resolve(names: Sequence[str]) -> list[tuple[str, Adapter, str]]:
 
 
 def tool_calls(
-    root: Path, items: Sequence[Labelled], names: Sequence[str], ctx: Context
+    root: Path,
+    items: Sequence[Labelled],
+    names: Sequence[str],
+    ctx: Context,
+    extra: Mapping[str, Mapping[str, object]] | None = None,
 ) -> pd.DataFrame:
-    """What each tool said on each report, per class (:data:`CALL_COLUMNS`)."""
+    """What each tool said on each report, per class (:data:`CALL_COLUMNS`). ``extra``: per
+    key, per report, what goes into that report's ``Traces.extra`` (e.g. the expert rules a
+    run already ran on it)."""
     tools = resolve(names)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bottleneck-tools-") as tmp:
         for it in items:
             with sqlite_of(it.path, Path(tmp)) as db:
-                traces = Traces(it.name, sqlite=db, kineto=kineto_of(root, it),
-                                step_ms=it.step_ms)  # fmt: skip
+                traces = Traces(it.name, sqlite=db if has_export(it) else None,
+                                kineto=kineto_of(root, it), step_ms=it.step_ms)  # fmt: skip
                 for column, adapter, command in tools:
-                    t = Traces(**{**traces.__dict__, "extra": {"command": command}})
+                    more = {k: v[it.name] for k, v in (extra or {}).items() if it.name in v}
+                    t = Traces(**{**traces.__dict__, "extra": {"command": command, **more}})
                     try:
                         calls = checked(adapter.name, adapter.judge(t, ctx))
                     except Exception as exc:  # one tool failing leaves its cells n/a, says why
