@@ -159,3 +159,29 @@ def test_diagnose_takes_a_host_speed() -> None:
     assert parser().parse_args(["r.sqlite"]).host_speed is None
     with pytest.raises(SystemExit):
         parser().parse_args(["r.sqlite", "--host-speed", "0"])
+
+
+#: the median pageable host-to-device copy (ms) of the export: one 154 MB batch a step
+PAGEABLE_COPY_MS = """
+select end - start from CUPTI_ACTIVITY_KIND_MEMCPY where copyKind = 1 and srcKind = 0
+order by end - start
+"""
+
+
+def test_a_slower_timed_host_stages_pageable_copies_slower() -> None:
+    """A pageable copy is staged by the host's CPU, so it runs at the host's pace: with the
+    timed host at 0.8 of the profiled one's speed (predict.untraced=false, so nothing else
+    moves the step), the step before the removal grows by at least a quarter of the copy
+    (1 / 0.8 - 1 of it), which removing the copies then saves (H100 pageable_copies baseline;
+    the copy read from the export's memcpy rows)."""
+    path = sqlite_fixture("h100_pageable_copies__baseline", H100)
+    with sqlite3.connect(f"file:{path}?mode=ro", uri=True) as db:
+        copies = [r[0] for r in db.execute(PAGEABLE_COPY_MS)]
+    copy_ms = statistics.median(copies) / 1e6
+    traced = {"predict": {"untraced": False, "clamp": False}}
+    base = _finding(path, "pageable_copy", thresholds=traced)
+    slow = _finding(path, "pageable_copy", thresholds=traced, host_speed=0.8)
+    before = base.predicted_speedup * base.predicted_step_ms
+    slower = slow.predicted_speedup * slow.predicted_step_ms
+    assert slower - before >= 0.25 * copy_ms * 0.9
+    assert slow.predicted_speedup > base.predicted_speedup

@@ -460,14 +460,17 @@ def replay(
     share: float = 0.0,
 ) -> Replayed:
     """Run the window again with ``rm`` applied (``overhead_ns``, ``share``: nsys's cost per
-    call taken off; ``scale``: the host's stretches scaled; ``speed``: the host's time divided
-    by it), in segments between blocking calls: within a segment the host's times are a
+    call taken off; ``scale``: the host's stretches scaled; ``speed``: the host's time, and the
+    pageable copies the host stages, divided by it), in segments between blocking calls: within a segment the host's times are a
     running sum and each stream's items a max-plus scan."""
     gap, own, block, lat, gone = _inputs(tl, rm or Removal(), overhead_ns, scale, speed, share)
     n = tl.n_ops
     op_start = np.zeros(n, np.int64)
     i_start, i_end = tl.item_start.copy(), tl.item_end.copy()  # unlaunched items keep theirs
     dur = tl.item_end - tl.item_start
+    if speed != 1.0:  # a pageable copy is staged through pinned buffers by the host's CPU:
+        # it runs at the host's pace, as the host's own time does
+        dur = np.where(tl.pageable_h2d, np.rint(dur / speed).astype(np.int64), dur)
     free: dict[int, int] = {}
     t = tl.t0
     stops = np.append(np.flatnonzero(block), n - 1)
