@@ -14,7 +14,6 @@ A labelled export without a measured truth (a corpus's ``labels.csv``, an older 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from enum import Enum
 from pathlib import Path
 
 import pandas as pd
@@ -22,25 +21,7 @@ import pandas as pd
 from bottlenecks import CLASSES
 from harness.core import runfolder as rf
 from harness.judge.score import NA, NONE, Labelled, labelled
-
-
-class TruthState(str, Enum):
-    """What the truth says about one class on one report (the measured truth's vocabulary)."""
-
-    FIRES = "fires"
-    CLEAR = "clear"
-    EITHER = "either"
-    NOT_TAKEN = "not_taken"
-    NO_REMOVAL = "no_removal"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def scored(self) -> bool:
-        """Whether a tool's call on it counts (fires or clear)."""
-        return self in (TruthState.FIRES, TruthState.CLEAR)
-
+from harness.judge.truth import TruthState  # one vocabulary: the measured truth's states
 
 #: truth_table's columns.
 TRUTH_COLUMNS = ("report", "class", "truth_state")
