@@ -258,24 +258,23 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def _positive(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive number of ms, got {text}")
-    return value
+def _positive_number(what: str):
+    """An argparse type: a finite number above 0, the error naming ``what`` it must be."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+        if not math.isfinite(value) or value <= 0:
+            raise argparse.ArgumentTypeError(f"must be a positive {what}, got {text}")
+        return value
+
+    return parse
 
 
-def _ratio(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a positive ratio, got {text}")
-    return value
+_positive = _positive_number("number of ms")
+_ratio = _positive_number("ratio")
 
 
 def main(argv: list[str]) -> int:
