@@ -59,6 +59,11 @@ def pooled_mean(groups: Sequence[np.ndarray]) -> float:
     return float(np.concatenate(groups).mean())
 
 
+def _resampled_sums(steps: np.ndarray, draws: int, rng: np.random.Generator) -> np.ndarray:
+    """``draws`` sums of ``steps`` resampled with replacement (as many steps as there are)."""
+    return steps[rng.integers(0, steps.size, size=(draws, steps.size))].sum(axis=1)
+
+
 def hierarchical_means(
     groups: Sequence[np.ndarray], resamples: int, rng: np.random.Generator
 ) -> np.ndarray:
@@ -73,8 +78,7 @@ def hierarchical_means(
             rows = np.flatnonzero(pick == g)
             if rows.size == 0:
                 continue
-            idx = rng.integers(0, steps.size, size=(rows.size, steps.size))
-            total[rows] += steps[idx].sum(axis=1)
+            total[rows] += _resampled_sums(steps, rows.size, rng)
             count[rows] += steps.size
     return total / count
 
@@ -193,8 +197,8 @@ def paired_ratio_ci(
             rows = np.flatnonzero(pick == i)
             if rows.size == 0:
                 continue
-            n_mean = n[rng.integers(0, n.size, size=(rows.size, n.size))].mean(axis=1)
-            d_mean = d[rng.integers(0, d.size, size=(rows.size, d.size))].mean(axis=1)
+            n_mean = _resampled_sums(n, rows.size, rng) / n.size
+            d_mean = _resampled_sums(d, rows.size, rng) / d.size
             total[rows] += np.log(n_mean / d_mean)
     ratios = np.exp(total / len(rounds))
     alpha = (1.0 - confidence) / 2.0
