@@ -22,12 +22,16 @@ from harness.core import runfolder as rf
 from tests.conftest import only_run_dir, run_cli, smoke_args
 
 VARIANTS = ("baseline", "sync_free", "ideal")
+#: kineto.max_steps for the run: fewer than the timing units measure, so the cap shows.
+MAX_STEPS = 3
 
 
 @pytest.fixture(scope="module")
 def kineto_run(tmp_path_factory) -> tuple[object, Path]:
     results = tmp_path_factory.mktemp("results")
-    proc = run_cli(smoke_args("forced_sync", results, "kineto.enabled=true"))
+    proc = run_cli(
+        smoke_args("forced_sync", results, "kineto.enabled=true", f"kineto.max_steps={MAX_STEPS}")
+    )
     return proc, only_run_dir(results)
 
 
@@ -52,6 +56,8 @@ def test_every_variant_has_a_kineto_trace_of_its_window(kineto_run):
         assert result is not None and result["phase"] == rf.KINETO
         # the lead step is the profiler's warm-up: left out, so one range per measured step
         assert len(iters) == len(steps) == result["steps"] == len(result["step_ms"])
+        timed = rf.read_result(rf.unit_dir(run_dir, "forced_sync", v, "timing-1"))
+        assert result["steps"] == MAX_STEPS < timed["steps"]  # kineto.max_steps caps the window
         assert len(measure) == 1
         lo, hi = measure[0]["ts"], measure[0]["ts"] + measure[0]["dur"]
         assert all(lo <= s["ts"] and s["ts"] + s["dur"] <= hi for s in steps)

@@ -275,3 +275,23 @@ def test_score_cli_prints_the_tools_table(tmp_path: Path, capsys):
     assert (ours.tp, ours.fp, ours.fn) == (1, 0, 0)
     kw = scores[scores["tool"] == "keyword"]
     assert kw["judged_reports"].sum() == 0  # no text, no command: n/a everywhere, never 0
+
+
+def test_hta_numbers_cached_for_a_corpus_judge_as_the_numbers_do(tmp_path):
+    """A corpus whose Kineto traces are too big to commit keeps HTA's numbers
+    (``hta_numbers.json``, with each trace's size and sha256); ``hta`` judges an entry from them
+    exactly as from the numbers themselves, whether or not HTA is installed here."""
+    from harness.tools.hta import CACHED, cached_numbers, hta_calls, write_cache
+
+    numbers = _numbers(idle_pct={0: 35.0, 1: 12.0}, host_wait_share=0.8, queue_p75=3.0)
+    trace = KINETO / "two_ranks-rank0.pt.trace.json.gz"
+    if not _installed("hta"):
+        pytest.skip("writing the cache records HTA's version")
+    out = write_cache(tmp_path, {"entry": ((trace,), numbers)})
+    doc = json.loads(out.read_text())
+    assert doc["entries"]["entry"]["traces"][0]["bytes"] == trace.stat().st_size
+    back = cached_numbers(tmp_path)["entry"]
+    assert back == numbers and back.idle_pct == {0: 35.0, 1: 12.0}
+    from_cache = _calls("hta", extra={CACHED: back})
+    assert from_cache == hta_calls(numbers, HtaRules())
+    assert from_cache["stage_imbalance"].flag is Flag.FLAGGED  # 23 points of idle spread

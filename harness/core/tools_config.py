@@ -84,6 +84,10 @@ class KinetoConfig:
 
     enabled: bool = False
     """Run the Kineto process of every variant (``kineto.enabled=true``)."""
+    max_steps: int = 12
+    """The most steps its window records (within the profiled window's time budget): HTA needs a
+    few iterations, while a launch-bound step of ~4,000 kernels makes ~20,000 trace events, so
+    a longer window only makes the profiler's post-processing and the trace longer."""
     lead_steps: int = 1
     """Steps run with the profiler on before the measured window and left out of the trace (the
     profiler's own warm-up, ``torch.profiler.schedule(warmup=...)``): its first step after
@@ -99,6 +103,8 @@ class KinetoConfig:
     def __post_init__(self) -> None:
         if self.lead_steps < 0:
             raise ValueError(f"kineto.lead_steps must be >= 0, got {self.lead_steps}")
+        if self.max_steps < 1:
+            raise ValueError(f"kineto.max_steps must be >= 1, got {self.max_steps}")
 
 
 def tools_config(overrides: dict[str, Any] | None = None) -> ToolsConfig:

@@ -462,6 +462,8 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         probe_before = _probe(spec, torch, device)
         probe_s = time.perf_counter() - t_probe
         n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
+        if spec.kineto is not None:  # a kineto unit records a few steps (kineto.max_steps)
+            n = min(n, int(spec.kineto.get("max_steps", n)))
         if distributed:  # every rank must run the same number of steps
             agreed = torch.tensor([n], device=device)
             dist.all_reduce(agreed, op=dist.ReduceOp.MIN)

@@ -16,11 +16,13 @@ are of GPU time).
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
+import json
 import logging
 import math
 import tempfile
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,6 +62,52 @@ class HtaNumbers:
     stragglers: list[int] = field(default_factory=list)
     errors: dict[str, str] = field(default_factory=dict)
     """Per analysis that raised, its message."""
+
+
+#: A corpus's HTA numbers, computed from its Kineto traces (``python -m harness.tools.hta
+#: CORPUS``) and committed where the traces are too big to be: ``<corpus>/hta_numbers.json``.
+CACHE = "hta_numbers.json"
+#: Traces.extra's key for an entry's cached numbers (:func:`cached_numbers`).
+CACHED = "hta_numbers"
+
+
+def numbers_from_dict(d: dict[str, Any]) -> HtaNumbers:
+    """An :class:`HtaNumbers` from its JSON form (JSON keys are strings: ranks back to int)."""
+    d = dict(d)
+    d["idle_pct"] = {int(k): float(v) for k, v in (d.get("idle_pct") or {}).items()}
+    return HtaNumbers(**d)
+
+
+def cached_numbers(root: Path) -> dict[str, HtaNumbers]:
+    """A corpus's cached HTA numbers by entry (empty without ``hta_numbers.json``)."""
+    path = root / CACHE
+    if not path.is_file():
+        return {}
+    doc = json.loads(path.read_text())
+    return {name: numbers_from_dict(e["numbers"]) for name, e in doc["entries"].items()}
+
+
+def write_cache(root: Path, entries: dict[str, tuple[tuple[Path, ...], HtaNumbers]]) -> Path:
+    """``<root>/hta_numbers.json``: per entry, HTA's numbers and the traces they came from
+    (name, bytes, sha256), so a reader can tell which capture they describe."""
+    from importlib.metadata import version
+
+    from harness.core.atomic import write_text
+
+    def trace(p: Path) -> dict[str, Any]:
+        data = p.read_bytes()
+        return {"name": p.name, "bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+
+    doc = {
+        "hta": version("holistictraceanalysis"),
+        "entries": {
+            name: {"traces": [trace(p) for p in paths], "numbers": asdict(n)}
+            for name, (paths, n) in sorted(entries.items())
+        },
+    }
+    out = root / CACHE
+    write_text(out, json.dumps(doc, indent=1, sort_keys=True) + "\n")
+    return out
 
 
 def _analyses(t: Any, n: HtaNumbers) -> None:
@@ -210,6 +258,9 @@ class Hta:
         return None
 
     def judge(self, traces: Traces, ctx: Context) -> Calls:
+        cached = traces.extra.get(CACHED)
+        if not traces.kineto and isinstance(cached, HtaNumbers):  # HTA ran on it at ingest
+            return hta_calls(cached, ctx.tools.hta)
         why = self.missing()
         if why:
             return all_na(why)
@@ -220,3 +271,28 @@ class Hta:
         except Exception as exc:  # HTA's parser on a trace it cannot read
             return all_na(f"HTA could not read the traces: {type(exc).__name__}: {exc}")
         return hta_calls(n, ctx.tools.hta)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m harness.tools.hta CORPUS``: HTA's numbers for every entry with Kineto traces
+    (``CORPUS/kineto/<entry>/``), written to ``CORPUS/hta_numbers.json``."""
+    import sys
+
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) != 1:
+        print("usage: python -m harness.tools.hta CORPUS_DIR", file=sys.stderr)
+        return 2
+    root = Path(args[0])
+    entries = {}
+    for folder in sorted(p for p in (root / "kineto").glob("*") if p.is_dir()):
+        paths = tuple(sorted(folder.glob("*.pt.trace.json*")))
+        if paths:
+            n = hta_numbers(paths)
+            entries[folder.name] = (paths, n)
+            print(f"{folder.name}: {n.gpu_kernels} GPU events, idle {n.idle_pct}", flush=True)
+    print(f"wrote {write_cache(root, entries)} ({len(entries)} entries)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

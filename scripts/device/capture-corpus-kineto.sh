@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# On the GPU machine, from the checkout root (not run yet: written for the next GPU session):
-#   source .gpu-stage/bin/env.sh && PART=1of3 OUT=$OUT bash scripts/device/capture-corpus-kineto.sh
+# On the GPU machine, from the checkout root:
+#   source .gpu-stage/bin/env.sh && [BUDGET_S=570] OUT=$OUT bash scripts/device/capture-corpus-kineto.sh
 # Captures every wild-corpus script (corpus/wild/*.py, corpus/plan.py's selection: PART, ONLY,
 # GPUS as capture-corpus.sh takes them) once, unchanged, under the PyTorch Profiler
 # (corpus/kineto_capture.py: the whole process, CPU and CUDA activities; procs=2 scripts under
@@ -9,6 +9,9 @@
 #                           harness score corpus/wild --tool hta reads corpus/wild/kineto/<name>/)
 #   $OUT/kineto.log         each script's seconds and trace size
 # Nothing else runs beside a capture (the profiler's own overhead is what the step times carry).
+# Scripts run lightest first (plan.py's profile estimate), so a BUDGET_S (the call's seconds)
+# that runs out leaves out the heaviest (whole compiles, autotuning), each with a line; entries
+# that run on CPUs alone (gpus 0) are left out: HTA's analyses are of GPU time.
 set -u
 cd "$(dirname "$0")/../.."
 py=${PYTHON:-python3}
@@ -22,8 +25,14 @@ gpus=${GPUS:-$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')}
 args=("$labels" --gpus "$gpus")
 [ -n "${PART:-}" ] && args+=(--part "$PART")
 [ -n "${ONLY:-}" ] && args+=(--only "$ONLY")
-"$py" corpus/plan.py "${args[@]}" >"$work/plan.txt" || exit 2
-while read -r name procs _gpus limit_s _profile_s _trace _cache source device _fixes; do
+"$py" corpus/plan.py "${args[@]}" | sort -s -n -k5 >"$work/plan.txt" || exit 2
+t_start=$(date +%s)
+budget=${BUDGET_S:-0}
+while read -r name procs gpus_needed limit_s profile_s _trace _cache source device _fixes; do
+  if [ "$gpus_needed" = 0 ]; then echo "== $name left out: runs on CPUs alone"; continue; fi
+  if [ "$budget" -gt 0 ] && [ $(( $(date +%s) + profile_s )) -gt $(( t_start + budget - 15 )) ]; then
+    echo "== $name left out: BUDGET_S ($budget s) would run out"; continue
+  fi
   script="corpus/wild/${source}.py"
   dev=(); [ "$device" != auto ] && dev=(--device "$device")
   t0=$(date +%s.%N)

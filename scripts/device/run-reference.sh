@@ -5,7 +5,7 @@
 # newest run there when RESUME=1), stops it with SIGINT after LIMIT_S seconds (so the harness keeps
 # what finished and the packing below still happens inside the device's 600 s call limit), prints
 # where the wall time went (scripts/device/wall_table.py), then packs into $OUT: the run's tables,
-# manifest and per-variant JSON/logs (no .nsys-rep), and its SQLite exports (each under
+# manifest and per-variant JSON/logs (no .nsys-rep), its Kineto traces, and its SQLite exports (each under
 # SQLITE_MAX_MB) xz-compressed in 15 MB pieces.
 set -uo pipefail
 name=$1; shift
@@ -31,8 +31,12 @@ if [ -n "$run" ] && [ -f "$run/timings.csv" ]; then
 fi
 if [ -n "${OUT:-}" ] && [ -n "$run" ]; then
   # xz on every core: one thread took over 60 s for a cold run's exports (2026-11-27)
-  tar -C "$run" -cf - --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' . \
-    | xz -T0 -6 > "$OUT/$name-tables.tar.xz"
+  tar -C "$run" -cf - --exclude='*.nsys-rep' --exclude='*.sqlite' --exclude='*.qdstrm' \
+    --exclude='*.pt.trace.json.gz' . | xz -T0 -6 > "$OUT/$name-tables.tar.xz"
+  # Kineto traces (kineto.enabled), already gzipped: cat NAME-kineto.tar.* | tar -x
+  (cd "$run" && find . -name '*.pt.trace.json.gz' -print0 | tar --null -T - -cf - ) \
+    | split -b 15M -d -a 1 - "$OUT/$name-kineto.tar."
+  find "$OUT" -name "$name-kineto.tar.*" -size -11k -delete  # an empty tar: no kineto run
   # What comes back is capped at 16 MB a file and 8 files:  cat NAME-sqlite.tar.xz.* | tar -xJ
   if [ "${SQLITE_MAX_MB:-40}" != 0 ]; then  # 0: tables only
     (cd "$run" && find . -name '*.sqlite' -size -"${SQLITE_MAX_MB:-40}"M -print0 | tar --null -T - -cf - ) \
