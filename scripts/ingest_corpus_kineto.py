@@ -1,0 +1,83 @@
+"""Unpack the corpus's Kineto captures and cut each to its last stretch of GPU work.
+
+    python scripts/ingest_corpus_kineto.py CORPUS_KINETO_TAR... [--last-s 1.0] [--dest corpus/wild]
+
+``scripts/device/capture-corpus-kineto.sh`` profiles each wild script whole (import, CUDA
+set-up, warm-up, autotuning, the timed loop) with the PyTorch Profiler, as nsys profiles it.
+HTA has no steady-state search: its breakdowns are over the whole trace, so a whole-process
+trace is mostly start-up. A PyTorch Profiler user profiles a few steps of the loop
+(``torch.profiler.schedule``); the equivalent for scripts we may not change is a cut that knows
+nothing of the script: every event that ends before the last ``--last-s`` seconds of GPU
+activity (the last GPU event's end) is dropped, with the trace's metadata kept. The scripts'
+timed loops run 1.0-1.5 s after their warm-up, so the stretch kept is loop steps.
+
+Writes ``DEST/kineto/<entry>/<entry>-rank<r>.pt.trace.json.gz`` (git-ignored: too big to commit);
+``python -m harness.tools.hta DEST`` then writes ``DEST/hta_numbers.json``, which is committed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+GPU_CATS = frozenset({"kernel", "gpu_memcpy", "gpu_memset", "gpu_user_annotation"})
+
+
+def last_stretch(trace: dict, last_s: float) -> tuple[dict, int, int]:
+    """``trace`` with only the events that end within ``last_s`` of the last GPU event's end
+    (metadata events, ``ph`` M, kept); (the trace, events before, events after)."""
+    events = trace.get("traceEvents", [])
+    gpu_ends = [float(e["ts"]) + float(e.get("dur", 0)) for e in events
+                if e.get("cat") in GPU_CATS and "ts" in e]  # fmt: skip
+    if not gpu_ends:
+        return trace, len(events), len(events)
+    cut = max(gpu_ends) - last_s * 1e6
+    kept = [e for e in events
+            if e.get("ph") == "M" or "ts" not in e
+            or float(e["ts"]) + float(e.get("dur", 0) or 0) >= cut]  # fmt: skip
+    return {**trace, "traceEvents": kept}, len(events), len(kept)
+
+
+def ingest(tar: Path, dest: Path, last_s: float) -> list[str]:
+    """One capture tarball's traces, cut, into ``dest/kineto/``; a line per trace."""
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp, tarfile.open(tar) as tf:
+        tf.extractall(tmp, filter="data")
+        for src in sorted(Path(tmp).glob("kineto/*/*.pt.trace.json.gz")):
+            entry = src.parent.name
+            with gzip.open(src, "rt") as fh:
+                trace = json.load(fh)
+            cut, before, after = last_stretch(trace, last_s)
+            out = dest / "kineto" / entry / src.name
+            out.parent.mkdir(parents=True, exist_ok=True)
+            tmp_out = out.with_name(f".{out.name}.tmp")
+            with gzip.open(tmp_out, "wt") as fh:
+                json.dump(cut, fh)
+            tmp_out.replace(out)
+            lines.append(f"{entry}/{src.name}: {src.stat().st_size} B, {before} -> {after} "
+                         f"events, {out.stat().st_size} B")  # fmt: skip
+    return lines
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("tars", nargs="+", type=Path)
+    ap.add_argument("--last-s", type=float, default=1.0)
+    ap.add_argument("--dest", type=Path, default=Path("corpus/wild"))
+    args = ap.parse_args()
+    if args.last_s <= 0:
+        print("--last-s must be > 0", file=sys.stderr)
+        return 2
+    for tar in args.tars:
+        for line in ingest(tar, args.dest, args.last_s):
+            print(line, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
