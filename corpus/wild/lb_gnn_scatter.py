@@ -1,6 +1,6 @@
 """Relational GCN (R-GCN) node classifier on a small knowledge graph, message passing by hand.
 
-# H200 estimate: 12k nodes, 16 relation types of 8k edges, hidden 128, 3 layers. Per layer and
+# H200 estimate: 5k nodes, 16 relation types of 8k edges, hidden 128, 3 layers. Per layer and
 # relation the Python loop runs index_select, a per-relation Linear, a norm multiply and
 # index_add_: ~4 forward + ~7 backward kernels of ~2-8 us on 8k x 128 rows -> ~600 kernels,
 # GPU ~3 ms/step; the host spends ~10-15 us on each (Python, autograd, dispatch, launch; the
@@ -78,7 +78,7 @@ def main():
         return
     torch.manual_seed(0)
     num_rels, classes = 16, 8
-    nodes, per_rel, dim, batch = (12_000, 8_000, 128, 1024) if cuda else (300, 200, 16, 64)
+    nodes, per_rel, dim, batch = (5_000, 8_000, 128, 1024) if cuda else (300, 200, 16, 64)
 
     edges = make_graph(nodes, num_rels, per_rel, device)
     model = RGCN(nodes, dim, num_rels, classes).to(device)

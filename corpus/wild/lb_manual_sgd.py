@@ -3,13 +3,14 @@
 # H200 estimate: actor and critic are 16 residual blocks each (width 256, LayerNorm, tanh),
 # batch 128, 201 parameter tensors. Forward + backward ~600 kernels; the hand-written update
 # (weight decay, momentum buffer, parameter update: 4 kernels per parameter) ~800 more, all of
-# ~2-3 us -> GPU ~3.5 ms/step; the host spends ~6-15 us on each (Python, autograd, dispatch,
-# launch) -> none ~12-16 ms/step, the GPU mostly idle between kernels.
+# ~2-3 us -> GPU ~3.5 ms/step; the host spends ~5-7 us on each update op and ~8-15 us on each
+# forward/backward kernel (Python, autograd, dispatch, launch) -> none ~10-15 ms/step, the GPU
+# mostly idle between kernels.
 # --fix foreach (torch.optim.SGD(foreach=True), the same update as a handful of multi-tensor
-# kernels; forward and backward still dispatched op by op) -> ~6-7 ms -> ~2x.
+# kernels; forward and backward still dispatched op by op, host-bound) -> ~5-7 ms -> ~2x.
 # --fix graphs (the host's dispatch removed entirely, same kernels: the whole step, forward,
 # backward and the hand-written update, captured once as a CUDA graph and replayed; per step
-# only the next rollout batch is copied into the graph's buffers) -> ~3.5 ms -> ~4x.
+# only the next rollout batch is copied into the graph's buffers) -> ~3.5 ms -> ~3-4x.
 """
 
 import argparse
