@@ -159,11 +159,21 @@ def _check_header(path: Path) -> None:
 
 
 def unxz(path: Path, into: Path) -> Path:
-    """``path`` (an xz-compressed export, ``NAME.sqlite.xz``) decompressed to ``into/NAME.sqlite``;
-    raises ``lzma.LZMAError`` on a file that is not xz."""
-    out = into / path.stem
-    with lzma.open(path) as src, out.open("wb") as dst:
-        shutil.copyfileobj(src, dst)
+    """``path`` (an xz-compressed export, ``NAME.sqlite.xz``, or a packed one,
+    ``NAME.sqlite.cols.xz``: :mod:`analysis.packed_export`) decompressed to
+    ``into/NAME.sqlite``; raises ``lzma.LZMAError`` on a file that is not xz."""
+    from analysis import packed_export
+
+    out = into / path.name.removesuffix(packed_export.SUFFIX).removesuffix(".xz")
+    if path.name.endswith(packed_export.SUFFIX):
+        out = out.with_name(out.name + ".sqlite")
+    with lzma.open(path) as src:
+        head = src.read(len(packed_export.MAGIC))
+        if packed_export.is_packed(head):
+            return packed_export.unpack(head + src.read(), out)
+        with out.open("wb") as dst:
+            dst.write(head)
+            shutil.copyfileobj(src, dst)
     return out
 
 

@@ -66,6 +66,8 @@ from analysis.detect import _common as C  # noqa: E402
 from analysis.detect import _steady as S  # noqa: E402
 from analysis.detect import load_thresholds  # noqa: E402
 from analysis.detect._host import WAIT_CALLS  # noqa: E402
+from analysis.packed_export import SUFFIX, pack_file  # noqa: E402
+from analysis.trace_db import unxz  # noqa: E402
 from scripts.trim_export import first_activity, trim  # noqa: E402
 
 #: Steady iterations kept after start-up (module docstring).
@@ -331,11 +333,10 @@ def ingest_export(raw: Path, dest: Path, iterations: int, step_ms: float = 0.0) 
             trim(work, work.with_suffix(".trim"), 0.0, keep_ms)
             work = work.with_suffix(".trim")
             drop_unread(work)  # the strings only the rows cut referred to
-        data = work.read_bytes()
-    dest.write_bytes(_xz(data))
+        pack_file(work, dest)
     kept = f"{iterations} of {found}" if cut is not None else f"all {found}"
     mb, kb = raw.stat().st_size / 1e6, dest.stat().st_size / 1e3
-    return f"{raw.stem}: {mb:.1f} MB -> {kb:.0f} KB xz, iterations kept: {kept}"
+    return f"{raw.stem}: {mb:.1f} MB -> {kb:.0f} KB packed, iterations kept: {kept}"
 
 
 def prune_file(path: Path, calls: bool = False, api: bool = False) -> str:
@@ -387,13 +388,31 @@ def none_step_ms(rows: list[dict]) -> dict[str, float]:
     return {k: sum(v) / len(v) for k, v in got.items()}
 
 
+def _committed(dest: Path) -> list[Path]:
+    """The corpus's exports: packed (``.sqlite.cols.xz``) or, from before, ``.sqlite.xz``."""
+    return sorted([*(dest / "exports").glob(f"*{SUFFIX}"), *(dest / "exports").glob("*.sqlite.xz")])
+
+
+def repack(dest: Path) -> list[str]:
+    """Every committed ``.sqlite.xz`` export packed (lossless, nothing cut again); a line each."""
+    lines = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in sorted((dest / "exports").glob("*.sqlite.xz")):
+            raw = unxz(path, Path(tmp))
+            out = pack_file(raw, path.parent / f"{raw.stem}{SUFFIX}")
+            lines.append(f"{raw.stem}: {path.stat().st_size / 1e3:.0f} KB xz -> "
+                         f"{out.stat().st_size / 1e3:.0f} KB packed")  # fmt: skip
+            path.unlink()
+            raw.unlink()
+    return lines
+
+
 def _exports(calls: list[Path], dest: Path, recut: bool, tmp: Path):
     """(name, decompressed export) of every export to ingest: the calls' tars, or with
     ``recut`` the committed ones."""
     if recut:
-        for path in sorted((dest / "exports").glob("*.sqlite.xz")):
-            raw = tmp / path.name.removesuffix(".xz")
-            raw.write_bytes(lzma.decompress(path.read_bytes()))
+        for path in _committed(dest):
+            raw = unxz(path, tmp)
             yield raw.stem, raw
             raw.unlink()
     for call in calls:
@@ -416,6 +435,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--iterations", type=int, default=ITERATIONS)
     p.add_argument("--dest", type=Path, default=ROOT / "corpus" / "wild")
     p.add_argument("--recut", action="store_true", help="cut the committed exports again")
+    p.add_argument("--repack", action="store_true",
+                   help="pack the committed .sqlite.xz exports (analysis.packed_export), "
+                   "nothing cut again")  # fmt: skip
     p.add_argument(
         "--add",
         metavar="TAG",
@@ -445,6 +467,10 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.prune:
             print(prune_file(path, args.osrt, args.api), flush=True)
         return 0
+    if args.repack:
+        for line in repack(args.dest):
+            print(line, flush=True)
+        return 0
     if not args.calls and not args.recut:
         p.error("name the calls' $OUT folders, or --recut (or --prune FILE)")
     (args.dest / "exports").mkdir(parents=True, exist_ok=True)
@@ -452,9 +478,10 @@ def main(argv: list[str] | None = None) -> int:
     steps = none_step_ms(rows)
     with tempfile.TemporaryDirectory() as tmp:
         for name, raw in _exports(args.calls, args.dest, args.recut, Path(tmp)):
-            dest = args.dest / "exports" / f"{name}.sqlite.xz"
+            dest = args.dest / "exports" / f"{name}{SUFFIX}"
             print(ingest_export(raw, dest, args.iterations, steps.get(name, 0.0)), flush=True)
-    sizes = [p.stat().st_size for p in (args.dest / "exports").glob("*.sqlite.xz")]
+            (args.dest / "exports" / f"{name}.sqlite.xz").unlink(missing_ok=True)
+    sizes = [p.stat().st_size for p in _committed(args.dest)]
     over = " OVER BUDGET" if sum(sizes) > BUDGET_MB * 1e6 else ""
     print(f"exports: {len(sizes)}, {sum(sizes) / 1e6:.2f} MB (budget {BUDGET_MB} MB){over}")
     if not args.calls:

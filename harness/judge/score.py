@@ -72,7 +72,7 @@ class Labelled:
 
 
 def _find_export(root: Path, name: str) -> Path | None:
-    for pattern in (f"{name}.sqlite", f"{name}.sqlite.xz"):
+    for pattern in (f"{name}.sqlite", f"{name}.sqlite.xz", f"{name}.sqlite.cols.xz"):
         hits = sorted(root.rglob(pattern))
         if hits:
             return hits[0]

@@ -171,12 +171,34 @@ def hta_numbers(kineto: tuple[Path, ...]) -> HtaNumbers:
     return n
 
 
+def _pandas3_shim() -> None:
+    """HTA 0.5.0 on pandas >= 3: its correlation index (``transform_correlation_to_index``)
+    starts as a copy of the ``correlation`` column, which HTA's parser has downcast (int16 on a
+    short trace), then stores row numbers in it; pandas 3 refuses an assignment that would
+    upcast a column (pandas 2 warned and upcast). The shim widens the column first, so HTA
+    computes what it computes on pandas 2. Applied once, before a trace is parsed."""
+    import hta.common.trace as ht
+
+    original = ht.transform_correlation_to_index
+    if getattr(original, "_bottleneck_shim", False):
+        return
+
+    def widened(df: Any, symbol_table: Any) -> Any:
+        if "correlation" in df.columns:
+            df["correlation"] = df["correlation"].astype("int64")
+        return original(df, symbol_table)
+
+    widened._bottleneck_shim = True  # type: ignore[attr-defined]
+    ht.transform_correlation_to_index = widened
+
+
 def _serial_analysis(cls: Any, trace_dir: str) -> Any:
     """``TraceAnalysis(trace_dir=...)`` with the ranks parsed in this process: HTA 0.5.0 parses
     several ranks in a forked pool and ends it with SIGTERM, which the children of ``harness
     run`` (its tools step) would meet with the harness's own handler (a traceback per child)."""
     from hta.common.trace import Trace
 
+    _pandas3_shim()
     t = cls.__new__(cls)
     t.t = Trace(trace_dir=trace_dir)
     t.t.load_traces(include_last_profiler_step=False, use_multiprocessing=False)
