@@ -520,6 +520,11 @@ class DiagnosisConfig:
     """The nsys expert-rules cross-check."""
     verdict_min_ci_low: float = 1.1
     """A scenario is confirmed only when its best fix's speedup CI lower bound reaches this."""
+    oversubscribed_min_share: float = 0.5
+    """A variant whose measured saving reaches its class's bar is ``oversubscribed`` (not
+    judged) when its step loop's run-queue wait per step beyond the removal's (runnable but
+    without a core: a loaded host) is at least this share of the measured gap, and the saving
+    without that wait falls below the bar. On a GPU host the wait is ~0 and nothing changes."""
     main_metric: dict[str, str] = field(default_factory=lambda: dict(MAIN_METRIC))
     """Class -> the metric its finding is judged and plotted on; one per class."""
 
@@ -528,6 +533,11 @@ class DiagnosisConfig:
             raise ValueError(
                 "diagnosis.verdict_min_ci_low must be >= 1.0 (a speedup: below 1 would confirm a "
                 f"fix that is slower), got {self.verdict_min_ci_low}"
+            )
+        if not 0.0 < self.oversubscribed_min_share <= 1.0:
+            raise ValueError(
+                "diagnosis.oversubscribed_min_share must be in (0, 1] (a share of the measured "
+                f"gap), got {self.oversubscribed_min_share}"
             )
         unknown = sorted(set(self.main_metric) - set(CLASSES))
         if unknown:
