@@ -1,13 +1,24 @@
 """gil_contention end to end through the real CLI on the CPU, profiled under real nsys (issue 43):
-the baseline's GIL waits found from its own export, its saving measured against ``ideal``, and
-the best fix measured faster than the baseline with an interval whose low end is above 1.
+the baseline's GIL waits found from its own export, its saving measured against ``ideal``, the
+best fix measured faster than the baseline with an interval whose low end is above 1, and the
+verdict ``confirmed``, loaded box or not.
 
-What a loaded 2-core box allows (measured 2026-11-29 with two busy loops beside the run): the
-best fix, ``ideal``, still gains 3.99x [2.42-7.42] (idle: 4.9x [4.2-5.5]), but ``process_pool``
-falls to 1.68x [0.92-3.26]: its pool process competes for the two cores, so removing the
-metrics entirely saves 58% of its step, and the measured truth then expects the class on it
-while no GIL wait is there (the verdict reads refuted, naming it). So the verdict is asserted
-``confirmed`` only where no fix measured such a gap; on an idle box it is confirmed."""
+What a loaded 2-core box does, and why the verdict holds there: ``process_pool``'s pool process
+(and ``vectorised``'s numpy thread) compete with the training loop for the two cores, so
+removing the metrics entirely (``ideal``) still saves much of the fix's step. Each worker counts
+how long its loop thread was runnable without a core (``loop_runqueue_wait_share``, schedstat);
+where that extra wait over ideal's explains the gap, the fix's truth is ``oversubscribed`` (not
+judged, named with its numbers) instead of ``fires`` (which read refuted before).
+
+Measured 2026-11-29 (3 rounds; the box shared with other engineers' jobs, load ~5-7):
+- beside two busy loops: best fix vectorised 2.64x [2.19-3.20], ideal 4.14x [3.14-5.33];
+  process_pool 63% [54-70%] to remove, its loop waiting 58% of its step more than ideal's
+  (oversubscribed), vectorised 36% [18-50%], 31% more (oversubscribed); the baseline 76%
+  [68-81%], 47% more (its GIL hand-overs wait for a core too), 40% without it: fires, found;
+- without them: vectorised 4.24x [2.92-5.65], ideal 5.40x [4.16-6.69]; process_pool 51%
+  [38-63%], 42% more wait (oversubscribed), vectorised either; the baseline fires, found.
+Before ``diagnosis.gil_contention.max_timeout_late_share`` the loaded baseline's GIL timeouts
+(returning up to 8 ms after they began, not 5) were not read as GIL waits at all."""
 
 from __future__ import annotations
 
@@ -52,6 +63,8 @@ def test_the_best_fix_is_measured_faster_with_an_interval(run_dir: Path) -> None
     assert (runs["status"] == "ok").all(), runs["status"]
     assert (runs.loc[FIXES, "paired_rounds"] == 3).all()
     assert runs.loc["ideal", "speedup_ci_low"] > 1.0, runs.loc["ideal"]
+    best = runs.loc[["process_pool", "vectorised"], "speedup_ci_low"].max()  # a fix, not ideal
+    assert best > 1.0, runs.loc[FIXES, ["speedup", "speedup_ci_low"]]
     assert (runs.loc[FIXES, "speedup_ci_low"] <= runs.loc[FIXES, "speedup"]).all()
 
 
@@ -64,10 +77,13 @@ def test_the_truth_is_measured_and_the_verdict_confirmed(run_dir: Path) -> None:
     assert diag.loc["baseline", "primary"] == "gil_contention"
     assert (diag.loc[FIXES, "primary"] == "none").all(), diag.loc[FIXES, "primary"]
     verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario").loc[SCENARIO]
-    gapped = [f for f in FIXES if diag.loc[f, "truth_state"] == "fires"]
-    if gapped:  # a loaded box: the fix's own work competed for the cores (module docstring)
-        assert verdict["verdict"] == "refuted", verdict
-        assert all(f"{f}: gil_contention measured" in verdict["reason"] for f in gapped)
-    else:
-        assert verdict["verdict"] == "confirmed", verdict["reason"]
-        assert "baseline: gil_contention measured" in verdict["reason"]
+    assert verdict["verdict"] == "confirmed", verdict["reason"]
+    assert "baseline: gil_contention measured" in verdict["reason"]
+    # a fix whose gap to ideal is its loop's extra wait for a core (a loaded box) is named
+    # oversubscribed, with its numbers, and not judged; it never reads fires
+    for fix in FIXES:
+        state = diag.loc[fix, "truth_state"]
+        assert state in ("clear", "either", "oversubscribed"), (fix, state)
+        if state == "oversubscribed":
+            assert diag.loc[fix, "extra_runqueue_wait_share"] > 0
+            assert f"{fix} oversubscribed" in verdict["reason"]

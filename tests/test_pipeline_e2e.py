@@ -1,13 +1,19 @@
 """pipeline_imbalance end to end through the real CLI on the CPU: 2 gloo ranks under torchrun,
 smoke size, timed twice per variant and profiled under real nsys.
 
-Issue 24's done-when. What a test can assert without timing: every variant's expectation from
-its own export, the cut and the bound each rank reports, and a verdict that is confirmed or
-short only of its speedup bar. The gain of balancing on 2 CPU ranks is a gain of running both
-cores at once; beside another test process it shrinks (the smoke size raises the ranks'
-scheduling priority, ``PipeSize.hold_cores``, and each variant reports how much of its compute
-its ranks spent on a core, ``compute_cpu_share_min``), so the speedup is measured with the box
-to itself in results/cpu/pipeline_imbalance/README.md, not asserted here.
+Issue 24's done-when, and issue 43's: every variant's expectation from its own export, the cut
+and the bound each rank reports, a verdict that is confirmed, and balancing measured faster
+with an interval above 1. The gain of balancing on 2 CPU ranks is a gain of running both cores
+at once, which other work on the box takes back; the smoke size raises the ranks' scheduling
+priority (``PipeSize.hold_cores``), and each variant reports how much of its compute its ranks
+spent on a core (``compute_cpu_share_min``) and, per rank, how long its loop waited for one
+(result.json ``sched``; runs.csv ``loop_runqueue_wait_share``: the rank that waited most).
+
+Measured 2026-11-29 on the shared 2-core box (load ~5-7 from other engineers' jobs), 2 rounds:
+beside two busy loops, balanced 1.26x [1.24-1.29] and confirmed (the balanced cut 10% [7-12%]
+to its bound, clear; the ranks' loops waited for a core 5-13% of the window); without them
+1.32x [1.17-1.45] and confirmed (balanced 9% [5-15%], either). So the verdict and the interval
+above 1 are asserted; the margin to ``verdict_min_ci_low`` (1.1x) was 0.07 at the low end.
 """
 
 from __future__ import annotations
@@ -100,24 +106,18 @@ def test_every_variant_as_expected(run_dir: Path) -> None:
 
 
 def test_confirmed(run_dir: Path) -> None:
+    """Confirmed, and balancing measured faster with an interval above 1, loaded box or not
+    (measured in the module docstring): the balanced cut's gap to its bound straddles the bar
+    at most (either: not judged), and the ranks' raised priority keeps both cores theirs."""
     runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
     assert (runs.loc[VARIANTS, "status"] == "ok").all()
     assert runs.loc[VARIANTS, "profiled"].all()
     verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario").loc[SCENARIO]
-    diag = pd.read_csv(run_dir / "diagnosis.csv").set_index("variant")
-    # The baseline and more_microbatches match (test above); the verdict is confirmed unless
-    # the balanced cut measured its gap to the bound above the bar (refuted, naming it), or
-    # the speedup's interval misses the bar. That bar is a timing: beside another test process
-    # on 2 cores the balanced variant measured a CI low of 1.04x with both ranks at >= 0.8 of a
-    # core, so it is not asserted here (a test must not fail under load); the measured
-    # confirmation is results/cpu/pipeline_imbalance/README.md, a run with the box to itself.
-    if diag.loc["balanced", "truth_state"] == "fires":
-        assert verdict["verdict"] == "refuted", verdict
-        assert verdict["reason"].startswith("balanced: stage_imbalance measured"), verdict
-        return
-    assert verdict["verdict"] == "confirmed" or (
-        verdict["verdict"] == "inconclusive" and "CI lower bound" in verdict["reason"]
-    ), verdict
+    assert verdict["verdict"] == "confirmed", verdict["reason"]
+    assert runs.loc["balanced", "speedup_ci_low"] > 1.0, runs.loc["balanced"]
+    assert runs.loc["balanced", "speedup_ci_low"] <= runs.loc["balanced", "speedup"]
+    # each rank's run-queue wait was counted (schedstat), the rank that waited most reported
+    assert (runs.loc[VARIANTS, "loop_runqueue_wait_share"].between(0, 1)).all()
 
 
 def test_the_baseline_reports_its_cut_and_bound(run_dir: Path) -> None:

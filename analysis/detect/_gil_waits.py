@@ -149,7 +149,8 @@ def _from_osrt(
 def _times_out(rows: Mapping[str, np.ndarray], th: Mapping[str, Any]) -> bool:
     """Whether a thread's wait calls show CPython's GIL signature: of those lasting 1 ms or
     more, at least ``min_timeout_share`` time out and wait again. CPython's GIL wait times out
-    at one switch interval (no earlier; up to 20% later on a busy box) while another thread
+    at one switch interval (no earlier; later by the time its thread then waits for a core, up
+    to ``max_timeout_late_share`` of an interval on a loaded box) while another thread
     holds the GIL, asks the holder to let go and at once waits again (the next call starts
     within ``max_rewait_us``). A peer's or a queue's wait (gloo's receive) ends when its data
     comes, whatever its length, and the thread then works before it waits again. Fewer than
@@ -161,7 +162,8 @@ def _times_out(rows: Mapping[str, np.ndarray], th: Mapping[str, Any]) -> bool:
     if int(long.sum()) < 3:
         return True
     interval = float(th.get("switch_interval_ms", 5.0))
-    at_interval = (dur >= 0.98 * interval) & (dur <= 1.2 * interval)
+    late = float(th.get("max_timeout_late_share", 1.0))
+    at_interval = (dur >= 0.98 * interval) & (dur <= (1.0 + late) * interval)
     gap_us = np.append((start[1:] - end[:-1]) / 1e3, np.inf)
     rewaits = gap_us <= float(th.get("max_rewait_us", 200.0))
     timed_out = (at_interval & rewaits)[long]

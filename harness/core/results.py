@@ -2,9 +2,10 @@
 
 Why one reader: the judge needs each timing round's steps (ratios are paired within a round,
 :func:`harness.core.stats.paired_ratio_ci`) and each variant's ``metrics()`` (a measured limit
-such as pipeline_imbalance's ``balanced_bound_ms``). The rules are said here once: a timing
-round counts when its unit ended ``ok`` and wrote steps; a metric is the mean over those rounds,
-else the profiled process's value. The layout is :mod:`harness.core.runfolder`'s.
+such as pipeline_imbalance's ``balanced_bound_ms``), and how long its step loop waited for a
+core (:mod:`harness.core.schedwait`: CPU oversubscription, told apart from the class's cause).
+The rules are said here once: a timing round counts when its unit ended ``ok`` and wrote
+steps; a metric is the mean over those rounds, else the profiled process's value. The layout is :mod:`harness.core.runfolder`'s.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import runfolder as rf
+from harness.core import schedwait
 
 __all__ = ["VariantResults", "read_variant"]
 
@@ -34,6 +36,9 @@ class VariantResults:
     """The profiled process's ``metrics()``."""
     profile_step_ms: tuple[float, ...] = ()
     """The profiled process's measured steps (ms)."""
+    round_wait_ms: Mapping[int, float] = field(default_factory=dict)
+    """Timing round number -> its step loop's run-queue wait per step (ms; the most of any
+    rank: :mod:`harness.core.schedwait`), rounds that recorded it only."""
 
     @property
     def timed(self) -> bool:
@@ -90,6 +95,7 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
     metrics: dict[int, dict[str, float]] = {}
     profile: dict[str, float] = {}
     profile_steps: tuple[float, ...] = ()
+    waits: dict[int, float] = {}
     for folder in rf.phase_dirs(run_dir, scenario, variant):
         try:
             res = rf.read_result(folder)
@@ -102,6 +108,9 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
             if _steps(res):
                 rounds[number] = _steps(res)
             metrics[number] = _numbers(res.get("metrics"))
+            wait = schedwait.loop_wait_ms_per_step(res)
+            if wait is not None and number in rounds:
+                waits[number] = wait
         elif rf.is_profile(folder.name):
             profile = _numbers(res.get("metrics"))
             profile_steps = _steps(res)
@@ -112,4 +121,5 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
         round_metrics=metrics,
         profile_metrics=profile,
         profile_step_ms=profile_steps,
+        round_wait_ms=dict(sorted(waits.items())),
     )

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 import pandas as pd
 
 from harness.core import runfolder as rf
+from harness.core import schedwait
 from harness.core.config import SuiteConfig
 from harness.core.console import fit_table
 from harness.core.runfolder import Status, Unit
@@ -85,7 +86,8 @@ def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
             stages.update(dict.fromkeys(k for k in row if _is_stage_column(k)))
     columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS, *STAMPS]
     columns += list(MEASURE_STAMPS)
-    columns += [*IMPORT_PARTS, *RANK_COLUMNS, *hostprobe.TIMING_COLUMNS, *stages]
+    columns += [*IMPORT_PARTS, *RANK_COLUMNS, *hostprobe.TIMING_COLUMNS]
+    columns += [*schedwait.TIMING_COLUMNS, *stages]
     return pd.DataFrame(rows, columns=columns)
 
 
@@ -139,6 +141,7 @@ def _timing_row(run_dir: Path, unit: Unit) -> dict[str, Any] | None:
     row.update({key: timing.get(key) for key in IMPORT_PARTS})
     row.update(_rank_columns(timing.get("ranks") or []))
     row.update(hostprobe.timing_columns(result))
+    row.update(schedwait.timing_columns(result))
     for name, seconds in (timing.get("setup_stages_s") or {}).items():
         row[setup_stage_column(str(name))] = seconds
     return row
@@ -233,6 +236,14 @@ def first_env(run_dir: Path) -> dict[str, Any]:
     return {}
 
 
+#: runs.csv's run-queue columns (:mod:`harness.core.schedwait`): the median over the variant's
+#: timing rounds of each process's own value (a distributed one: its rank that waited most).
+RUNQUEUE_COLUMNS = (
+    "loop_runqueue_wait_ms_per_step",
+    "loop_runqueue_wait_share",
+    "threads_runqueue_wait_share",
+)
+
 COLUMNS = [
     "scenario",
     "variant",
@@ -269,6 +280,7 @@ COLUMNS = [
     "probe_python_ms",
     "profile_probe_launch_us",
     "profile_probe_python_ms",
+    *RUNQUEUE_COLUMNS,
     "kineto_step_ms_mean",
     "kineto_probe_effect",
     "kineto_probe_effect_ci_low",
@@ -426,6 +438,7 @@ def _variant_row(
             setup_s=float(sum(t["setup_s"] for t in timings) / len(timings)),
         )
     row.update(_probe_columns(timings, profile, row["step_ms_mean"]))
+    row.update(_runqueue_columns(timings))
     if profile is not None:
         rep = rf.profile_file(run_dir, name, vname, rf.REPORT_SUFFIX)
         row["profiled"] = profile["_status"] == Status.OK
@@ -482,6 +495,18 @@ def _probe_columns(
         out["profile_probe_python_ms"] = hostprobe.process_probe(profile, "python_ms")
     if step_ms_mean and launch_us:
         out["step_launches"] = step_ms_mean * 1e3 / launch_us
+    return out
+
+
+def _runqueue_columns(timings: list[dict[str, Any]]) -> dict[str, float | None]:
+    """:data:`RUNQUEUE_COLUMNS`: the median over the timing rounds (None: no round has them)."""
+    per_round = [schedwait.timing_columns(t) for t in timings]
+    out: dict[str, float | None] = {}
+    for col in RUNQUEUE_COLUMNS:
+        values = sorted(v for v in (r[col] for r in per_round) if v is not None)
+        mid = len(values) // 2
+        median = (values[mid] + values[~mid]) / 2 if values else None
+        out[col] = median
     return out
 
 

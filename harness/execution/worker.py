@@ -7,7 +7,8 @@ then a measured window of N steps bracketed by ``cudaProfilerStart/Stop`` (so ns
 from CUDA events and the device is synchronized only at the window's edges. Right before the
 window and right after it (outside the capture range) the worker probes the host's speed
 (:mod:`harness.execution.hostprobe`: a launch-rate probe and a Python loop), so a reader can
-tell a host that drifted from a variant that changed (result.json's ``host_probe``).
+tell a host that drifted from a variant that changed (result.json's ``host_probe``), and counts
+how long its threads waited for a core in the window (:mod:`harness.core.schedwait`: ``sched``).
 
 When the parent asks (``WorkerSpec.report_progress``), the worker says how far it got in
 ``.progress.json`` (:class:`harness.core.runfolder.WorkerState`), and with ``WorkerSpec.gate`` it
@@ -43,6 +44,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import runfolder as rf
+from harness.core import schedwait
 from harness.core.atomic import read_json, write_json
 from harness.execution.hostprobe import host_probe, probe_record
 from harness.execution.kineto import Capture, capture_for
@@ -335,9 +337,9 @@ def _measure(
     on_gpu: bool,
     sync: Any,
     capture: Capture | None = None,
-) -> tuple[list[float], list[float], float, float]:
+) -> tuple[list[float], list[float], float, float, dict[str, Any] | None]:
     """The measured window of ``n`` steps: (step ms, host ms per step, window seconds, seconds
-    cudaProfilerStop took). On a GPU, step times come from CUDA events and the window is the
+    cudaProfilerStop took, its threads' CPU and run-queue wait: :mod:`harness.core.schedwait`). On a GPU, step times come from CUDA events and the window is the
     cudaProfilerApi range; under nsys the stop returns only once nsys has taken the capture
     (seconds: ``capture_stop_s``). A kineto unit's ``capture`` (the PyTorch Profiler) starts
     before the window and is written after it (:mod:`harness.execution.kineto`)."""
@@ -361,6 +363,7 @@ def _measure(
     workload.start_window()
     _say_progress(spec, rf.WorkerState.WINDOW)
     print(f"{WINDOW_MARKER} {n} steps after {first} warm-up steps", flush=True)
+    threads_before = schedwait.snapshot()  # each thread's CPU and run-queue wait so far
     with nvtx_ops, markers.phase(markers.MEASURE), in_trace:
         w0 = time.perf_counter()
         if on_gpu:
@@ -376,15 +379,17 @@ def _measure(
                 capture.step()  # the last step's range ends when the profiler stops
         sync()
         window_s = time.perf_counter() - w0
+    sched = schedwait.window_record(threads_before, schedwait.snapshot(), n, window_s)
     _say_progress(spec, rf.WorkerState.STOPPING)
     if capture is not None:
         capture.finish()
     if not on_gpu:
-        return host_ms, host_ms, window_s, 0.0
+        return host_ms, host_ms, window_s, 0.0, sched
     t_stop = time.perf_counter()
     torch.cuda.profiler.stop()
     stop_s = time.perf_counter() - t_stop
-    return [events[j].elapsed_time(events[j + 1]) for j in range(n)], host_ms, window_s, stop_s
+    step_ms = [events[j].elapsed_time(events[j + 1]) for j in range(n)]
+    return step_ms, host_ms, window_s, stop_s, sched
 
 
 def run(spec: WorkerSpec) -> dict[str, Any]:
@@ -469,7 +474,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
             n = int(agreed.item())
         capture = capture_for(spec, torch, on_gpu, ctx.rank)
-        step_ms, host_ms, window_s, stop_s = _measure(
+        step_ms, host_ms, window_s, stop_s, sched = _measure(
             spec, workload, torch, warmup, n, on_gpu, sync, capture
         )
         window_ended_at = time.time() - stop_s
@@ -481,6 +486,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
             "launch_to_main_s": launch_to_main_s(), "import_s": import_s,
             "import_torch_s": import_torch_s, "cuda_init_s": cuda_init_s, "setup_s": setup_s,
             "host_probe": probe_record(probe_before, probe_after),
+            "sched": sched,
         }  # fmt: skip
         ranks = [own]
         if distributed:  # after the window: each rank's start-up, for timings.csv
@@ -526,7 +532,7 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
         warmup_steps=warmup, steps=n, step_ms=step_ms, host_step_ms=host_ms, window_s=window_s,
         throughput_samples_per_s=record["samples_per_step"] * n / window_s, setup_s=setup_s,
         warmup_s=warmup_s, timing=timing, metrics={k: float(v) for k, v in metrics.items()},
-        host_probe=probe_record(probe_before, probe_after),
+        host_probe=probe_record(probe_before, probe_after), sched=sched,
         env=_env_info(torch, device), started_utc=started.isoformat(),
         finished_utc=dt.datetime.now(dt.timezone.utc).isoformat(),
     )  # fmt: skip
@@ -540,7 +546,7 @@ def _record(
     keys = (
         "warmup_steps", "steps", "samples_per_step", "step_ms", "host_step_ms", "window_s",
         "throughput_samples_per_s", "steps_planned", "setup_s", "warmup_s", "timing", "metrics",
-        "host_probe", "extras", "env", "started_utc", "finished_utc",
+        "host_probe", "sched", "extras", "env", "started_utc", "finished_utc",
     )  # fmt: skip
     return {
         "scenario": spec.scenario,

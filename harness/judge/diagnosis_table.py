@@ -98,6 +98,7 @@ DIAGNOSIS_COLUMNS: tuple[str, ...] = (
     "measured_saving",
     "measured_saving_ci_low",
     "measured_saving_ci_high",
+    "extra_runqueue_wait_share",
     "bar",
     "declared_agrees",
     "expected_because",
@@ -113,6 +114,8 @@ DIAGNOSIS_COLUMNS: tuple[str, ...] = (
 def diagnosis_row(j: Judged) -> dict[str, Any]:
     """One diagnosis.csv row of a judged variant. ``expected_role`` is the declared role,
     ``truth_state`` the measured one (:class:`harness.judge.truth.TruthState`);
+    ``extra_runqueue_wait_share`` the step loop's run-queue wait per step beyond the removal's,
+    a share of the variant's step (what tells ``oversubscribed`` from ``fires``);
     ``<class>_off_target`` is ``second_cause`` / ``false_positive`` / ``unchecked`` for a fired
     class other than the scenario's own, empty otherwise."""
     e, t = j.evidence, j.truth
@@ -127,6 +130,7 @@ def diagnosis_row(j: Judged) -> dict[str, Any]:
         "measured_saving": s.share if s else None,
         "measured_saving_ci_low": s.low if s else None,
         "measured_saving_ci_high": s.high if s else None,
+        "extra_runqueue_wait_share": t.extra_wait_share,
         "bar": t.bar,
         "declared_agrees": t.declared_agrees,
         "expected_because": t.because,

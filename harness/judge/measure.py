@@ -14,6 +14,11 @@ in each round, so the host's drift over minutes cancels within a round. The remo
   (:func:`launch_limit_ms`). A limit has no rounds of its own: it is held fixed against the
   variant's rounds, and the interval is the variant's side alone.
 
+Beside the saving, :func:`extra_wait_share` measures how much longer the variant's step loop
+waited for a core (runnable, on a run queue: :mod:`harness.core.schedwait`) than the removal's,
+paired within the same rounds: the truth tells CPU oversubscription from the class's cause
+with it (:func:`harness.judge.truth.oversubscribed`).
+
 The statistics are :mod:`harness.core.stats`'s only; the result files are read by
 :mod:`harness.core.results`.
 """
@@ -32,6 +37,7 @@ from scenarios import Scenario
 __all__ = [
     "LIMIT",
     "Saving",
+    "extra_wait_share",
     "launch_limit_ms",
     "measure_scenario",
     "measured_saving",
@@ -152,6 +158,28 @@ def measured_saving(
         return None, f"no {LAUNCH_LIMIT_COLUMN} in {variant}'s trace"
     s = saving_to_limit(mine, dict.fromkeys(mine.rounds, limit), f"own {LAUNCH_LIMIT_COLUMN}")
     return s, ""
+
+
+def extra_wait_share(
+    scen: Scenario, variant: str, timed: Mapping[str, VariantResults]
+) -> float | None:
+    """The variant's step loop's run-queue wait per step beyond its removing variant's, as a
+    share of the variant's step: per round that recorded both (``round_wait_ms``), ``(wait -
+    removal's wait) / the variant's mean step``, averaged over those rounds. 0 for the removal
+    itself; None for a measured limit (it has no process of its own) or where no round
+    recorded both (no schedstat on the host, an older run)."""
+    by = scen.removal_for(variant)
+    mine, other = timed.get(variant), timed.get(by)
+    if by == LIMIT or mine is None or other is None:
+        return None
+    if variant == by:
+        return 0.0
+    shares = []
+    for r, wait in mine.round_wait_ms.items():
+        steps = mine.rounds.get(r)
+        if r in other.round_wait_ms and steps:
+            shares.append((wait - other.round_wait_ms[r]) / (sum(steps) / len(steps)))
+    return sum(shares) / len(shares) if shares else None
 
 
 def measure_scenario(

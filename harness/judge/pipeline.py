@@ -9,7 +9,8 @@
 3. **evidence** (:mod:`harness.judge.evidence`): each profiled export opened once: its
    findings, its GPU work per step and the trace-only prediction.
 4. **expectation** (:mod:`harness.judge.truth`): the measured saving against the class's bar
-   (``fires`` / ``clear`` / ``either``, ``not_taken``, ``no_removal``); the findings judged
+   (``fires`` / ``clear`` / ``either``, ``not_taken``, ``no_removal``, ``oversubscribed``: the
+   loop's extra wait for a core explains the gap); the findings judged
    against it, other classes held to the measured gap; the predictions checked against the
    same measurement (:mod:`harness.judge.predictions`). One :class:`Judged` per variant.
 5. **verdict** (:mod:`harness.judge.verdicts`) per scenario, and the scores
@@ -42,7 +43,7 @@ from harness.judge.diagnosis_table import (
     findings_frame,
     write_findings,
 )
-from harness.judge.measure import measure_scenario, measured_saving
+from harness.judge.measure import extra_wait_share, measure_scenario, measured_saving
 from harness.judge.predictions import prediction_columns
 from harness.judge.truth import bar_of, expect, judge_own, off_targets
 from harness.judge.verdicts import verdicts
@@ -82,10 +83,14 @@ def judge_variant(
     timed: Mapping[str, VariantResults],
     cfg: Mapping[str, Any],
 ) -> Judged:
-    """One variant through stages 2 and 4: its measured saving, its truth, its findings
-    against it."""
+    """One variant through stages 2 and 4: its measured saving (and its loop's extra wait for a
+    core), its truth, its findings against it."""
     saving, why = measured_saving(scen, e.variant, timed, e.work)
-    truth = expect(scen, e.variant, saving, bar_of(cfg, scen.bottleneck), why)
+    truth = expect(
+        scen, e.variant, saving, bar_of(cfg, scen.bottleneck), why,
+        wait_share=extra_wait_share(scen, e.variant, timed),
+        oversubscribed_min_share=float(cfg.get("oversubscribed_min_share", 0.5)),
+    )  # fmt: skip
     findings = e.findings or {}
     tolerance = float(cfg["predict"]["tolerance_share"])
     return Judged(

@@ -11,6 +11,13 @@ moves the truth with the detector). The state (:class:`TruthState`):
 - ``either``: the interval straddles the bar: shown and counted apart, never refutes;
 - ``not_taken``: a baseline measured ``clear``: the injection did not take on this machine (not
   judged);
+- ``oversubscribed``: the saving reaches the bar, but the variant's step loop waited for a core
+  (runnable, on a run queue: :mod:`harness.core.schedwait`) longer per step than the removal's
+  did, by at least ``diagnosis.oversubscribed_min_share`` of the measured gap, and without that
+  extra wait the saving's interval would not reach the bar (:func:`oversubscribed`): the gap is
+  CPU oversubscription (a fix's own pool process beside the loop on a loaded 2-core box), not
+  the class's mechanism (a thread asleep on the GIL, a rank asleep on its peer). Not judged;
+  the sentence names the numbers;
 - ``no_removal``: nothing to time the variant against (no ideal, no limit, no timed round).
 
 The declared roles (``Variant.expectation``: ``bottleneck``, ``clean``, ``partial``) stay as a
@@ -42,10 +49,12 @@ __all__ = [
     "expect",
     "judge_own",
     "off_targets",
+    "oversubscribed",
     "pct",
     "pct_ci",
     "predicted_saving",
     "state_of",
+    "without_wait",
 ]
 
 
@@ -57,6 +66,7 @@ class TruthState(str, Enum):
     EITHER = "either"
     NOT_TAKEN = "not_taken"
     NO_REMOVAL = "no_removal"
+    OVERSUBSCRIBED = "oversubscribed"
 
     def __str__(self) -> str:
         return self.value
@@ -131,11 +141,15 @@ class Truth:
     because: str
     """The sentence: the measurement against the bar, and the declared role where they
     disagree, or why there is no truth."""
+    extra_wait_share: float | None = None
+    """The variant's step loop's run-queue wait per step beyond the removal's, as a share of
+    the variant's step (None: not measured, e.g. no schedstat or a measured limit)."""
 
     @property
     def expected(self) -> str:
         """The class the variant should show, or ``none``: measured where there is a
-        measurement, the declared role where there is none."""
+        measurement (``none`` for ``oversubscribed``: its gap was a wait for a core), the
+        declared role where there is none."""
         if self.state in (TruthState.FIRES, TruthState.EITHER):
             return self.klass
         if self.state is TruthState.NO_REMOVAL and self.declared != "clean":
@@ -150,29 +164,71 @@ class Truth:
         return (self.declared != "clean") == (self.state is TruthState.FIRES)
 
     def measured(self) -> str:
-        """'data_stall measured 17% [15-19%] >= bar 15% (fires)'."""
+        """'data_stall measured 17% [15-19%] >= bar 15% (fires)'; for an oversubscribed
+        variant, the run-queue wait that explains it and the saving without it."""
         s = self.saving
         if s is None or self.bar is None:
             return f"{self.klass} not measured ({self.because})"
         rel = {TruthState.FIRES: ">=", TruthState.CLEAR: "<"}.get(
             state_of(s, self.bar), "straddles"
         )
-        return (
+        text = (
             f"{self.klass} measured {pct_ci(s.share, s.low, s.high)} {rel} bar "
             f"{pct(self.bar)} ({state_of(s, self.bar)})"
         )
+        if self.state is TruthState.OVERSUBSCRIBED and self.extra_wait_share is not None:
+            f = self.extra_wait_share
+            text += (
+                f", of which its loop waited for a core {pct(f)} of its step more than "
+                f"{s.by}'s loop; without that wait {pct_ci(*without_wait(s, f))} < bar "
+                f"{pct(self.bar)} (oversubscribed)"
+            )
+        return text
+
+
+def without_wait(saving: Saving, wait_share: float) -> tuple[float, float, float]:
+    """(share, low, high) of the saving had the variant's step not held ``wait_share`` of
+    extra run-queue wait: ``1 - t(removal) / (t(variant) * (1 - wait_share))``."""
+    keep = 1.0 - min(max(wait_share, 0.0), 0.999)
+    share, low, high = (1.0 - (1.0 - x) / keep for x in (saving.share, saving.low, saving.high))
+    return share, low, high
+
+
+def oversubscribed(saving: Saving, bar: float, wait_share: float | None, min_share: float) -> bool:
+    """Whether a saving that reaches ``bar`` is CPU oversubscription: the extra run-queue wait
+    (``wait_share`` of the variant's step) is at least ``min_share`` of the measured gap, and
+    the saving without it no longer reaches the bar (its interval's low end below it)."""
+    if wait_share is None or wait_share <= 0 or saving.share <= 0:
+        return False
+    if wait_share < min_share * saving.share:
+        return False
+    return without_wait(saving, wait_share)[1] < bar
 
 
 def expect(
-    scen: Scenario, variant: str, saving: Saving | None, bar: float | None, why: str = ""
+    scen: Scenario,
+    variant: str,
+    saving: Saving | None,
+    bar: float | None,
+    why: str = "",
+    *,
+    wait_share: float | None = None,
+    oversubscribed_min_share: float = 0.5,
 ) -> Truth:
-    """The variant's truth from its measured saving (``why``: why there is none)."""
+    """The variant's truth from its measured saving (``why``: why there is none);
+    ``wait_share``: its step loop's run-queue wait per step beyond the removal's, a share of
+    its step (:func:`oversubscribed` with ``oversubscribed_min_share``)."""
     declared = scen.variant(variant).expectation.role
-    base = {"klass": scen.bottleneck, "saving": saving, "bar": bar, "declared": declared}
+    base = {"klass": scen.bottleneck, "saving": saving, "bar": bar, "declared": declared,
+            "extra_wait_share": wait_share}  # fmt: skip
     if saving is None or bar is None:
         why = why or f"{scen.bottleneck} has no saving bar"
         return Truth(**base, state=TruthState.NO_REMOVAL, because=f"no measured removal: {why}")
     state = state_of(saving, bar)
+    if state is TruthState.FIRES and oversubscribed(
+        saving, bar, wait_share, oversubscribed_min_share
+    ):
+        state = TruthState.OVERSUBSCRIBED
     probe = Truth(**base, state=state, because="")
     text = probe.measured() + f" against {saving.by}"
     if declared == "bottleneck" and state is TruthState.CLEAR:

@@ -5,8 +5,9 @@ gap, and the best fix's speedup CI lower bound reaches ``verdict_min_ci_low``; `
 variant contradicts its measured truth (its class missed or fired against it, or another class
 fired beyond the gap); ``inconclusive``: something could not be judged (an unreadable export, a
 class the export cannot judge, no measured removal, a baseline whose injection did not take),
-or the CI is too low. ``either`` (the measured saving straddles the bar) is shown and counted,
-and never refutes. Every reason prints the measured saving next to the predicted one.
+or the CI is too low. ``either`` (the measured saving straddles the bar) and ``oversubscribed``
+(the gap is the loop's extra wait for a core: :func:`harness.judge.truth.oversubscribed`) are
+shown and counted, with their numbers, and never refute. Every reason prints the measured saving next to the predicted one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ from harness.judge.truth import OffTargetState, TruthState, pct_ci, predicted_sa
 from scenarios import Scenario
 
 __all__ = ["MIN_CI_LOW", "VERDICT_COLUMNS", "describe", "verdicts"]
+
+#: Truth states shown and counted apart: not judged, never what makes a verdict inconclusive.
+SHOWN = (TruthState.EITHER, TruthState.OVERSUBSCRIBED)
 
 #: verdict_min_ci_low: the best fix's speedup CI lower bound a confirmed scenario needs.
 MIN_CI_LOW = 1.1
@@ -76,14 +80,14 @@ def _verdict(judged: Sequence[Judged], best_low: float, min_ci_low: float) -> tu
     wrong = [j for j in judged if j.match is False]
     if wrong:
         return "refuted", "; ".join(describe(j) for j in wrong)
-    unjudged = [j for j in judged if j.match is None and j.truth.state is not TruthState.EITHER]
+    unjudged = [j for j in judged if j.match is None and j.truth.state not in SHOWN]
     if unjudged:
         return "inconclusive", "not judged: " + "; ".join(_not_judged_why(j) for j in unjudged)
     if not best_low >= min_ci_low:
         return "inconclusive", f"best fix's speedup CI lower bound {best_low:.3g} < {min_ci_low}"
-    said = [describe(j) for j in judged if j.truth.state in (TruthState.FIRES, TruthState.EITHER)]
-    either = [j.variant for j in judged if j.truth.state is TruthState.EITHER]
-    note = f" ({', '.join(either)} either: not judged)" if either else ""
+    said = [describe(j) for j in judged if j.truth.state in (TruthState.FIRES, *SHOWN)]
+    apart = [f"{j.variant} {j.truth.state}" for j in judged if j.truth.state in SHOWN]
+    note = f" ({', '.join(apart)}: not judged)" if apart else ""
     text = f"every variant as measured{note}; best fix CI low {best_low:.3g}x"
     return "confirmed", "; ".join([text, *said])
 

@@ -154,8 +154,9 @@ def verdicts_section(doc: Doc, run: RunFolder, found: dict[str, Any]) -> None:
     doc.p(
         "confirmed: every variant's detector agrees with its measured truth (the timed saving "
         "of removing the cause against the detector's own bar: fires or clear; a saving that "
-        "straddles the bar is either and never refutes), nothing else fires beyond the measured "
-        "gap, and the best fix's speedup CI lower bound is at least 1.1x; refuted or "
+        "straddles the bar is either, and one whose gap is its loop's extra wait for a core "
+        "(a loaded CPU host) is oversubscribed: neither refutes), nothing else fires beyond the "
+        "measured gap, and the best fix's speedup CI lower bound is at least 1.1x; refuted or "
         "inconclusive otherwise, with the reason (measured saving next to predicted).",
         cls="sub",
     )
