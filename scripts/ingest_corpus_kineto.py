@@ -43,6 +43,36 @@ def last_stretch(trace: dict, last_s: float) -> tuple[dict, int, int]:
     return {**trace, "traceEvents": kept}, len(events), len(kept)
 
 
+#: What HTA's analyses read (kernels, copies, sets, the runtime calls that launched them, the
+#: profiler's step ranges); a fixture keeps only these.
+HTA_CATS = frozenset({*GPU_CATS, "cuda_runtime", "cuda_driver", "user_annotation"})
+
+
+def first_steps(trace: dict, steps: int) -> dict:
+    """``trace`` cut to its first ``steps`` ``ProfilerStep#N`` ranges, with only the events of
+    :data:`HTA_CATS` (and metadata): a small real fixture HTA still reads whole."""
+    events = trace.get("traceEvents", [])
+    marks = sorted((e for e in events if str(e.get("name", "")).startswith("ProfilerStep#")),
+                   key=lambda e: float(e["ts"]))[:steps]  # fmt: skip
+    if not marks:
+        raise ValueError("no ProfilerStep# ranges in the trace")
+    lo = float(marks[0]["ts"])
+    hi = float(marks[-1]["ts"]) + float(marks[-1]["dur"])
+    kept = [e for e in events if e.get("ph") == "M" or (
+        e.get("cat") in HTA_CATS and "ts" in e and lo <= float(e["ts"]) <= hi)]  # fmt: skip
+    return {**trace, "traceEvents": [_slim(e) for e in kept]}
+
+
+#: The event args HTA's parser reads; the others (grid, registers, occupancy...) are dropped.
+HTA_ARGS = frozenset({"correlation", "stream", "device", "External id", "cbid"})
+
+
+def _slim(event: dict) -> dict:
+    if event.get("ph") == "M" or "args" not in event:
+        return event
+    return {**event, "args": {k: v for k, v in event["args"].items() if k in HTA_ARGS}}
+
+
 def ingest(tar: Path, dest: Path, last_s: float) -> list[str]:
     """One capture tarball's traces, cut, into ``dest/kineto/``; a line per trace."""
     lines = []

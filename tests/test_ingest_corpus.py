@@ -21,9 +21,17 @@ ROOT = Path(__file__).resolve().parents[1]
 WILD = ROOT / "corpus" / "wild"
 sys.path.insert(0, str(ROOT))
 
+from analysis.packed_export import SUFFIX  # noqa: E402
+from analysis.trace_db import unxz  # noqa: E402
 from scripts import ingest_corpus  # noqa: E402
 
 NAME = "lb_batch1_infer"
+
+
+def _unpacked(path: Path, into: Path) -> Path:
+    """A committed (packed) export as SQLite, in its own folder ``into``."""
+    into.mkdir(parents=True, exist_ok=True)
+    return unxz(path, into)
 
 
 def _tables(path: Path) -> set[str]:
@@ -45,8 +53,13 @@ def _kernels(path: Path) -> tuple[int, int]:
 def test_ingest_cuts_compresses_and_replaces_the_scripts_timing(tmp_path: Path) -> None:
     call = tmp_path / "call"
     call.mkdir()
+    # a device call's tar holds xz-compressed SQLite, as capture-corpus.sh writes it
+    sent = call / f"{NAME}.sqlite.xz"
+    sent.write_bytes(
+        lzma.compress(_unpacked(WILD / "exports" / f"{NAME}{SUFFIX}", tmp_path / "s").read_bytes())
+    )
     with tarfile.open(call / "corpus-exports.tar", "w") as tar:
-        tar.add(WILD / "exports" / f"{NAME}.sqlite.xz", arcname=f"./{NAME}.sqlite.xz")
+        tar.add(sent, arcname=f"./{NAME}.sqlite.xz")
     rows = [
         [NAME, "none", "1", "2.0000", "100", "0", ""],
         [NAME, "graphs", "1", "0.5000", "400", "0", ""],
@@ -61,10 +74,8 @@ def test_ingest_cuts_compresses_and_replaces_the_scripts_timing(tmp_path: Path) 
 
     assert ingest_corpus.main([str(call), "--iterations", "3", "--dest", str(dest)]) == 0
 
-    raw = tmp_path / "raw.sqlite"
-    raw.write_bytes(lzma.decompress((WILD / "exports" / f"{NAME}.sqlite.xz").read_bytes()))
-    cut = tmp_path / "cut.sqlite"
-    cut.write_bytes(lzma.decompress((dest / "exports" / f"{NAME}.sqlite.xz").read_bytes()))
+    raw = _unpacked(WILD / "exports" / f"{NAME}{SUFFIX}", tmp_path / "raw")
+    cut = _unpacked(dest / "exports" / f"{NAME}{SUFFIX}", tmp_path / "cut")
     (n_raw, first_raw), (n_cut, first_cut) = _kernels(raw), _kernels(cut)
     assert 0 < n_cut < n_raw and first_cut == first_raw  # the tail went, start-up stayed
     assert _tables(cut) == _tables(raw) - set(ingest_corpus.UNREAD)  # every other table kept
@@ -80,8 +91,7 @@ def test_ingest_cuts_compresses_and_replaces_the_scripts_timing(tmp_path: Path) 
 def test_the_cut_keeps_at_least_as_many_timed_steps(tmp_path: Path) -> None:
     """A step longer than the repeat the search found moves the cut later (by the step count),
     and one that reaches past the last kernel keeps everything."""
-    raw = tmp_path / "raw.sqlite"
-    raw.write_bytes(lzma.decompress((WILD / "exports" / f"{NAME}.sqlite.xz").read_bytes()))
+    raw = _unpacked(WILD / "exports" / f"{NAME}{SUFFIX}", tmp_path / "raw")
     by_count, found = ingest_corpus.cut_ns(raw, 3)
     assert by_count is not None and found > 6
     with ingest_corpus.T.open_trace(raw) as tr:
@@ -97,14 +107,12 @@ def test_the_cut_keeps_at_least_as_many_timed_steps(tmp_path: Path) -> None:
 def test_recut_cuts_the_committed_exports_again(tmp_path: Path) -> None:
     dest = tmp_path / "wild"
     (dest / "exports").mkdir(parents=True)
-    src = WILD / "exports" / f"{NAME}.sqlite.xz"
+    src = WILD / "exports" / f"{NAME}{SUFFIX}"
     shutil.copyfile(src, dest / "exports" / src.name)
     shutil.copyfile(WILD / "timing.csv", dest / "timing.csv")
     assert ingest_corpus.main(["--recut", "--iterations", "3", "--dest", str(dest)]) == 0
-    cut = tmp_path / "cut.sqlite"
-    cut.write_bytes(lzma.decompress((dest / "exports" / src.name).read_bytes()))
-    raw = tmp_path / "raw.sqlite"
-    raw.write_bytes(lzma.decompress(src.read_bytes()))
+    cut = _unpacked(dest / "exports" / src.name, tmp_path / "cut")
+    raw = _unpacked(src, tmp_path / "raw")
     assert 0 < _kernels(cut)[0] < _kernels(raw)[0]
     assert (dest / "timing.csv").read_text() == (WILD / "timing.csv").read_text()
 

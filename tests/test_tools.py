@@ -295,3 +295,102 @@ def test_hta_numbers_cached_for_a_corpus_judge_as_the_numbers_do(tmp_path):
     from_cache = _calls("hta", extra={CACHED: back})
     assert from_cache == hta_calls(numbers, HtaRules())
     assert from_cache["stage_imbalance"].flag is Flag.FLAGGED  # 23 points of idle spread
+
+
+#: Real H200 Kineto traces of the suite's variants (run of 2026-11-29, kineto.enabled=true),
+#: cut to a few ProfilerSteps and to what HTA reads (scripts/ingest_corpus_kineto.py
+#: first_steps), xz-compressed: variant -> the class its measured truth fires (None: clean).
+KINETO_GPU = DATA / "kineto_gpu"
+GPU_TRACES = {
+    "sync_loading__baseline": "data_stall",
+    "forced_sync__baseline": "host_sync",
+    "kernel_flood__torch_compile": "launch_bound",
+    "gil_contention__baseline": "gil_contention",
+    "pageable_copies__baseline": "pageable_copy",
+    "kernel_flood__cuda_graphs": None,
+}
+
+
+def _gpu_trace(name: str, tmp: Path) -> tuple[Path, dict]:
+    import lzma
+
+    data = lzma.decompress((KINETO_GPU / f"h200_{name}.pt.trace.json.xz").read_bytes())
+    path = tmp / f"h200_{name}.pt.trace.json"
+    path.write_bytes(data)
+    return path, json.loads(data)
+
+
+def _idle_pct_of_merged_kernels(trace: dict) -> float:
+    """GPU idle over the span of the GPU work before the last ProfilerStep (HTA leaves the last
+    step out), computed here from the trace's own intervals, independently of HTA."""
+    events = trace["traceEvents"]
+    last = max(e["ts"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+    spans = sorted((e["ts"], e["ts"] + e["dur"]) for e in events
+                   if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset") and e["ts"] < last)  # fmt: skip
+    busy, (lo, hi) = 0.0, spans[0]
+    for s, e in spans[1:]:
+        if s > hi:
+            busy, lo, hi = busy + hi - lo, s, e
+        else:
+            hi = max(hi, e)
+    busy += hi - lo
+    span = max(e for _, e in spans) - spans[0][0]
+    return 100 * (1 - busy / span)
+
+
+@needs_hta
+def test_hta_reads_real_gpu_traces_of_every_class(tmp_path):
+    """On each class's real H200 trace HTA reads the GPU work (every kernel, copy and set of
+    the trace), and flags the class where it has an analysis for it: data_stall, host_sync and
+    launch_bound on their own variants; gil_contention and pageable_copy n/a (no analysis)."""
+    from harness.tools.hta import hta_numbers
+
+    for name, klass in GPU_TRACES.items():
+        path, trace = _gpu_trace(name, tmp_path)
+        n = hta_numbers((path,))
+        # HTA leaves out the last ProfilerStep's launches and GPU work no CPU call names
+        assert n.gpu_kernels == _gpu_events_before_last_step(trace) > 0, name
+        calls = _calls("hta", kineto=(path,))
+        assert calls["gil_contention"].flag is Flag.NA and calls["pageable_copy"].flag is Flag.NA
+        if klass in ("data_stall", "host_sync", "launch_bound"):
+            assert calls[klass].flag is Flag.FLAGGED, (name, calls[klass])
+
+
+def _gpu_events_before_last_step(trace: dict) -> int:
+    """GPU events whose CPU-side call (same correlation id) started before the last step, as
+    HTA keeps them (``Trace._filter_irrelevant_gpu_kernels``): a GPU event no CPU call names
+    is left out too."""
+    events = trace["traceEvents"]
+    last = max(e["ts"] for e in events if str(e.get("name", "")).startswith("ProfilerStep#"))
+    gpu = ("kernel", "gpu_memcpy", "gpu_memset")
+    launched = {e["args"]["correlation"] for e in events
+                if e.get("cat") not in gpu and e.get("ts", last) < last
+                and "correlation" in e.get("args", {})}  # fmt: skip
+    return sum(e.get("cat") in gpu and e["args"].get("correlation") in launched for e in events)
+
+
+@needs_hta
+def test_hta_idle_share_is_the_traces_own(tmp_path):
+    """HTA's temporal breakdown on the data-stalled and the GPU-bound traces agrees with the
+    idle share recomputed here from the kernel intervals: the GPU waits most of the data-stalled
+    step (both above 90%) and hardly at all in the copy-bound one (both below 10%; HTA's
+    iterations follow each kernel's launch, so the two differ by a few points)."""
+    from harness.tools.hta import hta_numbers
+
+    for name, low, high in (("sync_loading__baseline", 90, 100),
+                            ("pageable_copies__baseline", 0, 10)):  # fmt: skip
+        path, trace = _gpu_trace(name, tmp_path)
+        hta, mine = hta_numbers((path,)).idle_pct[0], _idle_pct_of_merged_kernels(trace)
+        assert low < hta < high and low < mine < high, (name, hta, mine)
+        assert abs(hta - mine) < 3.5, (name, hta, mine)
+
+
+@needs_hta
+def test_hta_flags_launch_bound_on_the_cuda_graph_fix_a_miss_of_its_rule(tmp_path):
+    """Where HTA's launch rule is wrong: kernel_flood's cuda_graphs (measured clean) launches 22
+    graphs a step, each shorter on the CPU than its kernels run, yet the GPU idles between
+    the replays, so the rule (idle, and launches shorter on the GPU than on the CPU) fires."""
+    path, _ = _gpu_trace("kernel_flood__cuda_graphs", tmp_path)
+    calls = _calls("hta", kineto=(path,))
+    assert calls["launch_bound"].flag is Flag.FLAGGED
+    assert calls["data_stall"].flag is Flag.CLEAR
