@@ -84,7 +84,11 @@ class KinetoConfig:
     more process per variant after the nsys profiles (nsys and the PyTorch Profiler both want
     CUPTI, so never the same process), ``torch.profiler`` over the same steady window the nsys
     profile measures, on every rank, one ``*-rank<r>.pt.trace.json.gz`` each (what HTA reads).
-    Off by default: its GPU cost on the suite's 600 s budget is not measured yet."""
+    Off by default, decided from its measured cost: on one H200 (2026-11-29) ``+scenario=all``
+    took 548 s with it against 475 s and 493 s without (runs of the same code an hour apart),
+    +12-15% of the wall for 18 more processes, 52 s short of the 600 s budget; and the PyTorch
+    Profiler's own probe effect on host-bound steps is large (kernel_flood's baseline 2.25x,
+    gil_contention's 1.43x), so its traces are for the tools table, not for timing."""
 
     enabled: bool = False
     """Run the Kineto process of every variant (``kineto.enabled=true``)."""
