@@ -209,7 +209,7 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
     st0 = C.Steady(t0, hi, st.mode, st.n_steps, st.step_ns, st.step_tid, st.note, st.min_call_ns)
     stretches = H._stretches(calls, st0, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
     ev = H.input_evidence(trace, cfg, st0, act, tid, calls, stretches)
-    is_data = ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
+    is_data = H.is_input(ev)
     if st.mode == "nvtx":  # the suite's ranges decide, but the batch's own copy prep is input
         is_data &= ev["suite_range"] | ev["h2d_after"]
     tl = replace(
