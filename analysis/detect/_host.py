@@ -265,7 +265,7 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     ws, we = C.difference(*_gil_waits(trace, cfg, st, tid, issuing), bs, be)
 
     ss, se, nxt = _stretches(calls, st, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
-    ev = input_evidence(trace, cfg, st, act, tid, calls, (ss, se, nxt))
+    ev = input_evidence(trace, cfg, st, act, tid, calls, (ss, se, nxt), gil=(ws, we))
     is_data = is_input(ev)
     if st.mode == "nvtx":  # the suite's own capture marks every batch fetch: it decides
         is_data &= ev["suite_range"]
@@ -337,6 +337,7 @@ def input_evidence(
     tid: int,
     calls: dict[str, np.ndarray],
     stretches: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gil: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per host stretch (``_stretches``' start, end, next call), which evidence of input work
     it shows: ``read`` (an OS-runtime file read in it), ``wait`` (waits on other threads or
@@ -345,7 +346,8 @@ def input_evidence(
     ``data_load`` range overlaps it), and against them ``gil_bound`` (the loop threads, those
     making ``calls``, wait for the GIL through all of it but less than ``stretch_ms``: no host
     work of their own, whatever comes after). Shared by the host view and the time model
-    (``_model``), which decide with :func:`is_input`."""
+    (``_model``), which decide with :func:`is_input`; ``gil``: those waits where the caller
+    has read them already (a union), else they are read here."""
     hc = cfg.get("host", {})
     ss, se, nxt = stretches
     file_ids, wait_ids, _ = _evidence_ids(trace, hc)
@@ -366,7 +368,7 @@ def input_evidence(
     ws, we = _osrt(trace, st, tid, wait_ids, every)
     out["read"] = C.overlap_each(ss, se, rs, re_) > 0
     out["wait"] = C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length
-    gs, ge = _gil_waits(trace, cfg, st, tid, np.unique(calls["tid"]))
+    gs, ge = gil if gil is not None else _gil_waits(trace, cfg, st, tid, np.unique(calls["tid"]))
     own = (se - ss) - C.overlap_each(ss, se, gs, ge)
     out["gil_bound"] = (own < int(float(hc.get("stretch_ms", 1.0)) * 1e6)) & (se > ss)
     keys = ("read", "wait", "h2d_after", "nvtx_hint", "suite_range", "gil_bound")
