@@ -9,7 +9,10 @@ thread (the one that launches most kernels) was doing at that moment:
 - ``data``: in a *host stretch* (no CUDA call for at least ``stretch_ms``) that shows input
   work: an OS-runtime file read or wait (a queue fed by loader workers, a pipe, a condition
   variable) covering part of it, a host-to-device copy of the new batch right after it, or a
-  user NVTX range whose name hints at loading;
+  user NVTX range whose name hints at loading; unless the loop threads spend all of it but
+  less than ``stretch_ms`` waiting for the GIL (``gil_bound``): a thread that waited a switch
+  interval for the GIL before the batch's copy did no input work (its waits are a cause of
+  their own, ``gil``, whatever the stretch);
 - ``host``: in a host stretch without such evidence (CPU work of some other kind);
 - ``dispatch``: between and inside CUDA calls that come close together (Python, autograd and
   launch overhead: the host cannot issue work as fast as the GPU finishes it);
@@ -262,8 +265,8 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
     ws, we = C.difference(*_gil_waits(trace, cfg, st, tid, issuing), bs, be)
 
     ss, se, nxt = _stretches(calls, st, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
-    ev = input_evidence(trace, cfg, st, act, tid, calls, (ss, se, nxt))
-    is_data = ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
+    ev = input_evidence(trace, cfg, st, act, tid, calls, (ss, se, nxt), gil=(ws, we))
+    is_data = is_input(ev)
     if st.mode == "nvtx":  # the suite's own capture marks every batch fetch: it decides
         is_data &= ev["suite_range"]
     ds, de = C.difference(*C.union(ss[is_data], se[is_data]), ws, we)
@@ -299,6 +302,7 @@ def _compute(trace: T.Trace, cfg: Mapping[str, Any], hc: Mapping[str, Any]) -> H
         saving_by=saving,
         stretch_ns={"data": C.length(ds, de), "host": C.length(hs, he)},
         evidence={k: int(ev[k].sum()) for k in ("read", "wait", "h2d_after", "nvtx_hint")}
+        | {"gil_bound": int((ev["gil_bound"] & is_evidence(ev)).sum())}
         | {"stretches": int(ss.size)},
         examples=_examples(gs, ge, ds, de, hs, he, bs, be),
     )
@@ -333,12 +337,17 @@ def input_evidence(
     tid: int,
     calls: dict[str, np.ndarray],
     stretches: tuple[np.ndarray, np.ndarray, np.ndarray],
+    gil: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> dict[str, np.ndarray]:
     """Per host stretch (``_stretches``' start, end, next call), which evidence of input work
     it shows: ``read`` (an OS-runtime file read in it), ``wait`` (waits on other threads or
     processes over ``min_wait_share`` of it), ``h2d_after`` (the batch's copy among the next
     calls), ``nvtx_hint`` (a user range named like loading), ``suite_range`` (the suite's own
-    ``data_load`` range overlaps it). Shared by the host view and the time model (``_model``)."""
+    ``data_load`` range overlaps it), and against them ``gil_bound`` (the loop threads, those
+    making ``calls``, wait for the GIL through all of it but less than ``stretch_ms``: no host
+    work of their own, whatever comes after). Shared by the host view and the time model
+    (``_model``), which decide with :func:`is_input`; ``gil``: those waits where the caller
+    has read them already (a union), else they are read here."""
     hc = cfg.get("host", {})
     ss, se, nxt = stretches
     file_ids, wait_ids, _ = _evidence_ids(trace, hc)
@@ -359,7 +368,23 @@ def input_evidence(
     ws, we = _osrt(trace, st, tid, wait_ids, every)
     out["read"] = C.overlap_each(ss, se, rs, re_) > 0
     out["wait"] = C.overlap_each(ss, se, ws, we) >= float(hc.get("min_wait_share", 0.3)) * length
-    return {k: out[k] for k in ("read", "wait", "h2d_after", "nvtx_hint", "suite_range")}
+    gs, ge = gil if gil is not None else _gil_waits(trace, cfg, st, tid, np.unique(calls["tid"]))
+    own = (se - ss) - C.overlap_each(ss, se, gs, ge)
+    out["gil_bound"] = (own < int(float(hc.get("stretch_ms", 1.0)) * 1e6)) & (se > ss)
+    keys = ("read", "wait", "h2d_after", "nvtx_hint", "suite_range", "gil_bound")
+    return {k: out[k] for k in keys}
+
+
+def is_evidence(ev: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per stretch: does it show any evidence of input work (``input_evidence``)?"""
+    return ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
+
+
+def is_input(ev: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Per stretch: input work, i.e. evidence of it and host work of the loop's own beyond its
+    GIL waits (the suite's ``data_load`` ranges, where the capture has them, are the callers'
+    to add)."""
+    return is_evidence(ev) & ~ev["gil_bound"]
 
 
 def _evidence_ids(trace: T.Trace, hc: Mapping[str, Any]) -> tuple[list[int], list[int], list[int]]:

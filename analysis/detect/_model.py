@@ -208,8 +208,11 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
     block = C.blocking_calls(trace, act, calls, E.loop_streams(act, calls["corr"]))
     st0 = C.Steady(t0, hi, st.mode, st.n_steps, st.step_ns, st.step_tid, st.note, st.min_call_ns)
     stretches = H._stretches(calls, st0, int(float(hc.get("stretch_ms", 1.0)) * 1e6))
-    ev = H.input_evidence(trace, cfg, st0, act, tid, calls, stretches)
-    is_data = ev["read"] | ev["wait"] | ev["h2d_after"] | ev["nvtx_hint"]
+    from analysis.detect import gil_contention as G
+
+    gil = C.union(*G.gil_waits(trace, cfg))  # read once: the input evidence and the gaps
+    ev = H.input_evidence(trace, cfg, st0, act, tid, calls, stretches, gil=gil)
+    is_data = H.is_input(ev)
     if st.mode == "nvtx":  # the suite's ranges decide, but the batch's own copy prep is input
         is_data &= ev["suite_range"] | ev["h2d_after"]
     tl = replace(
@@ -217,11 +220,16 @@ def _timeline(trace: T.Trace, cfg: Mapping[str, Any]) -> Timeline | None:
     )
     if not (tl.item_op >= 0).any():  # no GPU item of the window was launched by these calls
         return None
-    return _with_waits(trace, cfg, st0, tid if len(issuing) == 1 else None, tl)
+    return _with_waits(trace, cfg, st0, tid if len(issuing) == 1 else None, tl, gil)
 
 
 def _with_waits(
-    trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, tid: int | None, tl: Timeline
+    trace: T.Trace,
+    cfg: Mapping[str, Any],
+    st: C.Steady,
+    tid: int | None,
+    tl: Timeline,
+    gil: tuple[np.ndarray, np.ndarray],
 ) -> Timeline:
     """The timeline with each gap's GIL-wait time (``gil_contention.gil_waits``: the launching
     threads waiting for the GIL) and, in each host stretch, the time the main thread ``tid``
@@ -229,7 +237,8 @@ def _with_waits(
     of the input evidence: ``_host.osrt_ids``). Only where it is the one thread issuing the
     loop's work (``tid`` None otherwise): beside PyTorch's autograd thread the main thread
     sleeps through every backward, which that thread is busy running (torch.compile's
-    backward, between its launches, is host work of its own)."""
+    backward, between its launches, is host work of its own). ``gil``: the GIL waits
+    (``gil_contention.gil_waits``), read by the caller."""
     from analysis.detect import gil_contention as G
 
     a, b = tl.op_start - tl.gap, tl.op_start
@@ -240,14 +249,14 @@ def _with_waits(
         ws, we = C.union(np.asarray(starts, np.int64), np.asarray(ends, np.int64))
         return np.minimum(C.overlap_each(a, b, ws, we), tl.gap)
 
-    gil = within(*G.gil_waits(trace, cfg))
+    cut = within(*gil)
     ids = C.name_ids(trace, list(cfg.get("host", {}).get("blocked_calls", ())))
     blocked = np.zeros(tl.n_ops, np.int64)
     if tid is not None and ids and trace.has(G.OSRT):
         rows = C.thread_osrt(trace, st, int(tid), H.osrt_ids(trace, cfg))
         keep = np.isin(rows["name"], ids)
         blocked = np.where(tl.gap_kind == HOST, within(rows["start"][keep], rows["end"][keep]), 0)
-    return replace(tl, gil_cut=gil, blocked=blocked)
+    return replace(tl, gil_cut=cut, blocked=blocked)
 
 
 def _assemble(calls, block, nxt, is_data, act: C.Activity, t0: int, edges, side) -> Timeline:

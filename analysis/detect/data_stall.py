@@ -3,7 +3,10 @@
 The GPU's idle time is attributed to what the main thread does (``_host``): input work is a
 stretch without CUDA calls that reads files, waits on loader workers (queue, pipe, condition
 variable), is followed by the batch's host-to-device copy, or lies in an NVTX range named like
-loading (``data``, ``load``, ``fetch``, ...; names are hints, never required). Its shares
+loading (``data``, ``load``, ``fetch``, ...; names are hints, never required), unless the
+launching threads spend all of it but less than ``host.stretch_ms`` waiting for the GIL (the
+export's GIL trace or CPython's timed waits, as gil_contention reads them): a loop thread
+that waits a switch interval for the GIL before the batch's copy does no input work. Its shares
 (``data_load_share``: the input work; ``data_wait_share``: the idle removing it would save,
 read off the window) are metrics; on a GPU capture they do not decide. The state this module
 returns there marks a candidate: :func:`analysis.detect.diagnose` fires the class when the
@@ -59,7 +62,9 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         f"{metrics['data_load_share']:.1%} of it in input work (host stretches >= "
         f"{thresholds['host']['stretch_ms']} ms with file reads {ev['read']}, waits on other "
         f"threads/processes {ev['wait']}, a batch copied to the GPU right after {ev['h2d_after']}, "
-        f"loading NVTX ranges {ev['nvtx_hint']}, of {ev['stretches']} stretches), the GPU idle "
+        f"loading NVTX ranges {ev['nvtx_hint']}, of {ev['stretches']} stretches; "
+        f"{ev.get('gil_bound', 0)} of those with evidence spent waiting for the GIL but for "
+        f"< {thresholds['host']['stretch_ms']} ms: not input work), the GPU idle "
         f"{metrics['gpu_idle_in_data_load_share']:.1%} of the window during it; {st.note}"
     )
     # a candidate; diagnose() settles it on the predicted saving
