@@ -17,6 +17,7 @@ import stat
 import tempfile
 from pathlib import Path
 
+from analysis.packed_export import SUFFIX, is_packed, unpack
 from harness.core.atomic import write_bytes
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -41,12 +42,21 @@ def sqlite_fixture(name: str, data_dir: Path = DATA) -> Path:
     named after the first 16 hex digits of the ``.xz`` file's SHA-256.
     """
     xz = Path(data_dir) / f"{name}.sqlite.xz"
+    if not xz.is_file():  # a packed export (analysis/packed_export.py), as the corpus keeps them
+        xz = Path(data_dir) / f"{name}{SUFFIX}"
     if not xz.is_file():
         raise FileNotFoundError(f"{xz}: no such fixture")
     packed = xz.read_bytes()
     digest = hashlib.sha256(packed).hexdigest()[:16]
     out = _cache_dir() / digest / f"{name}.sqlite"
     if not out.is_file():
-        write_bytes(out, lzma.decompress(packed))  # temp file in out's folder, then os.replace
+        raw = lzma.decompress(packed)
+        if is_packed(raw):
+            with tempfile.TemporaryDirectory(dir=_cache_dir()) as tmp:
+                built = unpack(raw, Path(tmp) / out.name)
+                out.parent.mkdir(parents=True, exist_ok=True)
+                os.replace(built, out)
+        else:
+            write_bytes(out, raw)  # temp file in out's folder, then os.replace
         out.chmod(0o444)
     return out

@@ -21,6 +21,7 @@ from harness.tools.base import Context, Flag, Traces, adapters
 from harness.tools.table import tool_scores
 from harness.tools.truth import TruthState, truth_table
 from tests._fixtures import DATA, sqlite_fixture
+from tests.conftest import REPO
 
 KINETO = DATA / "kineto"
 PAGEABLE = "h100/h100_pageable_copies__baseline"
@@ -394,3 +395,21 @@ def test_hta_flags_launch_bound_on_the_cuda_graph_fix_a_miss_of_its_rule(tmp_pat
     calls = _calls("hta", kineto=(path,))
     assert calls["launch_bound"].flag is Flag.FLAGGED
     assert calls["data_stall"].flag is Flag.CLEAR
+
+
+def test_the_corpus_readmes_hta_column_is_the_tools():
+    """corpus/wild/README.md's tools table, HTA's column: what ``harness score corpus/wild
+    --tool hta`` gives from the committed HTA numbers (hta_numbers.json) under today's rules."""
+    from harness.tools.table import table_view, tool_calls
+    from harness.tools.truth import items_of, truth_table
+
+    corpus = REPO / "corpus" / "wild"
+    items = items_of(corpus)
+    calls = tool_calls(corpus, items, ["hta"], CTX)
+    view = table_view(tool_scores(calls, truth_table(corpus, items))).set_index("class")
+    rows = {ln.split("|")[1].strip(): [c.strip() for c in ln.split("|")[1:-1]]
+            for ln in (corpus / "README.md").read_text().splitlines()
+            if ln.startswith("| ") and ln.count("|") == 6}  # fmt: skip
+    header = rows["class"]
+    for klass in CLASSES:
+        assert rows[klass][header.index("hta")] == view.loc[klass, "hta"], klass
