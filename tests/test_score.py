@@ -18,9 +18,9 @@ import pandas as pd
 import pytest
 
 from analysis.detect import _common as C
-from analysis.packed_export import SUFFIX
 from analysis.detect import _host as H
 from analysis.detect import diagnose, load_thresholds
+from analysis.packed_export import SUFFIX
 from analysis.trace import open_trace
 from harness.judge import score as S
 from tests.conftest import REPO, assert_fits
