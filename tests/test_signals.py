@@ -21,12 +21,13 @@ from tests.test_reliability import HANG_S, _wait_for, wait_for_text
 def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool = False):
     """Run faulty [ideal, slow] and send ``sig`` to the harness once slow is in its window
     (where it waits for a hold file that never appears, so the signal always finds it there)."""
-    preexec = None
-    if ignore_inherited:  # as a shell's background job without job control, or nohup, would
 
-        def preexec() -> None:
-            signal.signal(signal.SIGINT, signal.SIG_IGN)
-            signal.signal(signal.SIGHUP, signal.SIG_IGN)
+    def preexec() -> None:
+        # the harness keeps what it inherits (nohup's SIGHUP ignored stays ignored), so the
+        # test sets it: default, whatever the test runner itself was started with (nohup, CI)
+        dispo = signal.SIG_IGN if ignore_inherited else signal.SIG_DFL
+        signal.signal(signal.SIGINT, dispo)  # as a shell's background job, or nohup, would
+        signal.signal(signal.SIGHUP, dispo)
 
     proc = subprocess.Popen(
         [
