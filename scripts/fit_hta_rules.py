@@ -36,13 +36,13 @@ from harness.tools.truth import items_of, kineto_of, truth_table
 
 #: Which HtaNumbers value each threshold compares against (for the candidate grid).
 SOURCE = {
-    "min_idle_pct": "idle",
-    "stall_min_idle_pct": "idle",
+    "min_idle_pct": "mean_idle_pct",
+    "stall_min_idle_pct": "mean_idle_pct",
     "stall_min_host_wait_share": "host_wait_share",
     "launch_min_short_share": "short_launch_share",
     "sync_max_queue_p75": "queue_p75",
     "comm_max_overlap_pct": "comm_overlap_pct",
-    "imbalance_min_idle_spread_pct": "spread",
+    "imbalance_min_idle_spread_pct": "idle_spread_pct",
 }
 
 
@@ -64,11 +64,7 @@ def numbers_of(run: Path) -> dict[str, HtaNumbers]:
 
 
 def value(n: HtaNumbers, what: str) -> float | None:
-    """One number a threshold compares against."""
-    if what == "idle":
-        return sum(n.idle_pct.values()) / len(n.idle_pct) if n.idle_pct else None
-    if what == "spread":
-        return max(n.idle_pct.values()) - min(n.idle_pct.values()) if len(n.idle_pct) > 1 else None
+    """One number a threshold compares against (an HtaNumbers field or property)."""
     v = getattr(n, what)
     return None if v is None else float(v)
 

@@ -11,14 +11,13 @@ half-written export. The cached file is made read-only: tests read it in place a
 from __future__ import annotations
 
 import hashlib
-import lzma
 import os
 import stat
 import tempfile
 from pathlib import Path
 
-from analysis.packed_export import SUFFIX, is_packed, unpack
-from harness.core.atomic import write_bytes
+from analysis.packed_export import SUFFIX
+from analysis.trace_db import unxz
 
 DATA = Path(__file__).resolve().parent / "data"
 
@@ -49,14 +48,10 @@ def sqlite_fixture(name: str, data_dir: Path = DATA) -> Path:
     packed = xz.read_bytes()
     digest = hashlib.sha256(packed).hexdigest()[:16]
     out = _cache_dir() / digest / f"{name}.sqlite"
-    if not out.is_file():
-        raw = lzma.decompress(packed)
-        if is_packed(raw):
-            with tempfile.TemporaryDirectory(dir=_cache_dir()) as tmp:
-                built = unpack(raw, Path(tmp) / out.name)
-                out.parent.mkdir(parents=True, exist_ok=True)
-                os.replace(built, out)
-        else:
-            write_bytes(out, raw)  # temp file in out's folder, then os.replace
+    if not out.is_file():  # built beside the cache, then moved in whole (os.replace)
+        with tempfile.TemporaryDirectory(dir=_cache_dir()) as tmp:
+            built = unxz(xz, Path(tmp))  # either kind, as every reader of the exports does
+            out.parent.mkdir(parents=True, exist_ok=True)
+            os.replace(built, out)
         out.chmod(0o444)
     return out

@@ -64,6 +64,18 @@ class HtaNumbers:
     errors: dict[str, str] = field(default_factory=dict)
     """Per analysis that raised, its message."""
 
+    @property
+    def mean_idle_pct(self) -> float | None:
+        """GPU idle share of the trace, %, mean over ranks (None: no temporal breakdown)."""
+        return sum(self.idle_pct.values()) / len(self.idle_pct) if self.idle_pct else None
+
+    @property
+    def idle_spread_pct(self) -> float | None:
+        """Points between the most and the least idle rank (None: fewer than two ranks)."""
+        if len(self.idle_pct) < 2:
+            return None
+        return max(self.idle_pct.values()) - min(self.idle_pct.values())
+
 
 #: A corpus's HTA numbers, computed from its Kineto traces (``python -m harness.tools.hta
 #: CORPUS``) and committed where the traces are too big to be: ``<corpus>/hta_numbers.json``.
@@ -218,7 +230,7 @@ def hta_calls(n: HtaNumbers, rules: HtaRules) -> Calls:
     """The classes HTA's numbers point at, by the rules of ``tools.hta``."""
     if n.gpu_kernels == 0:
         return all_na(NO_GPU)
-    idle = sum(n.idle_pct.values()) / len(n.idle_pct) if n.idle_pct else None
+    idle = n.mean_idle_pct
     idle_s = "n/a" if idle is None else f"{idle:.1f}%"
     out: Calls = {k: Call(Flag.NA, why) for k, why in UNSEEN.items()}
     launch = _launch(n, idle, rules)
@@ -257,9 +269,9 @@ def _launch(n: HtaNumbers, idle: float | None, rules: HtaRules) -> Call:
 
 
 def _imbalance(n: HtaNumbers, rules: HtaRules) -> Call:
-    if len(n.idle_pct) < 2:
+    spread = n.idle_spread_pct
+    if spread is None:
         return Call(Flag.NA, "one rank: nothing to compare")
-    spread = max(n.idle_pct.values()) - min(n.idle_pct.values())
     hit = spread >= rules.imbalance_min_idle_spread_pct
     text = f"idle spread {spread:.1f} points across {len(n.idle_pct)} ranks"
     if n.stragglers:
