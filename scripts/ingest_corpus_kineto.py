@@ -1,6 +1,7 @@
 """Unpack the corpus's Kineto captures and cut each to its last stretch of GPU work.
 
     python scripts/ingest_corpus_kineto.py CORPUS_KINETO_TAR... [--last-s 1.0] [--dest corpus/wild]
+    python scripts/ingest_corpus_kineto.py --fixture TRACE.pt.trace.json.gz STEPS OUT.pt.trace.json.xz
 
 ``scripts/device/capture-corpus-kineto.sh`` profiles each wild script whole (import, CUDA
 set-up, warm-up, autotuning, the timed loop) with the PyTorch Profiler, as nsys profiles it.
@@ -13,6 +14,11 @@ timed loops run 1.0-1.5 s after their warm-up, so the stretch kept is loop steps
 
 Writes ``DEST/kineto/<entry>/<entry>-rank<r>.pt.trace.json.gz`` (git-ignored: too big to commit);
 ``python -m harness.tools.hta DEST`` then writes ``DEST/hta_numbers.json``, which is committed.
+
+``--fixture``: one run's Kineto trace cut to its first STEPS ``ProfilerStep`` ranges and to what
+HTA reads (:func:`first_steps`), xz-compressed: how ``tests/data/kineto_gpu/`` was made from the
+H200 run of ``results/reference/h200/tools`` (sync_loading baseline: every step; forced_sync
+baseline and kernel_flood cuda_graphs: 2; the others: 3; gil_contention baseline: 5).
 """
 
 from __future__ import annotations
@@ -20,6 +26,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import json
+import lzma
 import sys
 import tarfile
 import tempfile
@@ -94,7 +101,23 @@ def ingest(tar: Path, dest: Path, last_s: float) -> list[str]:
     return lines
 
 
+def fixture(src: Path, steps: int, out: Path) -> str:
+    """``src`` cut by :func:`first_steps` into ``out`` (xz); a line for the log."""
+    with gzip.open(src, "rt") as fh:
+        cut = first_steps(json.load(fh), steps)
+    data = json.dumps(cut, separators=(",", ":")).encode()
+    out.write_bytes(lzma.compress(data, preset=9 | lzma.PRESET_EXTREME))
+    return f"{out}: {len(cut['traceEvents'])} events, {out.stat().st_size} B"
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--fixture"]:
+        if len(sys.argv) != 5:
+            print("usage: --fixture TRACE.pt.trace.json.gz STEPS OUT.pt.trace.json.xz",
+                  file=sys.stderr)  # fmt: skip
+            return 2
+        print(fixture(Path(sys.argv[2]), int(sys.argv[3]), Path(sys.argv[4])))
+        return 0
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("tars", nargs="+", type=Path)
     ap.add_argument("--last-s", type=float, default=1.0)
