@@ -164,9 +164,10 @@ def unxz(path: Path, into: Path) -> Path:
     ``into/NAME.sqlite``; raises ``lzma.LZMAError`` on a file that is not xz."""
     from analysis import packed_export
 
-    out = into / path.name.removesuffix(packed_export.SUFFIX).removesuffix(".xz")
-    if path.name.endswith(packed_export.SUFFIX):
-        out = out.with_name(out.name + ".sqlite")
+    name = path.name
+    if name.endswith(packed_export.SUFFIX):
+        name = name.removesuffix(packed_export.SUFFIX) + ".sqlite"
+    out = into / name.removesuffix(".xz")
     with lzma.open(path) as src:
         head = src.read(len(packed_export.MAGIC))
         if packed_export.is_packed(head):
