@@ -21,6 +21,7 @@ from harness.core.console import fit_table
 from harness.core.tools_config import ToolsConfig, tools_config
 from harness.judge import score as S
 from harness.tools.base import Context, adapters
+from harness.tools.hta import CACHED, cached_numbers
 from harness.tools.table import f1_grid, table_view, tool_calls, tool_scores, verdict_view
 from harness.tools.truth import has_export, items_of, truth_table
 
@@ -80,7 +81,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     calls = scores = None
     if named:
         tools = [OURS, *[t for t in named if t != OURS]]
-        calls = tool_calls(args.path, items, tools, ctx)
+        # a corpus's HTA numbers, where its Kineto traces are not kept (hta_numbers.json)
+        calls = tool_calls(args.path, items, tools, ctx, {CACHED: cached_numbers(args.path)})
         scores = tool_scores(calls, truth_table(args.path, items))
         print_tools(calls, scores)
     if args.out:

@@ -24,6 +24,7 @@ from bottlenecks import CLASSES
 from harness.core import runfolder as rf
 from harness.core.tools_config import ToolsConfig
 from harness.tools.base import Call, Calls, Context, Flag, adapters
+from harness.tools.hta import CACHED, cached_numbers
 from harness.tools.table import f1_grid, tool_calls, tool_scores
 from harness.tools.truth import items_of, truth_table
 
@@ -108,7 +109,8 @@ def run_tools(
     if not items:
         say("tools: no nsys export nor Kineto trace in the run: no tool scored")
         return None
-    extra = {EXPERT_RULES: recorded_rules(run_dir), FINDINGS: recorded_findings(run_dir)}
+    extra = {EXPERT_RULES: recorded_rules(run_dir), FINDINGS: recorded_findings(run_dir),
+             CACHED: cached_numbers(run_dir)}  # fmt: skip
     calls = tool_calls(run_dir, items, names, Context(tools=cfg, diagnosis=thresholds), extra)
     scores = tool_scores(calls, truth_table(run_dir, items))
     rf.write_frame(rf.table_path(run_dir, "tools_calls"), calls)

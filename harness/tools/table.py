@@ -19,7 +19,6 @@ import pandas as pd
 from bottlenecks import CLASSES
 from harness.judge.score import Labelled, sqlite_of
 from harness.tools.base import Adapter, Context, Flag, Traces, adapters, all_na, checked
-from harness.tools.hta import CACHED, cached_numbers
 from harness.tools.truth import TruthState, has_export, kineto_of
 
 #: tools_calls.csv's columns.
@@ -57,7 +56,6 @@ def tool_calls(
     key, per report, what goes into that report's ``Traces.extra`` (e.g. the expert rules a
     run already ran on it)."""
     tools = resolve(names)
-    cached = cached_numbers(root)  # a corpus's HTA numbers where its traces are not kept
     rows = []
     with tempfile.TemporaryDirectory(prefix="bottleneck-tools-") as tmp:
         for it in items:
@@ -66,8 +64,6 @@ def tool_calls(
                                 kineto=kineto_of(root, it), step_ms=it.step_ms)  # fmt: skip
                 for column, adapter, command in tools:
                     more = {k: v[it.name] for k, v in (extra or {}).items() if it.name in v}
-                    if it.name in cached:
-                        more[CACHED] = cached[it.name]
                     t = Traces(**{**traces.__dict__, "extra": {"command": command, **more}})
                     try:
                         calls = checked(adapter.name, adapter.judge(t, ctx))
