@@ -195,6 +195,7 @@ def test_python_and_numpy_metrics_agree(k):
     """The fixes compute what the baseline computes."""
     rng = np.random.default_rng(k)
     probs = rng.random(2000, dtype=np.float32)
+    probs[: k + 2] = [*(j / k for j in range(k)), 0.0, np.nextafter(np.float32(1), 0)]  # on a cut
     labels = (rng.random(2000) < 0.3).astype(np.float32)
     tp, fp = pr_counts_python(probs.tolist(), labels.tolist(), k)
     ntp, nfp = pr_counts_numpy(probs, labels, k)

@@ -10,13 +10,15 @@ how long its loop thread was runnable without a core (``loop_runqueue_wait_share
 where that extra wait over ideal's explains the gap, the fix's truth is ``oversubscribed`` (not
 judged, named with its numbers) instead of ``fires`` (which read refuted before).
 
-Measured 2026-11-29 (3 rounds; the box shared with other engineers' jobs, load ~5-7):
-- beside two busy loops: best fix vectorised 2.64x [2.19-3.20], ideal 4.14x [3.14-5.33];
-  process_pool 63% [54-70%] to remove, its loop waiting 58% of its step more than ideal's
-  (oversubscribed), vectorised 36% [18-50%], 31% more (oversubscribed); the baseline 76%
-  [68-81%], 47% more (its GIL hand-overs wait for a core too), 40% without it: fires, found;
-- without them: vectorised 4.24x [2.92-5.65], ideal 5.40x [4.16-6.69]; process_pool 51%
-  [38-63%], 42% more wait (oversubscribed), vectorised either; the baseline fires, found.
+Measured 2026-11-29 at the smoke size of width 24 with the sorted numpy scoring (3 rounds, the
+box otherwise idle / beside one / two busy loops): best fix vectorised 2.60x [2.33-2.88] / 2.75x
+[2.47-3.07] / 3.11x [2.24-4.15], ideal 2.77x / 2.99x / 3.73x; vectorised's gap to ideal 6% (clear)
+/ 8% [-6-19%] / 17% [1-29%] (either); process_pool -0% [-19-17%] (either) / 61% [54-68%] with its
+loop waiting for a core 50% of its step more than ideal's / 53% [43-60%], 47% more (oversubscribed
+both); the baseline 64% / 67% / 73%, fires, found. At width 8 with an n x k comparison matrix
+(~1 ms of a core per step against a 3.3 ms loop), CI measured vectorised 34% [20-43%] with too
+little run-queue wait to explain it (fires: refuted); its loop's own CPU time grows too while
+another thread runs beside it, which schedstat does not count as a wait.
 Before ``diagnosis.gil_contention.max_timeout_late_share`` the loaded baseline's GIL timeouts
 (returning up to 8 ms after they began, not 5) were not read as GIL waits at all."""
 

@@ -15,7 +15,8 @@ loop's launches: once it is longer than the GPU's step, the GPU waits for the ho
 Measured on the H100 (a probe of this loop, 2026-11-25, Python 3.12, torch 2.11, 60 steps, two
 processes each): GPU step 14.5 ms with ~5 ms of launches; the Python metrics thread at 32
 thresholds 31.5 and 33.7 ms per step; the same work in a pool of 4 processes 14.6 and 14.6 ms;
-vectorised with numpy in the thread 14.8 and 14.9 ms; 16 and 64 thresholds 26.7 and 50.0 ms.
+vectorised with numpy in the thread (then an n x k comparison matrix) 14.8 and 14.9 ms; 16 and
+64 thresholds 26.7 and 50.0 ms.
 Under nsys's GIL trace the training thread waited for the GIL 62% of the window while the
 metrics thread held it 99% of that time.
 
@@ -78,13 +79,18 @@ class GilConfig(ScenarioConfig):
     GPU step about twice over even on a fast host CPU (see the module docstring)."""
     smoke: GilSize = field(
         default_factory=lambda: GilSize(
-            warmup_steps=3, steps=12, depth=1, width=8, batch=8192, data_batches=2, pool_workers=1
+            warmup_steps=3, steps=12, depth=1, width=24, batch=8192, data_batches=2, pool_workers=1
         )
     )
     """CPU size, a second or two per variant. As on the GPU, the thread's Python time per step
-    (~9 ms here at 32 thresholds, ~18 ms at 64) is longer than the loop's own step (~4 ms); at
-    1024 rows (~1.2 ms of Python at 32) the thread finished its work while the loop computed,
-    and the loop hardly waited for the GIL.
+    (~17 ms at 64 thresholds) is longer than the loop's own step (~10 ms idle); at 1024 rows
+    (~1.2 ms of Python at 32) the thread finished its work while the loop computed, and the
+    loop hardly waited for the GIL.
+    Width 24, not 8: on a loaded 2-core box any second running thread slows the loop (its wait
+    for a core, its GIL hand-overs), by a roughly fixed time per step. Beside one busy loop
+    ``vectorised`` measured 11-13% slower than ``ideal`` at width 8 and 16 (3.6 and 7 ms loop
+    steps, 2026-11-29), 9-13% at 24; at width 8 with the n x k numpy scoring, CI measured 34%
+    [20-43%] (fires, refuted: the thread's core time, not the GIL).
     One pool worker: with two, on a 2-core box, the workers took both cores and the training
     process's own threads waited for a core while handing the GIL over; its loop then waited for
     the GIL 15.8% and 16.4% of the window in two runs (gil_contention fired on the fix, the
@@ -127,7 +133,7 @@ SCENARIO = Scenario(
             expect=Expectation(
                 role="clean",
                 because="the thread holds the GIL for a few numpy calls per step (~0.1 ms); "
-                "numpy's loops over the 8192 x thresholds comparisons run without it",
+                "numpy's sorts and binary searches over the 8192 predictions run without it",
             ),
         ),
         Variant(name="ideal", kind="ideal", summary="the same loop with no metrics at all"),
