@@ -85,6 +85,13 @@ class ClassSpec:
     ``analysis.detect._model.removal``); None: the model does not replay the class."""
     nsys_rules: tuple[NsysRule, ...] = ()
     """nsys's expert rules that stand for the class in the cross-check (none for most)."""
+    loop_asleep: bool = False
+    """The class's cost is time the step loop spends asleep (blocked on a lock, never on a
+    CPU or waiting for one). Removing its cause can then save only sleep, so the measured
+    truth counts the loop's extra CPU time beside its extra wait for a core as another
+    mechanism (a loaded host's slower core: :func:`harness.judge.truth.oversubscribed`).
+    False where the class's cost may be the loop's own CPU work (loading in the loop,
+    launching, spinning in a sync)."""
 
     def __post_init__(self) -> None:
         if not self.name.isidentifier() or self.name != self.name.lower():
@@ -225,6 +232,7 @@ SPECS: tuple[ClassSpec, ...] = (
         detector="analysis.detect.gil_contention:detect",
         thresholds="gil_contention",
         replay_cause="gil",
+        loop_asleep=True,  # CPython's GIL wait is a condition-variable sleep
     ),
     ClassSpec(
         name="stage_imbalance",

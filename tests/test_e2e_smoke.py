@@ -171,6 +171,7 @@ def test_ground_truth_tables(smoke_run):
         if state == "clear" and variant == "baseline":
             state = "not_taken"
         extra = row["extra_runqueue_wait_share"]
+        assert pd.isna(row["extra_loop_cpu_share"])  # data_stall may be the loop's own CPU work
         if state == "fires" and pd.notna(extra) and extra >= 0.5 * row["measured_saving"] > 0:
             # a loaded box: the fix's loop waited for a core (its DataLoader workers compete
             # for the 2 cores); without that wait the saving's low end is below the bar

@@ -83,9 +83,13 @@ def test_the_truth_is_measured_and_the_verdict_confirmed(run_dir: Path) -> None:
     assert "baseline: gil_contention measured" in verdict["reason"]
     # a fix whose gap to ideal is its loop's extra wait for a core (a loaded box) is named
     # oversubscribed, with its numbers, and not judged; it never reads fires
+    # a GIL wait is asleep: the loop's extra CPU time is measured beside its extra wait
+    assert diag.loc[["baseline", *FIXES], "extra_loop_cpu_share"].notna().all()
+    assert diag.loc["ideal", "extra_loop_cpu_share"] == 0.0
     for fix in FIXES:
         state = diag.loc[fix, "truth_state"]
         assert state in ("clear", "either", "oversubscribed"), (fix, state)
         if state == "oversubscribed":
-            assert diag.loc[fix, "extra_runqueue_wait_share"] > 0
+            extra = diag.loc[fix, ["extra_runqueue_wait_share", "extra_loop_cpu_share"]].sum()
+            assert extra >= 0.5 * diag.loc[fix, "measured_saving"] > 0
             assert f"{fix} oversubscribed" in verdict["reason"]

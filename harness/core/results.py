@@ -39,6 +39,8 @@ class VariantResults:
     round_wait_ms: Mapping[int, float] = field(default_factory=dict)
     """Timing round number -> its step loop's run-queue wait per step (ms; the most of any
     rank: :mod:`harness.core.schedwait`), rounds that recorded it only."""
+    round_cpu_ms: Mapping[int, float] = field(default_factory=dict)
+    """Timing round number -> its step loop's CPU time per step (ms; as ``round_wait_ms``)."""
 
     @property
     def timed(self) -> bool:
@@ -96,6 +98,7 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
     profile: dict[str, float] = {}
     profile_steps: tuple[float, ...] = ()
     waits: dict[int, float] = {}
+    cpus: dict[int, float] = {}
     for folder in rf.phase_dirs(run_dir, scenario, variant):
         try:
             res = rf.read_result(folder)
@@ -109,8 +112,11 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
                 rounds[number] = _steps(res)
             metrics[number] = _numbers(res.get("metrics"))
             wait = schedwait.loop_wait_ms_per_step(res)
+            cpu = schedwait.loop_cpu_ms_per_step(res)
             if wait is not None and number in rounds:
                 waits[number] = wait
+            if cpu is not None and number in rounds:
+                cpus[number] = cpu
         elif rf.is_profile(folder.name):
             profile = _numbers(res.get("metrics"))
             profile_steps = _steps(res)
@@ -122,4 +128,5 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
         profile_metrics=profile,
         profile_step_ms=profile_steps,
         round_wait_ms=dict(sorted(waits.items())),
+        round_cpu_ms=dict(sorted(cpus.items())),
     )

@@ -99,6 +99,7 @@ DIAGNOSIS_COLUMNS: tuple[str, ...] = (
     "measured_saving_ci_low",
     "measured_saving_ci_high",
     "extra_runqueue_wait_share",
+    "extra_loop_cpu_share",
     "bar",
     "declared_agrees",
     "expected_because",
@@ -115,7 +116,9 @@ def diagnosis_row(j: Judged) -> dict[str, Any]:
     """One diagnosis.csv row of a judged variant. ``expected_role`` is the declared role,
     ``truth_state`` the measured one (:class:`harness.judge.truth.TruthState`);
     ``extra_runqueue_wait_share`` the step loop's run-queue wait per step beyond the removal's,
-    a share of the variant's step (what tells ``oversubscribed`` from ``fires``);
+    a share of the variant's step, and ``extra_loop_cpu_share`` its CPU time the same way
+    (counted for a class whose cost is the loop asleep only): what tells ``oversubscribed``
+    from ``fires``;
     ``<class>_off_target`` is ``second_cause`` / ``false_positive`` / ``unchecked`` for a fired
     class other than the scenario's own, empty otherwise."""
     e, t = j.evidence, j.truth
@@ -131,6 +134,7 @@ def diagnosis_row(j: Judged) -> dict[str, Any]:
         "measured_saving_ci_low": s.low if s else None,
         "measured_saving_ci_high": s.high if s else None,
         "extra_runqueue_wait_share": t.extra_wait_share,
+        "extra_loop_cpu_share": t.extra_cpu_share,
         "bar": t.bar,
         "declared_agrees": t.declared_agrees,
         "expected_because": t.because,

@@ -16,8 +16,9 @@ in each round, so the host's drift over minutes cancels within a round. The remo
 
 Beside the saving, :func:`extra_wait_share` measures how much longer the variant's step loop
 waited for a core (runnable, on a run queue: :mod:`harness.core.schedwait`) than the removal's,
-paired within the same rounds: the truth tells CPU oversubscription from the class's cause
-with it (:func:`harness.judge.truth.oversubscribed`).
+and :func:`extra_cpu_share` how much longer it ran on one, paired within the same rounds: the
+truth tells CPU oversubscription from the class's cause with them
+(:func:`harness.judge.truth.oversubscribed`).
 
 The statistics are :mod:`harness.core.stats`'s only; the result files are read by
 :mod:`harness.core.results`.
@@ -26,7 +27,7 @@ The statistics are :mod:`harness.core.stats`'s only; the result files are read b
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ from scenarios import Scenario
 __all__ = [
     "LIMIT",
     "Saving",
+    "extra_cpu_share",
     "extra_wait_share",
     "launch_limit_ms",
     "measure_scenario",
@@ -168,17 +170,35 @@ def extra_wait_share(
     removal's wait) / the variant's mean step``, averaged over those rounds. 0 for the removal
     itself; None for a measured limit (it has no process of its own) or where no round
     recorded both (no schedstat on the host, an older run)."""
+    return _extra_share(scen, variant, timed, lambda r: r.round_wait_ms)
+
+
+def extra_cpu_share(
+    scen: Scenario, variant: str, timed: Mapping[str, VariantResults]
+) -> float | None:
+    """As :func:`extra_wait_share`, for the step loop's CPU time per step (``round_cpu_ms``):
+    how much longer the loop ran on a core than the removal's loop did."""
+    return _extra_share(scen, variant, timed, lambda r: r.round_cpu_ms)
+
+
+def _extra_share(
+    scen: Scenario,
+    variant: str,
+    timed: Mapping[str, VariantResults],
+    per_round: Callable[[VariantResults], Mapping[int, float]],
+) -> float | None:
     by = scen.removal_for(variant)
     mine, other = timed.get(variant), timed.get(by)
     if by == LIMIT or mine is None or other is None:
         return None
     if variant == by:
         return 0.0
+    ours, theirs = per_round(mine), per_round(other)
     shares = []
-    for r, wait in mine.round_wait_ms.items():
+    for r, ms in ours.items():
         steps = mine.rounds.get(r)
-        if r in other.round_wait_ms and steps:
-            shares.append((wait - other.round_wait_ms[r]) / (sum(steps) / len(steps)))
+        if r in theirs and steps:
+            shares.append((ms - theirs[r]) / (sum(steps) / len(steps)))
     return sum(shares) / len(shares) if shares else None
 
 

@@ -31,6 +31,7 @@ from typing import Any
 import pandas as pd
 
 from analysis.detect import load_thresholds
+from bottlenecks import SPECS
 from harness.core import runfolder as rf
 from harness.core.results import VariantResults
 from harness.judge import evidence as E
@@ -43,13 +44,22 @@ from harness.judge.diagnosis_table import (
     findings_frame,
     write_findings,
 )
-from harness.judge.measure import extra_wait_share, measure_scenario, measured_saving
+from harness.judge.measure import (
+    extra_cpu_share,
+    extra_wait_share,
+    measure_scenario,
+    measured_saving,
+)
 from harness.judge.predictions import prediction_columns
 from harness.judge.truth import bar_of, expect, judge_own, off_targets
 from harness.judge.verdicts import verdicts
 from scenarios import Scenario
 
 __all__ = ["JudgedRun", "diagnose_run", "gpu_work_table", "judge_run", "write_judged"]
+
+#: Per class, whether its cost is the step loop asleep (its extra CPU time then counts against
+#: the measured gap: :func:`harness.judge.truth.oversubscribed`).
+ASLEEP: dict[str, bool] = {s.name: s.loop_asleep for s in SPECS}
 
 
 @dataclass(frozen=True)
@@ -89,6 +99,7 @@ def judge_variant(
     truth = expect(
         scen, e.variant, saving, bar_of(cfg, scen.bottleneck), why,
         wait_share=extra_wait_share(scen, e.variant, timed),
+        cpu_share=extra_cpu_share(scen, e.variant, timed) if ASLEEP[scen.bottleneck] else None,
         oversubscribed_min_share=float(cfg.get("oversubscribed_min_share", 0.5)),
     )  # fmt: skip
     findings = e.findings or {}

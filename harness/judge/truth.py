@@ -16,8 +16,11 @@ moves the truth with the detector). The state (:class:`TruthState`):
   did, by at least ``diagnosis.oversubscribed_min_share`` of the measured gap, and without that
   extra wait the saving's interval would not reach the bar (:func:`oversubscribed`): the gap is
   CPU oversubscription (a fix's own pool process beside the loop on a loaded 2-core box), not
-  the class's mechanism (a thread asleep on the GIL, a rank asleep on its peer). Not judged;
-  the sentence names the numbers;
+  the class's mechanism (a thread asleep on the GIL, a rank asleep on its peer). For a class
+  whose cost is the loop asleep (``ClassSpec.loop_asleep``: gil_contention) the loop's extra
+  CPU time counts with its extra wait: a core shared with another busy thread runs the loop
+  slower without putting it on a run queue, and removing the cause cannot save CPU time there.
+  Not judged; the sentence names the numbers;
 - ``no_removal``: nothing to time the variant against (no ideal, no limit, no timed round).
 
 The declared roles (``Variant.expectation``: ``bottleneck``, ``clean``, ``partial``) stay as a
@@ -144,6 +147,17 @@ class Truth:
     extra_wait_share: float | None = None
     """The variant's step loop's run-queue wait per step beyond the removal's, as a share of
     the variant's step (None: not measured, e.g. no schedstat or a measured limit)."""
+    extra_cpu_share: float | None = None
+    """The same for the loop's CPU time per step, counted only for a class whose cost is the
+    loop asleep (``ClassSpec.loop_asleep``); None otherwise or where not measured."""
+
+    @property
+    def extra_share(self) -> float | None:
+        """What the loop spent beyond the removal's loop other than asleep: its extra wait for
+        a core, plus its extra CPU time where counted (None: neither measured)."""
+        if self.extra_wait_share is None and self.extra_cpu_share is None:
+            return None
+        return (self.extra_wait_share or 0.0) + (self.extra_cpu_share or 0.0)
 
     @property
     def expected(self) -> str:
@@ -176,12 +190,16 @@ class Truth:
             f"{self.klass} measured {pct_ci(s.share, s.low, s.high)} {rel} bar "
             f"{pct(self.bar)} ({state_of(s, self.bar)})"
         )
-        if self.state is TruthState.OVERSUBSCRIBED and self.extra_wait_share is not None:
-            f = self.extra_wait_share
+        if self.state is TruthState.OVERSUBSCRIBED and self.extra_share is not None:
+            f, w = self.extra_share, self.extra_wait_share or 0.0
+            if self.extra_cpu_share is None:
+                spent, that = f"waited for a core {pct(w)}", "that wait"
+            else:
+                spent = f"waited for a core {pct(w)} and ran {pct(self.extra_cpu_share)} longer"
+                that = f"both ({self.klass} is time asleep)"
             text += (
-                f", of which its loop waited for a core {pct(f)} of its step more than "
-                f"{s.by}'s loop; without that wait {pct_ci(*without_wait(s, f))} < bar "
-                f"{pct(self.bar)} (oversubscribed)"
+                f", of which its loop {spent} of its step more than {s.by}'s loop; without "
+                f"{that} {pct_ci(*without_wait(s, f))} < bar {pct(self.bar)} (oversubscribed)"
             )
         return text
 
@@ -195,9 +213,10 @@ def without_wait(saving: Saving, wait_share: float) -> tuple[float, float, float
 
 
 def oversubscribed(saving: Saving, bar: float, wait_share: float | None, min_share: float) -> bool:
-    """Whether a saving that reaches ``bar`` is CPU oversubscription: the extra run-queue wait
-    (``wait_share`` of the variant's step) is at least ``min_share`` of the measured gap, and
-    the saving without it no longer reaches the bar (its interval's low end below it)."""
+    """Whether a saving that reaches ``bar`` is CPU oversubscription: the loop's extra time
+    other than asleep (``wait_share`` of the variant's step: :attr:`Truth.extra_share`) is at
+    least ``min_share`` of the measured gap, and the saving without it no longer reaches the
+    bar (its interval's low end below it)."""
     if wait_share is None or wait_share <= 0 or saving.share <= 0:
         return False
     if wait_share < min_share * saving.share:
@@ -213,23 +232,26 @@ def expect(
     why: str = "",
     *,
     wait_share: float | None = None,
+    cpu_share: float | None = None,
     oversubscribed_min_share: float = 0.5,
 ) -> Truth:
     """The variant's truth from its measured saving (``why``: why there is none);
     ``wait_share``: its step loop's run-queue wait per step beyond the removal's, a share of
-    its step (:func:`oversubscribed` with ``oversubscribed_min_share``)."""
+    its step; ``cpu_share``: its extra CPU time, the same way, where the class's cost is the
+    loop asleep (:func:`oversubscribed` of their sum, with ``oversubscribed_min_share``)."""
     declared = scen.variant(variant).expectation.role
     base = {"klass": scen.bottleneck, "saving": saving, "bar": bar, "declared": declared,
-            "extra_wait_share": wait_share}  # fmt: skip
+            "extra_wait_share": wait_share, "extra_cpu_share": cpu_share}  # fmt: skip
     if saving is None or bar is None:
         why = why or f"{scen.bottleneck} has no saving bar"
         return Truth(**base, state=TruthState.NO_REMOVAL, because=f"no measured removal: {why}")
     state = state_of(saving, bar)
+    probe = Truth(**base, state=state, because="")
     if state is TruthState.FIRES and oversubscribed(
-        saving, bar, wait_share, oversubscribed_min_share
+        saving, bar, probe.extra_share, oversubscribed_min_share
     ):
         state = TruthState.OVERSUBSCRIBED
-    probe = Truth(**base, state=state, because="")
+        probe = Truth(**base, state=state, because="")
     text = probe.measured() + f" against {saving.by}"
     if declared == "bottleneck" and state is TruthState.CLEAR:
         state = TruthState.NOT_TAKEN
