@@ -111,8 +111,8 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
             if _steps(res):
                 rounds[number] = _steps(res)
             metrics[number] = _numbers(res.get("metrics"))
-            wait = schedwait.loop_wait_ms_per_step(res)
-            cpu = schedwait.loop_cpu_ms_per_step(res)
+            sched = schedwait.timing_columns(res)
+            wait, cpu = sched["loop_runqueue_wait_ms_per_step"], sched["loop_cpu_ms_per_step"]
             if wait is not None and number in rounds:
                 waits[number] = wait
             if cpu is not None and number in rounds:

@@ -32,7 +32,6 @@ __all__ = [
     "RECORD_KEYS",
     "TIMING_COLUMNS",
     "ThreadTimes",
-    "loop_cpu_ms_per_step",
     "loop_wait_ms_per_step",
     "per_step",
     "read_thread",
@@ -171,8 +170,3 @@ def timing_columns(result: Mapping[str, Any]) -> dict[str, float | None]:
 def loop_wait_ms_per_step(result: Mapping[str, Any]) -> float | None:
     """The step loop's run-queue wait per step (ms; the most of any rank), or None."""
     return timing_columns(result)["loop_runqueue_wait_ms_per_step"]
-
-
-def loop_cpu_ms_per_step(result: Mapping[str, Any]) -> float | None:
-    """The step loop's CPU time per step (ms; the most of any rank), or None."""
-    return timing_columns(result)["loop_cpu_ms_per_step"]

@@ -34,7 +34,7 @@ positive; one within it is a second cause, not an error.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
 
@@ -212,16 +212,16 @@ def without_wait(saving: Saving, wait_share: float) -> tuple[float, float, float
     return share, low, high
 
 
-def oversubscribed(saving: Saving, bar: float, wait_share: float | None, min_share: float) -> bool:
+def oversubscribed(saving: Saving, bar: float, extra_share: float | None, min_share: float) -> bool:
     """Whether a saving that reaches ``bar`` is CPU oversubscription: the loop's extra time
-    other than asleep (``wait_share`` of the variant's step: :attr:`Truth.extra_share`) is at
-    least ``min_share`` of the measured gap, and the saving without it no longer reaches the
-    bar (its interval's low end below it)."""
-    if wait_share is None or wait_share <= 0 or saving.share <= 0:
+    other than asleep (``extra_share`` of the variant's step: :attr:`Truth.extra_share`) is
+    at least ``min_share`` of the measured gap, and the saving without it no longer reaches
+    the bar (its interval's low end below it)."""
+    if extra_share is None or extra_share <= 0 or saving.share <= 0:
         return False
-    if wait_share < min_share * saving.share:
+    if extra_share < min_share * saving.share:
         return False
-    return without_wait(saving, wait_share)[1] < bar
+    return without_wait(saving, extra_share)[1] < bar
 
 
 def expect(
@@ -245,13 +245,12 @@ def expect(
     if saving is None or bar is None:
         why = why or f"{scen.bottleneck} has no saving bar"
         return Truth(**base, state=TruthState.NO_REMOVAL, because=f"no measured removal: {why}")
-    state = state_of(saving, bar)
-    probe = Truth(**base, state=state, because="")
-    if state is TruthState.FIRES and oversubscribed(
+    probe = Truth(**base, state=state_of(saving, bar), because="")
+    if probe.state is TruthState.FIRES and oversubscribed(
         saving, bar, probe.extra_share, oversubscribed_min_share
     ):
-        state = TruthState.OVERSUBSCRIBED
-        probe = Truth(**base, state=state, because="")
+        probe = replace(probe, state=TruthState.OVERSUBSCRIBED)
+    state = probe.state
     text = probe.measured() + f" against {saving.by}"
     if declared == "bottleneck" and state is TruthState.CLEAR:
         state = TruthState.NOT_TAKEN
