@@ -2,23 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from enum import Enum
 from typing import Any
 
 from bottlenecks import CLASSES
 
-__all__ = ["CLASSES", "PREDICTION_FIELDS", "Finding", "State", "metric_unit"]
-
-#: The prediction's fields, as findings.csv, diagnosis.csv and ``diagnose --format json`` name them.
-PREDICTION_FIELDS = (
-    "predicted_speedup",
-    "predicted_speedup_ci_low",
-    "predicted_speedup_ci_high",
-    "predicted_step_ms",
-    "prediction_clamp",
-    "prediction_note",
-)
+__all__ = ["CLASSES", "PREDICTION_FIELDS", "Finding", "State", "metric_unit", "missing"]
 
 
 class State(str, Enum):
@@ -54,10 +44,11 @@ def metric_unit(name: str) -> str:
     return ""
 
 
-@dataclass
+@dataclass(frozen=True)
 class Finding:
     """One detector's verdict on one report.
 
+    Frozen: a new state or prediction is a new Finding (``dataclasses.replace``).
     ``state`` is :class:`State` (a bool is accepted: True = fired, False = clear).
     ``predicted_*``: what removing this cause entirely would do to the step (filled in by
     ``analysis.detect.diagnose`` for every judged finding the time model can replay).
@@ -76,7 +67,7 @@ class Finding:
     reason: str = ""
     predicted_speedup: float | None = None
     """Step before / after this cause removed entirely, everything else unchanged (the time
-    model's replay, ``analysis/detect/_model.py``); None when it cannot be predicted."""
+    model's replay, :mod:`analysis.detect.timemodel`); None when it cannot be predicted."""
     predicted_speedup_ci_low: float | None = None
     predicted_speedup_ci_high: float | None = None
     """95% interval of ``predicted_speedup`` from the spread between iterations."""
@@ -84,7 +75,7 @@ class Finding:
     """The mean step the removal would leave (untraced), in ms."""
     prediction_clamp: str = ""
     """Which floor the predicted step was raised to, where the replay went below what no
-    removal can beat (``analysis.detect._bounds.Clamp``: ``gpu_work``, ``host_work``,
+    removal can beat (``analysis.detect.timemodel.Clamp``: ``gpu_work``, ``host_work``,
     ``gpu_idle``), ``none`` where it did not; empty without a prediction."""
     prediction_note: str = ""
     """What was predicted, or why nothing was."""
@@ -92,10 +83,13 @@ class Finding:
     def __post_init__(self) -> None:
         if self.klass not in CLASSES:
             raise ValueError(f"unknown bottleneck class {self.klass!r}; known: {CLASSES}")
-        if isinstance(self.state, bool):
-            self.state = State.FIRED if self.state else State.CLEAR
-        self.state = State(self.state)
-        self.impact = float(min(1.0, max(0.0, self.impact))) if self.fired else 0.0
+        object.__setattr__(self, "klass", str(self.klass))  # a Klass member: its name
+        state = self.state
+        if isinstance(state, bool):
+            state = State.FIRED if state else State.CLEAR
+        object.__setattr__(self, "state", State(state))
+        impact = float(min(1.0, max(0.0, self.impact))) if self.fired else 0.0
+        object.__setattr__(self, "impact", impact)
 
     @property
     def fired(self) -> bool:
@@ -104,6 +98,11 @@ class Finding:
     @property
     def judged(self) -> bool:
         return self.state is not State.NOT_JUDGED
+
+    @property
+    def interval(self) -> tuple[float | None, float | None]:
+        """The predicted speedup's 95% interval (low, high), None where there is none."""
+        return getattr(self, PREDICTION_FIELDS[1]), getattr(self, PREDICTION_FIELDS[2])
 
     def metric_rows(self) -> list[tuple[str, float, str]]:
         """(metric, value, unit) for each metric: the long form ``findings.csv`` holds."""
@@ -116,3 +115,22 @@ class Finding:
         d["state"] = str(self.state)
         d["fired"] = self.fired
         return d
+
+
+def missing(klass: str, table: str, what: str) -> Finding:
+    """The not-judged finding of a detector whose input table the report lacks."""
+    return Finding(
+        klass,
+        State.NOT_JUDGED,
+        0.0,
+        {},
+        [],
+        f"table {table} is missing: the report has no {what} (CPU capture or --trace without "
+        "cuda), so this class cannot be judged",
+    )
+
+
+#: The prediction's fields, as findings.csv, diagnosis.csv and ``diagnose --format json`` name
+#: them: the speedup, its interval (low, high), the step after, the clamp and the note.
+PREDICTION_FIELDS = tuple(f.name for f in fields(Finding) if f.name.startswith("predict"))
+assert len(PREDICTION_FIELDS) == 6

@@ -19,15 +19,14 @@ the GPU must run the ideal's work plus the side kernels in each step
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
 from analysis import trace as T
-from analysis.detect import _common as C
 from analysis.detect import load_thresholds
+from analysis.detect import view as V
 
 #: Columns of :func:`gpu_work`'s row.
 COLUMNS = (
@@ -48,7 +47,7 @@ COLUMNS = (
 )
 
 
-def gpu_work(trace: T.Trace, thresholds: Mapping[str, Any] | None = None) -> pd.DataFrame:
+def gpu_work(trace: T.Trace, thresholds: Any = None) -> pd.DataFrame:
     """One row: kernels per step, their summed duration (the kernel-sum limit), the GPU's busy
     time (union of kernels, copies and memsets) and the rest of the step it idles, copies per
     step, and the side-stream work (see the module's docstring), over the detectors' steady
@@ -58,28 +57,29 @@ def gpu_work(trace: T.Trace, thresholds: Mapping[str, Any] | None = None) -> pd.
     Raises :class:`analysis.trace.TraceError` when the export has no GPU activity (a CPU
     capture): there is no GPU work to count, and an empty row would read as "no work".
     """
-    if not C.has_gpu(trace):
+    if not V.has_gpu(trace):
         raise T.TraceError(
-            f"{trace.path}: no GPU activity (no kernel, copy or graph tables): a CPU capture or "
-            "--trace without cuda"
+            trace.path,
+            "no GPU activity (no kernel, copy or graph tables): a CPU capture or --trace without "
+            "cuda",
         )
-    st, act = C.steady_activity(trace, load_thresholds(thresholds))
-    graphs = act.kind == C.KIND_GRAPH
-    kernels = (act.kind == C.KIND_KERNEL) | graphs
-    copies = act.kind == C.KIND_MEMCPY
+    st, act = V.steady_activity(trace, load_thresholds(thresholds).window)
+    graphs = act.kind == V.KIND_GRAPH
+    kernels = (act.kind == V.KIND_KERNEL) | graphs
+    copies = act.kind == V.KIND_MEMCPY
     durations = (act.end - act.start)[kernels]
-    bs, be = C.busy(trace, st, act)
+    bs, be = V.busy(trace, st, act)
     per = float(st.n_steps) if st.per_step else st.span_ns / 1e9
     side = side_stream_rows(trace, st, act)
-    sbs, sbe = C.union(act.start[side], act.end[side])
+    sbs, sbe = V.union(act.start[side], act.end[side])
     row = {
         "window_mode": st.mode,
         "steps": st.n_steps if st.per_step else None,
         "window_ms": st.span_ns / 1e6,
         "kernels_per_step": int(kernels.sum()) / per,
         "kernel_ms_per_step": float(durations.sum()) / 1e6 / per,
-        "gpu_busy_ms_per_step": C.length(bs, be) / 1e6 / per,
-        "gpu_idle_ms_per_step": (st.span_ns - C.length(bs, be)) / 1e6 / per
+        "gpu_busy_ms_per_step": V.length(bs, be) / 1e6 / per,
+        "gpu_idle_ms_per_step": (st.span_ns - V.length(bs, be)) / 1e6 / per
         if st.per_step
         else None,
         "copies_per_step": int(copies.sum()) / per,
@@ -87,23 +87,23 @@ def gpu_work(trace: T.Trace, thresholds: Mapping[str, Any] | None = None) -> pd.
         "graph_replays_per_step": int(graphs.sum()) / per,
         "side_streams": int(np.unique(act.stream[side]).size),
         "side_kernel_ms_per_step": float((act.end - act.start)[side & kernels].sum()) / 1e6 / per,
-        "side_busy_ms_per_step": C.length(sbs, sbe) / 1e6 / per,
+        "side_busy_ms_per_step": V.length(sbs, sbe) / 1e6 / per,
         "side_copies_per_step": int((side & copies).sum()) / per,
     }
     return pd.DataFrame([row], columns=list(COLUMNS))
 
 
-def side_stream_rows(trace: T.Trace, st: C.Steady, act: C.Activity) -> np.ndarray:
+def side_stream_rows(trace: T.Trace, st: V.Steady, act: V.Activity) -> np.ndarray:
     """Mask of the window's activity on streams the loop's thread never launches onto (stream
     0 stands for 'no stream recorded', as memsets have none: never side work)."""
-    launchers = C.launcher_tids(trace, st.lo, st.hi)
+    launchers = V.launcher_tids(trace, st.lo, st.hi)
     if not launchers.size or not len(act):
         return np.zeros(len(act), dtype=bool)
     if st.step_tid is not None and st.step_tid in set(launchers.tolist()):
         loop = int(st.step_tid)  # the thread that runs the steps
     else:
-        loop = int(C.launcher_tids(trace, st.lo, st.hi, most_first=True)[0])
-    found, tids = C.caller_tids(trace, st, act.corr)
+        loop = int(V.launcher_tids(trace, st.lo, st.hi, most_first=True)[0])
+    found, tids = V.caller_tids(trace, st, act.corr)
     by_loop = np.zeros(len(act), dtype=bool)
     by_loop[np.flatnonzero(found)[tids == loop]] = True
     own = np.unique(act.stream[by_loop])

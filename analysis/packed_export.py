@@ -25,6 +25,7 @@ import base64
 import io
 import json
 import lzma
+import shutil
 import sqlite3
 from pathlib import Path
 from typing import Any
@@ -151,6 +152,20 @@ def unpack(raw: bytes, out: Path) -> Path:
         db.commit()
     finally:
         db.close()
+    return out
+
+
+def decompress(path: Path, out: Path) -> Path:
+    """The xz stream at ``path`` written to ``out`` as a SQLite file: unpacked where it holds a
+    column container, copied where it holds a SQLite file; raises what lzma, json, numpy or
+    sqlite3 raise on a damaged one (``analysis.export.open_export`` says which in one line)."""
+    with lzma.open(path) as src:
+        head = src.read(len(MAGIC))
+        if is_packed(head):
+            return unpack(head + src.read(), out)
+        with out.open("wb") as dst:
+            dst.write(head)
+            shutil.copyfileobj(src, dst)
     return out
 
 

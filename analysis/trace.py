@@ -14,7 +14,10 @@ raises :class:`TraceError` instead: it never comes back as an empty frame.
 The code lives by job in sibling modules; this module is their one import surface
 (``from analysis import trace as T``):
 
-- :mod:`analysis.trace_db`: opening an export, the :class:`Trace` connection, :class:`TraceError`;
+- :mod:`analysis.export`: :func:`open_export`, the one opener of an export in any form
+  (``.sqlite``, ``.sqlite.xz``, ``.sqlite.cols.xz``, ``.nsys-rep``);
+- :mod:`analysis.trace_db`: opening a SQLite export, the :class:`Trace` connection,
+  :class:`ExportError` and its :class:`TraceError`;
 - :mod:`analysis.trace_schema`: the frames' column schemas and the named-query plumbing;
 - :mod:`analysis.trace_tables`: one reader per table (kernels, memcpy, cuda_api, nvtx_ranges, ...);
 - :mod:`analysis.trace_ints`: bulk integer columns for the big tables (:func:`int_columns`);
@@ -27,7 +30,8 @@ module, not here: a copy on this one would change nothing.
 
 from __future__ import annotations
 
-from analysis.trace_db import Trace, TraceError, open_trace
+from analysis.export import open_export
+from analysis.trace_db import ExportError, Trace, TraceError, open_trace
 from analysis.trace_db import unxz as unxz
 from analysis.trace_ints import (
     Pack,
@@ -80,6 +84,7 @@ __all__ = [
     "STEP_RANGES",
     "SYNC_EVENTS",
     "THREADS",
+    "ExportError",
     "Pack",
     "Trace",
     "TraceError",
@@ -96,6 +101,7 @@ __all__ = [
     "name_bits",
     "nsys_version",
     "nvtx_ranges",
+    "open_export",
     "open_trace",
     "osrt",
     "step_ranges",

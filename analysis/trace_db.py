@@ -7,8 +7,6 @@ beyond ``StringIds``, which every export has.
 
 from __future__ import annotations
 
-import lzma
-import shutil
 import sqlite3
 from collections.abc import Mapping
 from pathlib import Path
@@ -16,13 +14,29 @@ from types import TracebackType
 
 import pandas as pd
 
-__all__ = ["MMAP_BYTES", "Trace", "TraceError", "open_trace", "unxz"]
+__all__ = ["MMAP_BYTES", "ExportError", "Trace", "TraceError", "open_trace", "unxz"]
 
 _SQLITE_MAGIC = b"SQLite format 3\x00"
 
 
-class TraceError(Exception):
-    """The file is not a readable nsys SQLite export (missing, not SQLite, truncated, corrupt)."""
+class ExportError(Exception):
+    """An export cannot be read: ``path`` names the file, ``problem`` says why in one line
+    (``str()``: ``"<path>: <problem>"``)."""
+
+    def __init__(self, path: str | Path | None, problem: str | None = None) -> None:
+        if problem is None:  # one message that names the file itself
+            path, problem = None, str(path)
+        self.path = None if path is None else Path(path)
+        self.problem = problem
+        super().__init__(str(self))
+
+    def __str__(self) -> str:
+        return self.problem if self.path is None else f"{self.path}: {self.problem}"
+
+
+class TraceError(ExportError):
+    """The file is not a readable nsys SQLite export (missing, not SQLite, truncated, corrupt),
+    found on opening it or by a later query."""
 
 
 class Trace:
@@ -31,8 +45,11 @@ class Trace:
     Use :func:`open_trace` to make one; it closes with ``close()`` or as a context manager.
     """
 
-    def __init__(self, path: Path, conn: sqlite3.Connection) -> None:
+    def __init__(self, path: Path, conn: sqlite3.Connection, source: Path | None = None) -> None:
         self.path = path
+        """The SQLite file read."""
+        self.source = path if source is None else source
+        """The file the caller named (a compressed export or a report; errors name it)."""
         self.conn = conn
         self._tables: frozenset[str] | None = None
         self._columns: dict[str, frozenset[str]] = {}
@@ -76,7 +93,7 @@ class Trace:
         except sqlite3.DatabaseError as exc:
             if _is_bug(exc):
                 raise
-            raise TraceError(f"{self.path}: unreadable SQLite data ({exc})") from exc
+            raise TraceError(self.source, f"unreadable SQLite data ({exc})") from exc
         return [d[0] for d in cur.description or ()], rows
 
     def reader(self) -> sqlite3.Connection:
@@ -87,7 +104,7 @@ class Trace:
         try:
             return _mapped(sqlite3.connect(uri, uri=True, check_same_thread=False))
         except sqlite3.Error as exc:
-            raise TraceError(f"{self.path}: cannot open as SQLite ({exc})") from exc
+            raise TraceError(self.source, f"cannot open as SQLite ({exc})") from exc
 
     def tables(self) -> frozenset[str]:
         """Names of the tables (and views) in the export, read once."""
@@ -142,19 +159,20 @@ def _check_header(path: Path) -> None:
     with path.open("rb") as fh:
         header = fh.read(100)
     if size == 0:
-        raise TraceError(f"{path}: empty file, not an nsys SQLite export")
+        raise TraceError(path, "empty file, not an nsys SQLite export")
     if not header.startswith(_SQLITE_MAGIC):
-        raise TraceError(f"{path}: file is not a database (no SQLite header)")
+        raise TraceError(path, "file is not a database (no SQLite header)")
     if len(header) < 100:
-        raise TraceError(f"{path}: truncated SQLite file ({size} bytes, header incomplete)")
+        raise TraceError(path, f"truncated SQLite file ({size} bytes, header incomplete)")
     page_size = int.from_bytes(header[16:18], "big")
     page_size = 65536 if page_size == 1 else page_size
     page_count = int.from_bytes(header[28:32], "big")
     count_valid = header[24:28] == header[92:96] and page_count > 0
     if count_valid and size < page_size * page_count:
         raise TraceError(
-            f"{path}: truncated SQLite file: header says {page_count} pages of {page_size} bytes "
-            f"({page_size * page_count} bytes) but the file has {size} bytes"
+            path,
+            f"truncated SQLite file: header says {page_count} pages of {page_size} bytes "
+            f"({page_size * page_count} bytes) but the file has {size} bytes",
         )
 
 
@@ -164,44 +182,46 @@ def unxz(path: Path, into: Path) -> Path:
     ``into/NAME.sqlite``; raises ``lzma.LZMAError`` on a file that is not xz."""
     from analysis import packed_export
 
+    return packed_export.decompress(path, into / sqlite_name(path))
+
+
+def sqlite_name(path: Path) -> str:
+    """The name of the SQLite file a compressed export holds: ``NAME.sqlite`` of
+    ``NAME.sqlite.xz`` or ``NAME.sqlite.cols.xz``."""
+    from analysis import packed_export
+
     name = path.name
     if name.endswith(packed_export.SUFFIX):
         name = name.removesuffix(packed_export.SUFFIX) + ".sqlite"
-    out = into / name.removesuffix(".xz")
-    with lzma.open(path) as src:
-        head = src.read(len(packed_export.MAGIC))
-        if packed_export.is_packed(head):
-            return packed_export.unpack(head + src.read(), out)
-        with out.open("wb") as dst:
-            dst.write(head)
-            shutil.copyfileobj(src, dst)
-    return out
+    return name.removesuffix(".xz")
 
 
-def open_trace(path: str | Path) -> Trace:
-    """Open an nsys SQLite export read-only, or raise :class:`TraceError` saying why not.
+def open_trace(path: str | Path, *, source: str | Path | None = None) -> Trace:
+    """Open an nsys SQLite export read-only, or raise :class:`TraceError` saying why not
+    (``source``: the file the caller named, where ``path`` was made from it; errors name it).
 
     Checks that the file exists, is SQLite, is not truncated, that its schema can be read and that
     it has the basic nsys table ``StringIds`` (every export has it; other tables are lazy).
     """
     p = Path(path)
     if not p.exists():
-        raise TraceError(f"{p}: no such file")
+        raise TraceError(p, "no such file")
     if not p.is_file():
-        raise TraceError(f"{p}: not a regular file")
+        raise TraceError(p, "not a regular file")
     _check_header(p)
     uri = p.resolve().as_uri() + "?mode=ro"
     try:
         conn = _mapped(sqlite3.connect(uri, uri=True))
     except sqlite3.Error as exc:
-        raise TraceError(f"{p}: cannot open as SQLite ({exc})") from exc
-    trace = Trace(p, conn)
+        raise TraceError(p, f"cannot open as SQLite ({exc})") from exc
+    trace = Trace(p, conn, None if source is None else Path(source))
     try:
         names = trace.tables()
         if "StringIds" not in names:
             raise TraceError(
-                f"{p}: SQLite file lacks the nsys table StringIds: not an nsys export "
-                f"(tables: {', '.join(sorted(names)[:10]) or 'none'})"
+                p,
+                "SQLite file lacks the nsys table StringIds: not an nsys export "
+                f"(tables: {', '.join(sorted(names)[:10]) or 'none'})",
             )
         trace.query("SELECT id, value FROM StringIds LIMIT 1")
     except TraceError:
@@ -209,7 +229,7 @@ def open_trace(path: str | Path) -> Trace:
         raise
     except sqlite3.Error as exc:
         conn.close()
-        raise TraceError(f"{p}: unreadable SQLite data ({exc})") from exc
+        raise TraceError(p, f"unreadable SQLite data ({exc})") from exc
     return trace
 
 

@@ -28,6 +28,9 @@ PARALLEL_READERS = max(1, min(16, os.cpu_count() or 1))
 
 #: One packed pair of int_columns: (high column, low column, bits of the low one).
 Pack = tuple[str, str, int]
+#: A query's named parameters, and the arrays int_columns gives (name -> int64 array).
+Params = Mapping[str, object] | None
+Columns = dict[str, np.ndarray]
 
 
 def int_columns(
@@ -73,11 +76,31 @@ def int_columns(
         sql = (
             f"SELECT {', '.join(values.values())} FROM {table} AS t WHERE {where} ORDER BY t.rowid"
         )
-        rows = trace.query(sql, params)[1]
-        if any(type(v) is not int for row in rows for v in row):
-            raise TraceError(f"{trace.path}: {table} holds values that are not integers")
-        a = np.array(rows, dtype=np.int64).reshape(len(rows), len(values))
-        return _unpack({name: a[:, i].copy() for i, name in enumerate(values)}, pack, columns)
+        return _unpack(_few_rows(trace, table, sql, params, list(values)), pack, columns)
+    out = _chunked(trace, table, values, where, params, chunk_rows)
+    return empty if out is None else _unpack(out, pack, columns)
+
+
+def _few_rows(trace: Trace, table: str, sql: str, params: Params, names: list[str]) -> Columns:
+    """:func:`int_columns`' ``names`` from one ordinary query (``sql``: a selective one)."""
+    rows = trace.query(sql, params)[1]
+    if any(type(v) is not int for row in rows for v in row):
+        raise TraceError(trace.path, f"{table} holds values that are not integers")
+    a = np.array(rows, dtype=np.int64).reshape(len(rows), len(names))
+    return {name: a[:, i].copy() for i, name in enumerate(names)}
+
+
+def _chunked(
+    trace: Trace,
+    table: str,
+    values: Mapping[str, str],
+    where: str,
+    params: Mapping[str, object] | None,
+    chunk_rows: int,
+) -> dict[str, np.ndarray] | None:
+    """:func:`int_columns`' columns read chunk by chunk of rowids on parallel readers, each
+    chunk one scan folding every column into a ``group_concat`` text; None for an empty
+    table."""
     # two subqueries: SQLite answers a lone MIN or MAX from the b-tree's edge, but a query with
     # both aggregates scans the whole table
     _, rows = trace.query(
@@ -85,7 +108,7 @@ def int_columns(
     )
     first, last = rows[0]
     if first is None:
-        return empty
+        return None
     tasks = list(range(int(first), int(last) + 1, chunk_rows))
     # One scan per chunk with one group_concat per column: the aggregates see the rows in the
     # same order (a rowid-range search visits them in rowid order), and one scan with several
@@ -97,23 +120,20 @@ def int_columns(
         f"SELECT COUNT(*), {aggs} FROM {table} AS t "
         f"WHERE t.rowid >= :_a AND t.rowid < :_b AND ({where})"
     )
-    # Chunk i holds at most chunk_rows rows, so it has a slot of its own in each output
-    # array: the reader threads fill their slots in parallel, and where every chunk but the
-    # last is full (no row filtered out) the output is the filled prefix, with no copy at all.
-    out = {name: np.empty(len(tasks) * chunk_rows, np.int64) for name in values}
-    counts = [0] * len(tasks)
+    # Each chunk's arrays are kept as parsed; one concatenation per column joins them (the
+    # reader threads parse in parallel, and nothing is copied twice).
+    parts: list[list[np.ndarray]] = [[] for _ in tasks]
 
     def run(a: int, conn: sqlite3.Connection | None) -> None:
         texts = trace.query(sql, {**(params or {}), "_a": a, "_b": a + chunk_rows}, conn=conn)
         n, *found = texts[1][0]
-        arrays = _parse_ints(trace, table, list(values), found, n)
-        i = (a - tasks[0]) // chunk_rows
-        counts[i] = arrays[0].size
-        for name, arr in zip(values, arrays, strict=True):
-            out[name][i * chunk_rows : i * chunk_rows + arr.size] = arr
+        parts[(a - tasks[0]) // chunk_rows] = _parse_ints(trace, table, list(values), found, n)
 
     _run_parallel(trace, run, tasks)
-    return _unpack(_compact(out, counts, chunk_rows), pack, columns)
+    return {
+        name: column[0] if len(column) == 1 else np.concatenate(column)
+        for name, column in zip(values, zip(*parts, strict=True), strict=True)
+    }
 
 
 def _unpack(
@@ -135,7 +155,7 @@ def _parse_ints(
     parses as nothing) leaves the array short."""
     arrays = []
     for name, text in zip(names, texts, strict=True):
-        bad = TraceError(f"{trace.path}: {table}.{name} holds values that are not integers")
+        bad = TraceError(trace.path, f"{table}.{name} holds values that are not integers")
         try:
             arr = np.fromstring(text or b"", dtype=np.int64, sep=" ")
         except ValueError as exc:
@@ -178,22 +198,6 @@ def _run_parallel(
     finally:
         for conn in opened:
             conn.close()
-
-
-def _compact(
-    out: dict[str, np.ndarray], counts: list[int], chunk_rows: int
-) -> dict[str, np.ndarray]:
-    """The filled part of each slotted array (chunk i's rows at i * chunk_rows onwards)."""
-    total = sum(counts)
-    if all(n == chunk_rows for n in counts[:-1]):
-        return {name: arr[:total] for name, arr in out.items()}
-    # one block copy per chunk: far cheaper than gathering through an index of every row
-    return {
-        name: np.concatenate(
-            [arr[i * chunk_rows : i * chunk_rows + n] for i, n in enumerate(counts)]
-        )
-        for name, arr in out.items()
-    }
 
 
 _COLUMN_REF = re.compile(r't\.(?:"(\w+)"|(\w+))')

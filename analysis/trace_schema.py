@@ -15,21 +15,6 @@ import pandas as pd
 
 from analysis.trace_db import Trace, TraceError
 
-__all__ = [
-    "ACTIVITY_TABLES",
-    "CUDA_API",
-    "GPU_INFO",
-    "KERNELS",
-    "MEMCPY",
-    "MEMSET",
-    "NVTX_RANGES",
-    "OSRT",
-    "STEP_RANGES",
-    "SYNC_EVENTS",
-    "THREADS",
-    "enum_table",
-]
-
 # --- column schemas ----------------------------------------------------------------------------
 # Columns that nsys declares NOT NULL are plain numpy ints; columns that can be NULL in some export
 # (ids, correlation, optional columns) are pandas' nullable Int64. Text is the "string" dtype.
@@ -39,16 +24,21 @@ F64 = "float64"
 STR = "string"
 BOOL = "boolean"
 
-KERNELS: dict[str, str] = {
-    "start_ns": I64,
-    "end_ns": I64,
-    "duration_ns": I64,
+#: Columns every GPU activity table's frame starts with: its times ...
+_TIMES: dict[str, str] = {"start_ns": I64, "end_ns": I64, "duration_ns": I64}
+#: ... and the ids that place it (device, stream, context, launch, process).
+_IDS: dict[str, str] = {
     "device_id": NI64,
     "stream_id": NI64,
     "context_id": NI64,
     "correlation_id": NI64,
     "pid": NI64,
     "global_pid": NI64,
+}
+
+KERNELS: dict[str, str] = {
+    **_TIMES,
+    **_IDS,
     "name": STR,
     "short_name": STR,
     "grid_x": NI64,
@@ -64,40 +54,43 @@ KERNELS: dict[str, str] = {
 }
 
 MEMCPY: dict[str, str] = {
-    "start_ns": I64,
-    "end_ns": I64,
-    "duration_ns": I64,
+    **_TIMES,
     "bytes": I64,
     "copy_kind": STR,
     "direction": STR,
     "src_kind": STR,
     "dst_kind": STR,
     "pageable": BOOL,
-    "device_id": NI64,
-    "stream_id": NI64,
-    "context_id": NI64,
-    "correlation_id": NI64,
-    "pid": NI64,
-    "global_pid": NI64,
+    **_IDS,
     "graph_node_id": NI64,
     "gbps": F64,
 }
 
 MEMSET: dict[str, str] = {
-    "start_ns": I64,
-    "end_ns": I64,
-    "duration_ns": I64,
+    **_TIMES,
     "bytes": I64,
     "value": NI64,
     "mem_kind": STR,
-    "device_id": NI64,
-    "stream_id": NI64,
-    "context_id": NI64,
-    "correlation_id": NI64,
-    "pid": NI64,
-    "global_pid": NI64,
+    **_IDS,
     "graph_node_id": NI64,
 }
+
+
+def activity_sql(alias: str) -> dict[str, str]:
+    """The placeholders ``times`` and ``ids`` of an activity query (``sql/kernels.sql``,
+    ``memcpy.sql``, ``memset.sql``): the :data:`_TIMES` and :data:`_IDS` columns of the table
+    read as ``alias``."""
+    a = alias
+    times = [
+        f"{a}.start AS start_ns",
+        f'{a}."end" AS end_ns',
+        f'{a}."end" - {a}.start AS duration_ns',
+    ]
+    ids = [f"{a}.deviceId AS device_id", f"{a}.streamId AS stream_id"]
+    ids += [f"{a}.contextId AS context_id", f"{a}.correlationId AS correlation_id"]
+    ids += [f"({a}.globalPid >> 24) & 16777215 AS pid", f"{a}.globalPid AS global_pid"]
+    return {"times": ",\n    ".join(times), "ids": ",\n    ".join(ids)}
+
 
 CUDA_API: dict[str, str] = {
     "start_ns": I64,
@@ -248,7 +241,7 @@ def _typed(df: pd.DataFrame, schema: Mapping[str, str], what: str, trace: Trace)
         return df.astype(dict(schema))
     except (TypeError, ValueError) as exc:
         raise TraceError(
-            f"{trace.path}: {what} has values that do not fit its schema: {exc}"
+            trace.path, f"{what} has values that do not fit its schema: {exc}"
         ) from exc
 
 

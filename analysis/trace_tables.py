@@ -8,43 +8,19 @@ from collections.abc import Iterable, Mapping
 
 import pandas as pd
 
+from analysis import trace_schema as S
 from analysis.trace_db import Trace, TraceError
 from analysis.trace_names import api_base_name, api_category
 from analysis.trace_schema import (
-    ACTIVITY_TABLES,
-    CUDA_API,
-    GPU_INFO,
-    KERNELS,
-    MEMCPY,
-    MEMSET,
-    NVTX_RANGES,
-    OSRT,
-    STEP_RANGES,
-    SYNC_EVENTS,
-    THREADS,
     _col,
     _query,
     _sql,
     _stand_in,
     _typed,
+    activity_sql,
     enum_table,
 )
-
-__all__ = [
-    "cuda_api",
-    "gpu_info",
-    "kernels",
-    "memcpy",
-    "memset",
-    "nsys_version",
-    "nvtx_ranges",
-    "osrt",
-    "step_ranges",
-    "sync_events",
-    "tables",
-    "threads",
-    "window",
-]
+from bottlenecks import MEASURE, STEP
 
 
 def tables(trace: Trace) -> set[str]:
@@ -74,11 +50,11 @@ def kernels(trace: Trace) -> pd.DataFrame:
     df = _query(
         trace,
         "kernels",
-        KERNELS,
+        S.KERNELS,
         table=t,
-        subs={"graph_node_id": _col(trace, t, "graphNodeId", "k")},
+        subs={"graph_node_id": _col(trace, t, "graphNodeId", "k"), **activity_sql("k")},
     )
-    return _typed(df, KERNELS, "kernels", trace)
+    return _typed(df, S.KERNELS, "kernels", trace)
 
 
 def memcpy(trace: Trace) -> pd.DataFrame:
@@ -92,9 +68,10 @@ def memcpy(trace: Trace) -> pd.DataFrame:
         "graph_node_id": _col(trace, t, "graphNodeId", "m"),
         "enum_copy_kind": enum_table(trace, "ENUM_CUDA_MEMCPY_OPER"),
         "enum_mem_kind": enum_table(trace, "ENUM_CUDA_MEM_KIND"),
+        **activity_sql("m"),
     }
-    df = _query(trace, "memcpy", MEMCPY, table=t, subs=subs)
-    return _typed(df, MEMCPY, "memcpy", trace)
+    df = _query(trace, "memcpy", S.MEMCPY, table=t, subs=subs)
+    return _typed(df, S.MEMCPY, "memcpy", trace)
 
 
 def memset(trace: Trace) -> pd.DataFrame:
@@ -104,9 +81,10 @@ def memset(trace: Trace) -> pd.DataFrame:
         "graph_node_id": _col(trace, t, "graphNodeId", "m"),
         "mem_kind": _col(trace, t, "memKind", "m"),
         "enum_mem_kind": enum_table(trace, "ENUM_CUDA_MEM_KIND"),
+        **activity_sql("m"),
     }
-    df = _query(trace, "memset", MEMSET, table=t, subs=subs)
-    return _typed(df, MEMSET, "memset", trace)
+    df = _query(trace, "memset", S.MEMSET, table=t, subs=subs)
+    return _typed(df, S.MEMSET, "memset", trace)
 
 
 def cuda_api(trace: Trace) -> pd.DataFrame:
@@ -117,20 +95,20 @@ def cuda_api(trace: Trace) -> pd.DataFrame:
     """
     t = "CUPTI_ACTIVITY_KIND_RUNTIME"
     subs = {"enum_event_class": enum_table(trace, "ENUM_NSYS_EVENT_CLASS")}
-    df = _query(trace, "cuda_api", CUDA_API, table=t, subs=subs)
+    df = _query(trace, "cuda_api", S.CUDA_API, table=t, subs=subs)
     names = pd.Series(df["name"].dropna().unique(), dtype=object)
     base = {n: api_base_name(n) for n in names}
     df["base_name"] = df["name"].map(base)
     df["category"] = df["base_name"].map({b: api_category(b) for b in set(base.values())})
-    return _typed(df, CUDA_API, "cuda_api", trace)
+    return _typed(df, S.CUDA_API, "cuda_api", trace)
 
 
 def sync_events(trace: Trace) -> pd.DataFrame:
     """GPU-side synchronisation records: what the host waited on and for how long."""
     t = "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
     subs = {"enum_sync_type": enum_table(trace, "ENUM_CUPTI_SYNC_TYPE")}
-    df = _query(trace, "sync_events", SYNC_EVENTS, table=t, subs=subs)
-    return _typed(df, SYNC_EVENTS, "sync_events", trace)
+    df = _query(trace, "sync_events", S.SYNC_EVENTS, table=t, subs=subs)
+    return _typed(df, S.SYNC_EVENTS, "sync_events", trace)
 
 
 def _nvtx_query(
@@ -207,12 +185,12 @@ def nvtx_ranges(
     the ranges enclosing a range overlap whatever it overlaps. Ranges still open at the end of
     the capture overlap no span.
     """
-    df = _nvtx_query(trace, None, NVTX_RANGES, tid=tid, spans=spans)
+    df = _nvtx_query(trace, None, S.NVTX_RANGES, tid=tid, spans=spans)
     df["depth"] = _nesting_depth(df)
-    return _typed(df, NVTX_RANGES, "nvtx_ranges", trace)
+    return _typed(df, S.NVTX_RANGES, "nvtx_ranges", trace)
 
 
-def step_ranges(trace: Trace, name: str = "step") -> pd.DataFrame:
+def step_ranges(trace: Trace, name: str = STEP) -> pd.DataFrame:
     """The NVTX ranges called ``name`` (default ``step``), numbered 0..n-1 by start within each pid.
 
     One row per training/inference iteration the harness bracketed (:data:`STEP_RANGES`).
@@ -220,28 +198,28 @@ def step_ranges(trace: Trace, name: str = "step") -> pd.DataFrame:
     each caller gets a copy of its own.
     """
     if name not in trace._steps:
-        df = _nvtx_query(trace, name, STEP_RANGES)
+        df = _nvtx_query(trace, name, S.STEP_RANGES)
         if not df.empty:
             df = df.sort_values(["pid", "start_ns"], kind="stable").reset_index(drop=True)
             df["step_index"] = df.groupby("pid", sort=False).cumcount()
-        trace._steps[name] = _typed(df, STEP_RANGES, "step_ranges", trace)
+        trace._steps[name] = _typed(df, S.STEP_RANGES, "step_ranges", trace)
     return trace._steps[name].copy()
 
 
-def window(trace: Trace, name: str = "measure") -> tuple[int, int]:
+def window(trace: Trace, name: str = MEASURE) -> tuple[int, int]:
     """(start_ns, end_ns) of the measured window: the NVTX range ``measure``, else all activity.
 
     The harness brackets its measured steps with ``measure``; with several (one per process) the
     window spans them all. Without one, the span of every recorded activity table is used.
     Raises :class:`TraceError` when the export holds no timed activity at all.
     """
-    ranges = _nvtx_query(trace, name, NVTX_RANGES)
+    ranges = _nvtx_query(trace, name, S.NVTX_RANGES)
     ranges = ranges[ranges["end_ns"].notna()]
     if not ranges.empty:
         return int(ranges["start_ns"].min()), int(ranges["end_ns"].max())
     starts: list[int] = []
     ends: list[int] = []
-    for table in ACTIVITY_TABLES:
+    for table in S.ACTIVITY_TABLES:
         if trace.has(table):
             _, rows = trace.query(_sql("activity_span").format(table=table))
             lo, hi = rows[0]
@@ -250,14 +228,14 @@ def window(trace: Trace, name: str = "measure") -> tuple[int, int]:
             if hi is not None:
                 ends.append(int(hi))
     if not starts:
-        raise TraceError(f"{trace.path}: no recorded activity to take a window from")
+        raise TraceError(trace.path, "no recorded activity to take a window from")
     return min(starts), max(ends) if ends else max(starts)
 
 
 def osrt(trace: Trace) -> pd.DataFrame:
     """OS runtime calls (file reads, waits, sleeps) per thread (:data:`OSRT`)."""
-    df = _query(trace, "osrt", OSRT, table="OSRT_API")
-    return _typed(df, OSRT, "osrt", trace)
+    df = _query(trace, "osrt", S.OSRT, table="OSRT_API")
+    return _typed(df, S.OSRT, "osrt", trace)
 
 
 def threads(trace: Trace) -> pd.DataFrame:
@@ -267,11 +245,11 @@ def threads(trace: Trace) -> pd.DataFrame:
         if trace.has("PROCESSES")
         else _stand_in(("globalPid", "pid", "name"))
     }
-    df = _query(trace, "threads", THREADS, table="ThreadNames", subs=subs)
-    return _typed(df, THREADS, "threads", trace)
+    df = _query(trace, "threads", S.THREADS, table="ThreadNames", subs=subs)
+    return _typed(df, S.THREADS, "threads", trace)
 
 
 def gpu_info(trace: Trace) -> pd.DataFrame:
     """The GPUs of the profiled machine (:data:`GPU_INFO`); empty on CPU-only exports."""
-    df = _query(trace, "gpu_info", GPU_INFO, table="TARGET_INFO_GPU")
-    return _typed(df, GPU_INFO, "gpu_info", trace)
+    df = _query(trace, "gpu_info", S.GPU_INFO, table="TARGET_INFO_GPU")
+    return _typed(df, S.GPU_INFO, "gpu_info", trace)

@@ -18,11 +18,21 @@ from enum import Enum
 from bottlenecks.classes import SPECS, ClassSpec, check_specs
 
 __all__ = [
+    "BACKWARD",
+    "CHECKPOINT",
     "CLASSES",
+    "COMM",
+    "DATA_LOAD",
+    "FORWARD",
+    "GRAPH_REPLAY",
+    "H2D",
     "MEASURE",
+    "METRICS",
+    "OPTIMIZER",
     "PHASES",
     "SPECS",
     "STEP",
+    "SYNC",
     "ClassSpec",
     "Klass",
     "mark",
@@ -53,6 +63,10 @@ MEASURE = "measure"
 #: Phase ranges the analysis understands inside a step (scenarios may add others).
 PHASES: tuple[str, ...] = ("data_load", "h2d", "forward", "backward", "optimizer", "comm", "sync")
 DATA_LOAD, H2D, FORWARD, BACKWARD, OPTIMIZER, COMM, SYNC = PHASES
+
+#: Other ranges scenarios open inside a step, for people reading the timeline: a CUDA-graph
+#: replay, a metrics thread's work, a checkpoint write. No detector needs them (names are hints).
+GRAPH_REPLAY, METRICS, CHECKPOINT = "graph_replay", "metrics", "checkpoint"
 
 # ARGB integers, not names: nvtx resolves a name outside its own short list by importing
 # matplotlib on the first range (half a second per worker, and a SIGTERM landing inside that

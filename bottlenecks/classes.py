@@ -245,6 +245,68 @@ SPECS: tuple[ClassSpec, ...] = (
         detector="analysis.detect.stage_imbalance:detect",
         thresholds="stage_imbalance",
     ),
+    ClassSpec(
+        name="fp32_math",
+        main_metric="fp32_math_share",
+        means="GEMMs or convolutions run in fp32 on the SIMT FMA units (or in TF32) where bf16 "
+        "tensor cores would run them many times faster",
+        tool_words=(
+            *("fp32_math", "tensor core", "tensor-core", "tensor_core", "tensorcore"),
+            *("mixed precision", "mixed-precision", "tf32", "sgemm", "fp32 gemm", "fp32 matmul"),
+        ),
+        detector="analysis.detect.fp32_math:detect",
+        thresholds="fp32_math",
+    ),
+    ClassSpec(
+        name="unfused_elementwise",
+        main_metric="unfused_elementwise_share",
+        means="chains of memory-bound elementwise and reduction kernels over same-sized tensors, "
+        "each reading and writing the whole tensor, where one fused kernel would move it once",
+        tool_words=(
+            *("unfused_elementwise", "unfused", "elementwise", "element-wise"),
+            *("kernel fusion", "operator fusion", "fusion opportunit", "memory-bound"),
+        ),
+        detector="analysis.detect.unfused_elementwise:detect",
+        thresholds="unfused_elementwise",
+    ),
+    ClassSpec(
+        name="layout_transpose",
+        main_metric="layout_transpose_share",
+        means="convolutions in NCHW under bf16/fp16: cuDNN converts layouts around them and runs "
+        "slower kernels than in channels_last (NHWC)",
+        tool_words=(
+            *("layout_transpose", "channels_last", "channels last", "channels-last"),
+            *("nchw", "nhwc", "layout conversion", "memory format", "memory_format"),
+        ),
+        detector="analysis.detect.layout_transpose:detect",
+        thresholds="layout_transpose",
+    ),
+    ClassSpec(
+        name="allocator_churn",
+        main_metric="allocator_churn_share",
+        means="the caching allocator gives device memory back and asks for it again inside the "
+        "loop (empty_cache, fragmentation): cudaMalloc/cudaFree block the host and cudaFree "
+        "synchronises the device",
+        tool_words=(
+            *("allocator_churn", "cudamalloc", "cudafree", "cumemcreate", "empty_cache"),
+            *("caching allocator", "fragmentation", "alloc_retries", "allocation churn"),
+            "expandable_segments",
+        ),
+        detector="analysis.detect.allocator_churn:detect",
+        thresholds="allocator_churn",
+    ),
+    ClassSpec(
+        name="blocking_io",
+        main_metric="blocking_io_share",
+        means="checkpoint or log writes on the training thread: the device-to-host copy, the "
+        "serialisation and the file writes stop the loop",
+        tool_words=(
+            *("blocking_io", "blocking i/o", "blocking io", "checkpoint", "torch.save"),
+            *("file write", "fsync", "pwrite", "disk write"),
+        ),
+        detector="analysis.detect.blocking_io:detect",
+        thresholds="blocking_io",
+    ),
 )
 
 

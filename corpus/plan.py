@@ -1,6 +1,7 @@
 """Which wild-corpus scripts one capture call runs, and how (read by capture-corpus.sh).
 
     python3 corpus/plan.py LABELS_CSV [--part K/N] [--only "a b"] [--gpus N] [--repeats R]
+                           [--profile-s S]
 
 Prints one line per selected entry,
 ``NAME PROCS GPUS LIMIT_S PROFILE_S TRACE CACHE SOURCE DEVICE FIX...`` (FIX: ``label_fix`` then
@@ -36,7 +37,13 @@ from harness.judge.labels import entry_device, entry_source, parse_removes  # st
 DEFAULT_TRACE = "cuda,nvtx,osrt"
 #: Seconds of one timed run on the H100 (forked from a parent that imported torch), by script;
 #: measured 2026-11-24 (1-4 s; clean_compile 6-12 s), the short-loop ones estimated.
-RUN_S = {"clean_compile": 10.0, "clean_compile_short": 20.0, "clean_cudnn_short": 25.0}
+RUN_S = {
+    **{"clean_compile": 10.0, "clean_compile_short": 20.0, "clean_cudnn_short": 25.0},
+    # pending entries (corpus/wild/pending/labels.csv), estimated: a compile switch, whole
+    # checkpoint periods of a slow baseline, loader workers starting
+    **{"ue_layernorm_gelu": 6.0, "ue_swiglu": 6.0, "ue_softmax_attention": 6.0},
+    **{"bio_torch_save": 5.0, "ds_bucketed_text": 5.0},
+}
 DEFAULT_RUN_S = 3.0
 #: A run of 2 ranks forked by corpus/timer.py (no imports; estimated, not yet measured on a GPU
 #: machine): CUDA and NCCL set-up of both ranks ~2-3 s, the model built on the GPU, warm-up,
@@ -76,6 +83,8 @@ class Script:
     """The script file's stem under corpus/wild (empty: ``name``)."""
     device: str = "auto"
     """The --device every run and profile passes (``auto``: none)."""
+    profile_est_s: float = 0.0
+    """Estimated seconds of its profile when > 0 (``--profile-s``), else the plan's."""
 
     def __post_init__(self) -> None:
         if self.procs not in (1, 2) or self.gpus not in (0, 1, 2):
@@ -95,6 +104,8 @@ class Script:
         return RUN_S.get(self.name, TWO_PROCS_RUN_S if self.procs > 1 else DEFAULT_RUN_S)
 
     def profile_s(self) -> float:
+        if self.profile_est_s > 0:
+            return self.profile_est_s
         default = TWO_PROCS_PROFILE_S if self.procs > 1 else DEFAULT_PROFILE_S
         return PROFILE_S.get(self.name, default)
 
@@ -176,6 +187,13 @@ def main(argv: list[str]) -> int:
     p.add_argument("--gpus", type=int, default=0, help="GPUs on this machine")
     p.add_argument("--repeats", type=int, default=2)
     p.add_argument(
+        "--profile-s",
+        type=float,
+        default=0.0,
+        help="every profile's estimated seconds instead of the plan's (a call that profiles "
+        "short loops: capture-corpus.sh's PROFILE_ARGS)",
+    )
+    p.add_argument(
         "--removals-only",
         action="store_true",
         help="time only each script's full-removal switches (beside none): the measurements "
@@ -183,6 +201,8 @@ def main(argv: list[str]) -> int:
     )
     args = p.parse_args(argv)
     scripts = read_labels(args.labels)
+    if args.profile_s > 0:
+        scripts = [replace(s, profile_est_s=args.profile_s) for s in scripts]
     if args.removals_only:
         scripts = [replace(s, fixes=s.removals) for s in scripts if s.removals]
     try:

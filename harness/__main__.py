@@ -1,36 +1,136 @@
-"""``python -m harness SUBCOMMAND [hydra overrides]``.
+"""``harness SUBCOMMAND ...`` (also ``python -m harness`` and ``bottleneck-suite``): the
+command line, argparse subcommands over the modules that do the work.
 
-Hydra's grammar cannot take a bare word such as ``run``, so the subcommand is popped first and
-the rest is handed to Hydra (which also gives ``--cfg job``, ``--help`` and ``-m`` multirun).
+Each subcommand's own parser lives beside its code (``harness.judge.diagnose.parser``, ...);
+this module puts them under one top-level parser and hands the arguments to the module's
+``main``. ``run`` is Hydra's: Hydra's grammar takes no bare word, so ``run``'s arguments go to
+Hydra as they are (which also gives ``--cfg job``, ``--help`` and ``-m`` multirun). A
+subcommand whose module parses its own arguments (``run``; a ``main(argv)`` such as
+``harness.kernels``'s) is listed in :data:`COMMANDS` with ``parser=None``. Any bad input ends
+in one line naming it, and exit 2 (:mod:`harness.core.errors`).
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib
+import importlib.util
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-USAGE = """usage: python -m harness SUBCOMMAND [overrides]
+from harness.core.errors import EXIT_BAD_INPUT, OneLineParser, UsageError, say
 
-subcommands:
-  run       run, time and profile scenarios:  python -m harness run +scenario=all
-            (+scenario=NAME | +scenario=[a,b] | +scenario=all; size=smoke|full|auto;
-             harness.resume=RUN_DIR; scenario.NAME.severity=...; --cfg job shows the config)
-  list      list scenarios, their variants and bottleneck classes
-  diagnose  findings for any nsys report:  python -m harness diagnose PATH... [--format json]
-  score     detectors vs labels on labelled exports:  python -m harness score corpus/wild
-            (a corpus folder with labels.yaml, or a run folder; --out DIR; --tool hta
-             --tool nsys-ai --tool nsys-rules: per class and tool precision/recall/F1)
-  report    report.html + report.md of a run folder:  python -m harness report RUN_DIR
-            (a sweep folder of `run -m`, or several run folders: dose-response across
-             severities; --out DIR, --steps N, --no-timelines)
-  compare   the speedup matrix by GPU:  python -m harness compare RUN_DIR RUN_DIR... [--out DIR]
 
-python -m harness SUBCOMMAND --help says more (run --help: every config key and its default).
-"""
+def prog() -> str:
+    """How the user called the command: ``harness`` (or ``bottleneck-suite``), else
+    ``python -m harness``: what usage lines and hints say."""
+    name = Path(sys.argv[0]).name if sys.argv and sys.argv[0] else ""
+    return name if name in ("harness", "bottleneck-suite") else "python -m harness"
+
+
+@dataclass(frozen=True)
+class Command:
+    """One subcommand: its name, one line of help, and where its code is."""
+
+    name: str
+    help: str
+    module: str
+    """The module with its ``main(argv) -> int``."""
+    parser: str | None = "parser"
+    """The module's function returning its ArgumentParser; None: ``main`` parses its own
+    arguments (they are passed on untouched)."""
+    main: str = "main"
+
+    def load(self, attr: str) -> Callable[..., Any]:
+        if self.module == HERE:  # run as `python -m harness`, this module is __main__
+            return globals()[attr]
+        return getattr(importlib.import_module(self.module), attr)
+
+
+#: This module's name when imported (``Command.module`` of the subcommands defined here).
+HERE = "harness.__main__"
+
+
+COMMANDS: tuple[Command, ...] = (
+    Command("run", "run, time and profile scenarios: run +scenario=NAME|[a,b]|all [KEY=VALUE ...] "
+            "(run --help: every key)", HERE, parser=None, main="_run"),
+    Command("list", "list scenarios, their variants and bottleneck classes", HERE,
+            parser="list_parser", main="_list"),
+    Command("diagnose", "findings for any nsys report: diagnose PATH... [--format json]",
+            "harness.judge.diagnose"),
+    Command("score", "detectors (and --tool hta, nsys-ai, nsys-rules) against labelled exports: "
+            "score corpus/wild", "harness.tools.cli"),
+    Command("report", "report.html + report.md of a run folder (or a sweep): report RUN_DIR",
+            "harness.report.cli"),
+    Command("compare", "the speedup matrix of several runs side by side: compare RUN RUN...",
+            "harness.report.compare"),
+    Command("rediagnose", "judge a run folder again from its exports and timings: "
+            "rediagnose RUN_DIR", "harness.rediagnose"),
+    Command("kernels", "Nsight Compute on a run's heaviest kernels: kernels RUN_DIR [--top N]",
+            "harness.kernels.cli", parser=None),
+)  # fmt: skip
+
+
+def available(cmd: Command) -> bool:
+    """The subcommand's module is in this checkout (``kernels`` arrives with harness.kernels)."""
+    if cmd.module == HERE:
+        return True
+    try:
+        return importlib.util.find_spec(cmd.module) is not None
+    except ModuleNotFoundError:  # its package is missing
+        return False
+
+
+def build_parser(chosen: str | None = None) -> OneLineParser:
+    """The top-level parser; ``chosen``'s subparser carries its module's options (the others'
+    modules are not imported: ``harness list`` need not load the detectors)."""
+    name = prog()
+    top = OneLineParser(
+        prog=name,
+        description="A benchmark of GPU bottlenecks: run scenarios under Nsight Systems, "
+        "diagnose any nsys report, score detectors and profiler tools, write reports.",
+        epilog=f"{name} SUBCOMMAND --help says more (run --help: every config key and its "
+        "default).",
+    )
+    sub = top.add_subparsers(dest="command", metavar="SUBCOMMAND", parser_class=OneLineParser)
+    for cmd in filter(available, COMMANDS):
+        own = cmd.load(cmd.parser)() if cmd.name == chosen and cmd.parser else None
+        sub.add_parser(
+            cmd.name,
+            help=cmd.help,
+            prog=f"{name} {cmd.name}",
+            description=own.description if own else cmd.help,
+            parents=[own] if own else [],
+            add_help=own is None or not any(a.dest == "help" for a in own._actions),
+        )
+    return top
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The console command: parse, dispatch, and answer any bad input in one line (exit 2)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help", "help"):
+        stream = sys.stdout if argv else sys.stderr
+        build_parser().print_help(stream)
+        return 0 if argv else EXIT_BAD_INPUT
+    byname = {c.name: c for c in COMMANDS if available(c)}
+    cmd = byname.get(argv[0])
+    try:
+        if cmd is None or cmd.parser is not None:  # argparse's errors: one line, exit 2
+            _, extra = build_parser(argv[0] if cmd else None).parse_known_args(argv)
+            if extra:
+                raise UsageError(f"{prog()} {argv[0]}: unrecognized arguments: {' '.join(extra)}")
+        assert cmd is not None
+        return int(cmd.load(cmd.main)(argv[1:]) or 0)
+    except UsageError as exc:
+        return say(exc)
+    except BrokenPipeError:  # `harness list | head`
+        sys.stderr.close()
+        return 0
 
 
 def _run(argv: list[str]) -> int:
@@ -46,7 +146,7 @@ def _run(argv: list[str]) -> int:
         register_configs,
         to_suite,
     )
-    from harness.core.overrides import check_overrides, run_help
+    from harness.core.overrides import check_overrides, overrides_first, run_help
     from harness.core.resume import resume_argv
     from harness.execution.runner import RunLockedError, Suite
 
@@ -63,9 +163,9 @@ def _run(argv: list[str]) -> int:
         argv = resumed
         check_scenario_overrides([a for a in argv if not a.startswith("-")], found)
         check_overrides(argv, found)
+        argv = overrides_first(argv)  # Hydra's own parser takes no override after a flag
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+        return say(exc)
     codes: list[int] = []
     sweeps: list[Path] = []
 
@@ -174,8 +274,8 @@ def _mark_sweep_job(cfg: object, before: set[Path], sweeps: list[Path]) -> None:
 
 def list_parser() -> argparse.ArgumentParser:
     """``harness list``'s command line (it takes no options)."""
-    return argparse.ArgumentParser(
-        prog="python -m harness list",
+    return OneLineParser(
+        prog=f"{prog()} list",
         description="Lists every scenario: its bottleneck class and title, what its severity "
         "knob means with its unit and range, and each variant (baseline, fixes, ideal) with "
         "what it does.",
@@ -210,52 +310,6 @@ def _list(argv: list[str]) -> int:
     list_parser().parse_args(argv)
     print(list_text(discover_scenarios()), end="")
     return 0
-
-
-def _diagnose(argv: list[str]) -> int:
-    from harness.judge.diagnose import main as diagnose_main
-
-    return diagnose_main(argv)
-
-
-def _score(argv: list[str]) -> int:
-    from harness.tools.cli import main as score_main
-
-    return score_main(argv)
-
-
-def _report(argv: list[str]) -> int:
-    from harness.report import main as report_main
-
-    return report_main(argv)
-
-
-def _compare(argv: list[str]) -> int:
-    from harness.report.compare import main as compare_main
-
-    return compare_main(argv)
-
-
-COMMANDS: dict[str, Callable[[list[str]], int]] = {
-    "run": _run,
-    "list": _list,
-    "diagnose": _diagnose,
-    "score": _score,
-    "report": _report,
-    "compare": _compare,
-}
-
-
-def main(argv: list[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        print(USAGE)
-        return 0 if argv else 2
-    sub, rest = argv[0], argv[1:]
-    if sub not in COMMANDS:
-        print(f"error: unknown subcommand {sub!r}\n\n{USAGE}", file=sys.stderr)
-        return 2
-    return COMMANDS[sub](rest)
 
 
 if __name__ == "__main__":

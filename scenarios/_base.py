@@ -155,7 +155,7 @@ class ScenarioConfig:
     nsys_trace: list[str] | None = None
     """What nsys traces (``--trace``) in this scenario's profiled runs; None: ``nsys.trace``.
     No scenario sets it: leaving ``osrt`` out did not lower the probe effect of the launch-heavy
-    baselines on the H100 (results/reference/h100/README.md), and data_stall needs it."""
+    baselines (results/reference/h100/README.md), and data_stall needs it."""
 
     #: Set by the scenario when it registers the schema; used for validation messages.
     _scenario: ClassVar[Scenario | None] = None
@@ -246,6 +246,11 @@ class Workload(abc.ABC):
     #: make the measured window look faster than the loader can really go).
     extra_warmup_steps: int = 0
 
+    #: Steps in one period of the variant's periodic work (a checkpoint every N steps, an
+    #: empty_cache every K): the mean step must pay for it once per period, so the timing
+    #: harness makes windows and slices whole multiples of it. 1: nothing periodic.
+    period_steps: int = 1
+
     def setup(self) -> None:  # noqa: B027 - optional hook
         """Build model, data and anything compiled; not timed as part of a step."""
 
@@ -271,7 +276,7 @@ class Scenario:
     name: str
     """Identifier: module name, config group option and folder name."""
     bottleneck: str
-    """The class it injects, one of BOTTLENECK_CLASSES."""
+    """The class it injects, one of BOTTLENECK_CLASSES: ``bottlenecks.Klass.<NAME>``."""
     title: str
     """Human title for reports."""
     variants: tuple[Variant, ...]
@@ -311,6 +316,8 @@ class Scenario:
     def __post_init__(self) -> None:
         if self.bottleneck not in BOTTLENECK_CLASSES:
             raise ValueError(f"{self.name}: unknown bottleneck class {self.bottleneck!r}")
+        # declared as ``Klass.X`` (a str enum); kept as its plain name, as every table writes it
+        object.__setattr__(self, "bottleneck", str(self.bottleneck))
         kinds = [v.kind for v in self.variants]
         if kinds.count("baseline") != 1 or kinds[0] != "baseline":
             raise ValueError(f"{self.name}: exactly one baseline variant, listed first")

@@ -6,9 +6,10 @@ from __future__ import annotations
 import contextlib
 
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from bottlenecks import phase
+from bottlenecks import BACKWARD, FORWARD, OPTIMIZER, phase
 
 
 class BasicBlock(nn.Module):
@@ -58,6 +59,32 @@ class ResNet18(nn.Module):
         return self.fc(torch.flatten(self.pool(x), 1))
 
 
+class FeedForward(nn.Module):
+    """``x + fc2(gelu(fc1(x)))``: a transformer's feed-forward block with its residual and no
+    norm, so a stack of them is GEMMs plus two elementwise kernels a block each way: its GPU
+    time follows from its FLOPs (``6 * params * tokens`` a training step)."""
+
+    def __init__(self, width: int, hidden: int) -> None:
+        super().__init__()
+        self.fc1 = nn.Linear(width, hidden)
+        self.fc2 = nn.Linear(hidden, width)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.fc2(F.gelu(self.fc1(x)))
+
+
+class FeedForwardStack(nn.Sequential):
+    """``depth`` :class:`FeedForward` blocks of one width."""
+
+    def __init__(self, width: int, hidden: int, depth: int) -> None:
+        super().__init__(*(FeedForward(width, hidden) for _ in range(depth)))
+
+
+def parameter_count(model: nn.Module) -> int:
+    """Elements in the model's parameters."""
+    return sum(p.numel() for p in model.parameters())
+
+
 class Trainer:
     """Model, optimizer and loss, and one training step with NVTX phases.
 
@@ -85,11 +112,11 @@ class Trainer:
             if self.on_gpu
             else contextlib.nullcontext()
         )
-        with phase("forward"), amp:
+        with phase(FORWARD), amp:
             loss = self.loss_fn(self.model(self.prepare(x)), y)
-        with phase("backward"):
+        with phase(BACKWARD):
             loss.backward()
-        with phase("optimizer"):
+        with phase(OPTIMIZER):
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
         return loss.detach()

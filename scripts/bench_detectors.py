@@ -5,7 +5,7 @@
 Each repeat opens the export afresh (the detectors cache what they read on the Trace, so the
 first detector to need a table pays for reading it: read the columns as "time spent by the
 time that detector finished", and ``total`` as the figure to compare). ``predict_s`` is the
-predicted speedups that ``diagnose`` attaches to the findings (``analysis.detect.predict``),
+predicted speedups that ``diagnose`` attaches to the findings (``analysis.detect.decide``),
 part of ``total_s``. Prints one row per export and writes the same table as CSV, with the
 1-minute load average before the fastest run (``load_1min``: on a shared machine, a figure
 taken under load is no figure of the code).
@@ -32,8 +32,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import trace as T
-from analysis.detect import REGISTRY, load_thresholds, predict
-from analysis.findings import CLASSES
+from analysis.detect import REGISTRY, TraceView, load_thresholds
+from analysis.detect.config import DiagnosisConfig
+from analysis.detect.decide import decide
+from bottlenecks import CLASSES, SPECS
 
 ROW_TABLES = {
     "kernels": "CUPTI_ACTIVITY_KIND_KERNEL",
@@ -57,7 +59,7 @@ def row_counts(path: Path) -> dict[str, int]:
         return out
 
 
-def bench_once(path: Path, cfg: dict) -> dict[str, float]:
+def bench_once(path: Path, cfg: DiagnosisConfig) -> dict[str, float]:
     """Seconds for open_trace, each detector in CLASSES order (cumulative cache), and total;
     ``cpu_s`` is the CPU time of all threads, steadier than wall time on a shared machine."""
     gc.collect()
@@ -66,13 +68,14 @@ def bench_once(path: Path, cfg: dict) -> dict[str, float]:
     out: dict[str, float] = {}
     with T.open_trace(path) as tr:
         out["open_s"] = time.perf_counter() - t0
-        found = []
-        for klass in CLASSES:
+        view, found = TraceView(tr, cfg), []
+        for spec in SPECS:
             t = time.perf_counter()
-            found.append(REGISTRY[klass](tr, cfg))
-            out[f"{klass}_s"] = time.perf_counter() - t
+            found.append(REGISTRY[spec.name](view, getattr(cfg, spec.thresholds)))
+            out[f"{spec.name}_s"] = time.perf_counter() - t
         t = time.perf_counter()
-        predict.attach(tr, cfg, found, None)
+        for spec, f in zip(SPECS, found, strict=True):
+            decide(view, f, getattr(cfg, spec.thresholds))
         out["predict_s"] = time.perf_counter() - t
     out["total_s"] = time.perf_counter() - t0
     out["cpu_s"] = time.process_time() - c0

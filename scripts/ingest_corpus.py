@@ -8,7 +8,7 @@ Each CALL_OUT is one device call's $OUT (corpus-exports.tar, corpus-timing.csv).
 export: the tables no reader uses (UNREAD, and the ENUM_* tables not in READ_ENUMS), the
 columns no reader uses (UNREAD_COLUMNS), in a report with kernels the OS-runtime calls no
 detector reads by default (read_calls: every list-valued ``*_calls`` threshold and
-analysis.detect._host.WAIT_CALLS; a compiling thread's mmap64/munmap/stat64 rows were 62% of
+analysis.detect.view.WAIT_CALLS; a compiling thread's mmap64/munmap/stat64 rows were 62% of
 clean_compile_short's rows, 3.2 MB after xz with them, 0.96 MB without; an override naming
 another call finds none in these exports) and the CUDA API calls no detector reads by default
 (:func:`_drop_unread_api`: calls of no role shorter than ``window.min_call_ns`` that no GPU
@@ -62,10 +62,11 @@ sys.path.insert(0, str(ROOT / "corpus"))
 import measure  # noqa: E402  corpus/measure.py
 
 from analysis import trace as T  # noqa: E402
-from analysis.detect import _common as C  # noqa: E402
-from analysis.detect import _steady as S  # noqa: E402
 from analysis.detect import load_thresholds  # noqa: E402
-from analysis.detect._host import WAIT_CALLS  # noqa: E402
+from analysis.detect import view as C  # noqa: E402
+from analysis.detect import view as S  # noqa: E402
+from analysis.detect.config import diagnosis_dict  # noqa: E402
+from analysis.detect.view import WAIT_CALLS  # noqa: E402
 from analysis.packed_export import SUFFIX, pack_file  # noqa: E402
 from analysis.trace_db import unxz  # noqa: E402
 from scripts.trim_export import first_activity, trim  # noqa: E402
@@ -146,7 +147,7 @@ UNREAD_COLUMNS: dict[str, tuple[str, ...]] = {
         "copyCount",
     ),
     "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION": ("deprecatedSyncType",),
-    # an event sync's record (analysis/detect/_events.py): joined on eventId and eventSyncId
+    # an event sync's record (analysis/detect/view/_events.py): joined on eventId and eventSyncId
     "CUPTI_ACTIVITY_KIND_CUDA_EVENT": ("deviceId", "contextId", "greenContextId"),
     "CUPTI_ACTIVITY_KIND_GRAPH_TRACE": ("graphId",),
 }
@@ -159,7 +160,7 @@ _REFERS_TO_STRINGS = re.compile(r'^\s*"?(\w+)"?\s[^\n]*REFERENCES StringIds\(id\
 def cut_ns(path: Path, iterations: int, step_ns: float = 0.0) -> tuple[int | None, int]:
     """(where to cut: the end of the ``iterations``-th steady iteration, and no earlier than
     ``iterations`` steps of ``step_ns`` after the first; None: keep it all, iterations found)."""
-    wcfg = load_thresholds()["window"]
+    wcfg = load_thresholds().window
     with T.open_trace(path) as tr:
         it = S.gpu_iterations(tr, wcfg) or S.nvtx_iterations(tr, wcfg)
         kernels = S.KERNEL
@@ -186,9 +187,9 @@ def _tables(db: sqlite3.Connection) -> dict[str, str]:
 def read_calls() -> tuple[str, ...]:
     """The OS-runtime calls some detector reads by default: every list-valued ``*_calls`` key
     of the diagnosis thresholds (``host.file_calls``, ``gil_contention.wait_calls``,
-    ``stage_imbalance.wait_calls``) and ``analysis.detect._host.WAIT_CALLS``."""
+    ``stage_imbalance.wait_calls``) and ``analysis.detect.view.WAIT_CALLS``."""
     names = set(WAIT_CALLS)
-    for section in load_thresholds().values():
+    for section in diagnosis_dict(load_thresholds()).values():
         if isinstance(section, dict):
             for key, value in section.items():
                 if key.endswith("_calls") and isinstance(value, list):
@@ -215,9 +216,9 @@ def _drop_unread_calls(db: sqlite3.Connection) -> None:
 
 def _drop_unread_api(db: sqlite3.Connection, roles: list[int]) -> None:
     """Delete the CUDA API rows that no detector reads by default and nothing refers to: calls
-    of no role (not one of ``roles``, the name ids analysis.detect._common.category_ids gives
+    of no role (not one of ``roles``, the name ids analysis.detect.view.category_ids gives
     for launch, sync, memcpy, memset and alloc) shorter than the default ``window.min_call_ns``
-    (``_common.window_calls`` skips them, and no other reader of the API table reads a call of
+    (``view.window_calls`` skips them, and no other reader of the API table reads a call of
     no role), whose correlation id no other table holds (a GPU activity or sync record made by
     the call) and which are not the table's first start or last end (``trace.window``'s span).
     PyTorch 2.11's ``cuKernelGetName`` before every launch is most of them. Only in a report
@@ -234,7 +235,7 @@ def _drop_unread_api(db: sqlite3.Connection, roles: list[int]) -> None:
         if t != C.RUNTIME and "correlationId" in _columns(db, t)
     ]
     refer = f"AND correlationId NOT IN ({' UNION '.join(made)})" if made else ""
-    tiny = int(load_thresholds()["window"]["min_call_ns"])
+    tiny = load_thresholds().window.min_call_ns
     db.execute(
         f"""DELETE FROM {C.RUNTIME} WHERE "end" - start < ? AND nameId NOT IN ({C.id_list(roles)})
             {refer} AND start > (SELECT MIN(start) FROM {C.RUNTIME})
@@ -245,7 +246,7 @@ def _drop_unread_api(db: sqlite3.Connection, roles: list[int]) -> None:
 
 def _role_ids(path: Path) -> list[int]:
     """Name ids of the CUDA API calls with a role (launch, sync, memcpy, memset, alloc), as the
-    detectors tell them (``_common.category_ids``)."""
+    detectors tell them (``view.category_ids``)."""
     with T.open_trace(path) as tr:
         return C.category_ids(tr, *C.CATEGORIES[1:])
 
@@ -288,7 +289,7 @@ def drop_unread(path: Path, *, calls: bool = False, api: bool = False) -> None:
 
 def _drop_unawaited_events(db: sqlite3.Connection) -> None:
     """Delete the CUDA event records no sync of the export waits for: the one reader
-    (analysis/detect/_events.py) looks a record up from a sync, by eventId and eventSyncId."""
+    (analysis/detect/view/_events.py) looks a record up from a sync, by eventId and eventSyncId."""
     tables = _tables(db)
     ev, sy = "CUPTI_ACTIVITY_KIND_CUDA_EVENT", "CUPTI_ACTIVITY_KIND_SYNCHRONIZATION"
     if ev not in tables or "eventSyncId" not in _columns(db, ev):

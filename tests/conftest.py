@@ -62,6 +62,8 @@ SLOW_FIRST = (
     "tests/test_contract.py",
     "tests/test_multinode.py",
     "tests/test_warmer.py",
+    "tests/test_readme.py",
+    "tests/test_bad_input.py",
     "tests/test_cli_errors.py",
 )
 
@@ -80,9 +82,13 @@ NSYS_MISSING = (
 
 def pytest_configure(config: pytest.Config) -> None:
     """In CI (``CI=true``) a missing nsys fails the suite in one line, as a missing browser
-    fails the report's browser test: some 50 tests skip without it, and a skip is not seen."""
+    fails the report's browser test: some 50 tests skip without it, and a skip is not seen.
+    Then the heartbeat: never 10 s without a line."""
     if os.environ.get("CI") == "true" and shutil.which("nsys") is None:
         pytest.exit(NSYS_MISSING, returncode=1)
+    from tests._heartbeat import register
+
+    register(config)  # a progress line after 8 s of silence (tests/_heartbeat.py)
 
 
 def leftover_nsys(mark: str) -> list[tuple[int, str]]:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.detect._arrays import few_unique, member
+from analysis.detect.view import few_unique, member
 
 RNG = np.random.default_rng(7)
 

@@ -19,7 +19,7 @@ import pytest
 import bottlenecks
 from analysis import expert_rules as E
 from analysis.detect import REGISTRY, diagnose, load_thresholds
-from analysis.detect import _model as M
+from analysis.detect import timemodel as M
 from analysis.detect.config import MAIN_METRIC
 from analysis.trace import open_trace
 from bottlenecks.classes import SPECS, ClassSpec, ClassSpecError, NsysRule, check_specs
@@ -42,14 +42,24 @@ def test_every_consumer_covers_every_class() -> None:
     assert str(bottlenecks.Klass.GIL_CONTENTION) == "gil_contention"
     assert set(TOOL_WORDS) == set(names)  # the adapter once lacked gil_contention, stage_imbalance
     assert set(M.CAUSE_OF) <= set(names) and {r.klass for r in E.RULES} <= set(names)
-    assert set(load_thresholds()["main_metric"]) == set(names)
+    assert set(load_thresholds().main_metric) == set(names)
     for name in names:
-        assert name in load_thresholds()  # a threshold section per class
+        assert hasattr(load_thresholds(), name)  # a threshold section per class
+
+
+#: Classes whose detector is a skeleton (not judged on any report yet): the real ones come later.
+SKELETONS = {
+    "fp32_math",
+    "unfused_elementwise",
+    "layout_transpose",
+    "allocator_churn",
+    "blocking_io",
+}
 
 
 def test_main_metric_is_what_each_detector_reports() -> None:
     """On real exports (a GPU input stall, a CPU pipeline), each judged finding carries the
-    metric its spec names as the main one."""
+    metric its spec names as the main one; a skeleton detector judges nothing and says so."""
     seen: set[str] = set()
     for fixture in ("gpu_nsys2025_sync_loading", "cpu_nsys2022_pipeline_imbalance_baseline"):
         with open_trace(sqlite_fixture(fixture)) as trace:
@@ -57,7 +67,9 @@ def test_main_metric_is_what_each_detector_reports() -> None:
                 if f.judged:
                     assert MAIN_METRIC[f.klass] in f.metrics, (fixture, f.klass, f.metrics)
                     seen.add(f.klass)
-    assert seen == set(bottlenecks.CLASSES)
+                elif f.klass in SKELETONS:
+                    assert "not written yet" in f.reason, (fixture, f.klass, f.reason)
+    assert seen == set(bottlenecks.CLASSES) - SKELETONS
 
 
 def _titles(help_text: str) -> dict[str, str]:
@@ -81,7 +93,7 @@ def test_tool_words_read_nsys_rule_titles_as_the_rules_class() -> None:
 
 def test_tool_words_name_the_gil_and_pipeline_classes() -> None:
     # nsys's GIL trace names its wait ranges as the gil_contention detector reads them
-    for wait in load_thresholds()["gil_contention"]["wait_ranges"]:
+    for wait in load_thresholds().gil_contention.wait_ranges:
         assert "gil_contention" in _flagged(f"thread 12: {wait} 4.8 ms")
     for text in ("Global Interpreter Lock contention", "GIL contention: 30% of samples"):
         assert _flagged(text) == {"gil_contention"}
@@ -128,14 +140,14 @@ _SEEN_BY_ALL = """
 add()
 from analysis.findings import Finding, State
 
-def detect(trace, thresholds):
+def detect(view, th):
     return Finding("throwaway", State.CLEAR, metrics={"throwaway_share": 0.0}, reason="made up")
 
 detector.detect = detect
 detector.KLASS = "throwaway"
 import scenarios
 from analysis import expert_rules as E
-from analysis.detect import REGISTRY, _model, config, diagnose
+from analysis.detect import REGISTRY, config, diagnose, timemodel
 from analysis.trace import open_trace
 from harness.judge import score
 from harness.report.diagnosis import class_legend
@@ -145,7 +157,7 @@ assert bottlenecks.Klass("throwaway") is bottlenecks.Klass.THROWAWAY
 assert bottlenecks.CLASSES[-1] == "throwaway" == scenarios.BOTTLENECK_CLASSES[-1]
 assert config.MAIN_METRIC["throwaway"] == "throwaway_share"
 assert config.DiagnosisConfig().main_metric["throwaway"] == "throwaway_share"
-assert _model.CAUSE_OF["throwaway"] == "data"
+assert timemodel.CAUSE_OF["throwaway"] == "data"
 assert E.spec_for("throw_away").klass == "throwaway" and E.RULES[-1].names == ("throw-away", "throw_away")
 assert score.TOOL_WORDS["throwaway"] == ("throwaway trouble",)
 assert REGISTRY["throwaway"] is detect

@@ -45,7 +45,7 @@ def test_compare_h100_with_a_cpu_run(cpu_run, tmp_path):
         }
     md = (out / "compare.md").read_text()
     assert "| scenario | variant | h100 · full | cpu · smoke |" in md
-    assert "| sync_loading | dali | 44.0x [37.87-50.86] | n/a |" in md  # cpu ran no dali
+    assert "| sync_loading | dali | 44.0x [37.9-50.9] | n/a |" in md  # cpu ran no dali
     assert "different sizes" in md and "CPU run" in md
     pngs = {p.stem for p in assert_markdown_images(out / "compare.md")}
     assert pngs == {"compare_matrix", "compare_points"}
@@ -190,3 +190,38 @@ def test_compare_two_runs_of_one_gpu_says_what_repeats(tmp_path):
     # each run's host probes beside its environment
     assert "| launch µs | Python loop ms |" in md
     assert "| full | 10 | 61 |" in md and "| full | 7.1 | 44 |" in md
+
+
+def test_the_host_free_table_puts_host_bound_variants_first():
+    """A variant whose GPU is busy less than 80% of its step in a run's trace is host-bound,
+    and leads the table in every run; the columns are the runs' own."""
+    import pandas as pd
+
+    from harness.report.repeat import host_free_table
+
+    runs = {
+        "a": pd.DataFrame({"scenario": ["s", "s"], "variant": ["fast", "slow"],
+                           "step_ms_mean": [10.0, 40.0], "step_launches": [1000.0, 4000.0],
+                           "loop_cpu_launches": [900.0, 3500.0]}),
+        "b": pd.DataFrame({"scenario": ["s", "s"], "variant": ["fast", "slow"],
+                           "step_ms_mean": [10.1, 30.0], "step_launches": [1010.0, 4020.0],
+                           "loop_cpu_launches": [905.0, 3490.0]}),
+    }  # fmt: skip
+    work = {
+        "a": pd.DataFrame({"scenario": ["s", "s"], "variant": ["fast", "slow"],
+                           "gpu_busy_ms_per_step": [9.9, 8.0]}),
+        "b": None,
+    }  # fmt: skip
+    table = host_free_table(runs, work)
+    assert list(zip(table["variant"], table["run"], strict=True)) == [
+        ("slow", "a"),
+        ("slow", "b"),
+        ("fast", "a"),
+        ("fast", "b"),
+    ]
+    slow_a = table.iloc[0]
+    assert slow_a["host_bound"] and slow_a["gpu_busy_ms_per_step"] == 8.0
+    assert not table.iloc[2]["host_bound"]  # 9.9 of 10 ms busy
+    assert table.iloc[1]["step_launches"] == 4020.0 and pd.isna(
+        table.iloc[1]["gpu_busy_ms_per_step"]
+    )

@@ -10,15 +10,16 @@ SQL and a Python loop, not with the detector's helpers.
 
 from __future__ import annotations
 
+import csv
 import sqlite3
 from pathlib import Path
 
 import pytest
 
 from analysis import trace as T
-from analysis.detect import diagnose
+from analysis.detect import diagnose, load_thresholds
 from analysis.findings import Finding, State
-from tests._fixtures import sqlite_fixture
+from tests._fixtures import DATA, sqlite_fixture
 
 SYNC = sqlite_fixture("cpu_nsys2022_user_loop_sync")
 MEMORY = sqlite_fixture("cpu_nsys2022_user_loop_memory")
@@ -114,11 +115,14 @@ def test_user_loop_with_batches_in_memory_is_clear() -> None:
 
 
 @pytest.mark.parametrize(
-    ("path", "fired"), [(SUITE_BASE, True), (SUITE_FIX, False)], ids=["baseline", "async"]
+    ("path", "fired"), [(SUITE_BASE, True), (SUITE_FIX, True)], ids=["baseline", "async"]
 )
 def test_suite_capture_judged_without_its_data_load_range(path: Path, fired: bool) -> None:
     """The suite's sync_loading on the CPU: the same state whatever the ``data_load`` range is
-    called, and the input share (not the range's) is what decides."""
+    called, and the input share (not the range's) is what decides. The async fix fires too:
+    on the 2-core box its two workers cannot keep up, and the training thread waits for their
+    queue 19% of the window, over the class's 15% (the fix is declared partial, data_stall
+    expected)."""
     tid, lo, hi = _suite_window(path)
     share, _ = _input_share(path, tid, lo, hi)
     own = _data_stall(path)
@@ -141,3 +145,27 @@ def test_loader_waits_count_as_input() -> None:
     assert f.metrics["input_waits_per_step"] == 3.0
     tight = _data_stall(SUITE_FIX, {"data_stall": {"cpu_wait_calls": ["sem_wait"]}})
     assert tight.metrics["input_work_share"] < f.metrics["input_work_share"]
+
+
+def test_an_input_share_under_the_old_bar_fires_at_the_class_bar() -> None:
+    """Issue 52, item 8: sync_loading at severity 128 on the CPU. The training thread loads
+    about a fifth of each step (the input runs: 20.9% of the window here), and removing the
+    loading (``ideal``) measured 1.44x, a 31% saving. The CPU rule held that share to a bar of
+    its own, 30%, while the truth holds a saving to the class's bar, 15%: refuted. The input
+    runs run between the thread's compute, so their share is the saving: it fires at the
+    class's bar and predicts ``1 / (1 - share)``, within the tolerance of the measured speedup
+    (the run's committed timing: 5 rounds of each variant)."""
+    path = sqlite_fixture("cpu_nsys2022_sync_loading_128")
+    cfg = load_thresholds()
+    f = _data_stall(path)
+    share = f.metrics["input_work_share"]
+    assert cfg.data_stall.min_saving_share <= share < 0.3, share  # between the two bars
+    assert f.fired and f.impact == share, f.reason
+    assert f.predicted_speedup == pytest.approx(1 / (1 - share), abs=1e-4)
+    with (DATA / "cpu_nsys2022_sync_loading_128.runs.csv").open() as fh:
+        mean = {r["variant"]: float(r["step_ms_mean"]) for r in csv.DictReader(fh)}
+    measured = mean["baseline"] / mean["ideal"]
+    assert measured > 1 / (1 - cfg.data_stall.min_saving_share)  # the truth: the class is there
+    assert abs(f.predicted_speedup / measured - 1) <= cfg.predict.tolerance_share
+    old = _data_stall(path, {"data_stall": {"min_data_load_share": 0.3}})
+    assert old.state is State.CLEAR and old.metrics["input_work_share"] == share  # as it was

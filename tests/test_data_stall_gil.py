@@ -18,9 +18,8 @@ import pandas as pd
 import pytest
 
 from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.detect import _host as H
-from analysis.detect import diagnose, load_thresholds
+from analysis.detect import TraceView, diagnose, load_thresholds
+from analysis.detect import view as C
 from analysis.findings import Finding, State
 from analysis.trace_db import unxz
 from tests.conftest import REPO
@@ -90,7 +89,7 @@ def test_the_stretches_before_the_copies_are_gil_waits(export: Path) -> None:
     """What the trace says, before any detector: each stretch of the training thread that ends
     in a batch copy is a wait for the GIL (all but < 1 ms), which the decoder thread holds."""
     with T.open_trace(export) as tr:
-        st = C.steady(tr, load_thresholds())
+        st = C.steady(tr, load_thresholds().window)
     con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
     main, stretches = _copy_stretches(con, st.lo, st.hi)
     waits = _gil_ranges(con, "Waiting for GIL").get(main, [])
@@ -107,8 +106,8 @@ def test_gil_waits_before_a_copy_are_not_input_work(export: Path, findings: list
     GIL-bound: no input work, so data_stall does not fire and gil_contention is the primary."""
     with T.open_trace(export) as tr:
         cfg = load_thresholds()
-        st = C.steady(tr, cfg)
-        view = H.host_view(tr, cfg)
+        st = C.steady(tr, cfg.window)
+        view = TraceView(tr, cfg).host()
     con = sqlite3.connect(f"file:{export}?mode=ro", uri=True)
     _, stretches = _copy_stretches(con, st.lo, st.hi)
     assert view is not None

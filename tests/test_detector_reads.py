@@ -11,9 +11,8 @@ import numpy as np
 import pytest
 
 from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.detect import _host as H
-from analysis.detect import load_thresholds
+from analysis.detect import TraceView, load_thresholds
+from analysis.detect import view as C
 from tests._fixtures import sqlite_fixture
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "wild" / "exports"
@@ -24,11 +23,12 @@ def _issuing(path: Path) -> tuple[C.Steady, list[int], list[int]]:
     reading ask about) of one export."""
     cfg = load_thresholds()
     with T.open_trace(path) as tr:
-        view = H.host_view(tr, cfg)
-        assert view is not None
-        ids = H._evidence_ids(tr, cfg["host"])[2]
-        ids += C.name_ids(tr, list(cfg["gil_contention"]["wait_calls"]))
-        return C.steady(tr, cfg), [int(t) for t in view.issuing], sorted(set(ids))
+        view = TraceView(tr, cfg)
+        host = view.host()
+        assert host is not None
+        ids = C.evidence_ids(tr, cfg.host)[2]
+        ids += C.name_ids(tr, list(cfg.gil_contention.wait_calls))
+        return view.steady(), [int(t) for t in host.issuing], sorted(set(ids))
 
 
 @pytest.mark.parametrize(
@@ -87,11 +87,11 @@ def test_hint_ranges_match_nvtx_ranges(hints: list[str]) -> None:
     nvtx_ranges and pandas find, with LIKE's wildcards in a hint taken literally and a hint
     beyond ASCII read without the SQL filter."""
     path = sqlite_fixture("gpu_nsys2025_sync_loading")
-    cfg = load_thresholds()
     with T.open_trace(path) as tr:
-        st = C.steady(tr, cfg)
-        tid = H.host_view(tr, cfg).tid
-        got = H._hint_ranges(tr, st, tid, hints)
+        view = TraceView(tr, load_thresholds())
+        st = view.steady()
+        tid = view.host().tid
+        got = C.hint_ranges(tr, st, tid, hints)
         want = _hints_by_nvtx_ranges(tr, st, tid, hints)
     for g, w in zip(got, want, strict=True):
         np.testing.assert_array_equal(g, w)

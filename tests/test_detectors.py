@@ -116,9 +116,9 @@ def _expected(path: Path) -> dict[str, float]:
 def test_registry_and_thresholds() -> None:
     assert tuple(REGISTRY) == CLASSES
     th = load_thresholds({"pageable_copy": {"min_saving_share": 0.01}})
-    assert th["pageable_copy"]["min_saving_share"] == 0.01
-    assert th["data_stall"]["min_saving_share"] == 0.15  # untouched keys survive the merge
-    assert set(CLASSES) <= set(th)
+    assert th.pageable_copy.min_saving_share == 0.01
+    assert th.data_stall.min_saving_share == 0.15  # untouched keys survive the merge
+    assert all(hasattr(th, k) for k in CLASSES)
 
 
 def test_finding_shape() -> None:
@@ -305,7 +305,10 @@ def test_cpu_data_stall_reports_the_suite_range() -> None:
     base = _diagnose(CPU_BASE)["data_stall"]
     fix = _diagnose(CPU_FIX)["data_stall"]
     eb, ef = _expected(CPU_BASE), _expected(CPU_FIX)
-    assert base.fired and not fix.fired, (base.reason, fix.reason)
+    # the async fix's thread still waits for its two workers 19% of the window (2 cores):
+    # over the class's bar, as its declared role (partial) has it
+    assert base.fired and fix.fired, (base.reason, fix.reason)
+    assert fix.impact == fix.metrics["input_work_share"] < base.impact
     assert "gpu_idle_share" not in base.metrics
     assert base.metrics["data_load_share"] == pytest.approx(eb["data_load_share"], abs=1e-12)
     assert fix.metrics["data_load_share"] == pytest.approx(ef["data_load_share"], abs=1e-12)
@@ -462,9 +465,9 @@ def test_exposed_comm_per_gpu_hidden_by_own_compute(tmp_path: Path) -> None:
 
 def test_exposed_comm_threshold_from_config(tmp_path: Path) -> None:
 
-    th = load_thresholds()["exposed_comm"]
-    assert th["min_nccl_exposed_share"] == 0.1
-    assert load_thresholds()["exposed_comm"]["min_nccl_exposed_share"] == 0.1
+    th = load_thresholds().exposed_comm
+    assert th.min_nccl_exposed_share == 0.1
+    assert load_thresholds().exposed_comm.min_nccl_exposed_share == 0.1
     # the mean (0.25) is compared with the threshold, not the max (0.5)
     for limit, fired in [(0.25, True), (0.3, False), (0.5, False)]:
         over = {"exposed_comm": {"min_nccl_exposed_share": limit}}

@@ -165,3 +165,29 @@ def test_a_cpu_program_on_a_gpu_machine_is_judged_as_a_cpu_report(cli):
         f["class"] for f in out["findings"] if "CUPTI_ACTIVITY_KIND_KERNEL" in f["reason"]
     }
     assert {"launch_bound", "host_sync", "exposed_comm"} <= kernel_less
+
+
+def test_text_says_each_prediction_with_its_interval_basis_and_what_untraced_means(cli):
+    """The text shows each prediction as the JSON has it: the speedup with its 95% interval (or
+    why there is none), the step left "untraced" said in words, and the basis it rests on
+    (``prediction_note``)."""
+    h100 = DATA / "h100" / "h100_kernel_flood__baseline.sqlite.xz"
+    text = cli(["diagnose", str(h100), str(GPU_BASE)])
+    assert text.returncode == 0, text.stderr
+    said = " ".join(text.stdout.split())
+    out = _json(cli, h100, GPU_BASE)
+    for report in out:
+        for f in report["findings"]:
+            if f["predicted_speedup"] is None or f["state"] == "not_judged":
+                continue
+            head = f"predicted, the cause removed entirely: {f['predicted_speedup']:.2f}x"
+            lo, hi = f["predicted_speedup_ci_low"], f["predicted_speedup_ci_high"]
+            if lo is not None:
+                head += f" [{lo:.2f}-{hi:.2f}] (95% interval over the steady iterations)"
+            else:
+                head += " (no interval: too few measured iterations to resample)"
+            assert head in said, (report["report"], f["class"])
+            assert f"basis: {' '.join(f['prediction_note'].split())}" in said
+    assert "untraced (as the program runs without nsys: nsys's own cost per call taken off)" in said
+    assert "(no interval" in said and "(95% interval" in said  # both kinds in these two reports
+    assert_fits(text.stdout)

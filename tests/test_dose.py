@@ -89,7 +89,7 @@ def test_dose_table_matches_each_runs_files(sweep):
         share = float(base[6].rstrip("%")) / 100
         assert 0 <= share <= 1
         fired = _baseline_fired(run)
-        assert base[7] == ("**fired**" if fired else "no")
+        assert base[7] == ("**fired**" if fired else "clear")  # the detector table's word
         diag = pd.read_csv(run / "diagnosis.csv").set_index("variant")
         reason = diag.loc["baseline", "data_stall_reason"]
         assert f"{share:.1%}" in reason  # the same number the detector gave in its reason

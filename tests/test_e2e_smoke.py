@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 
@@ -199,14 +200,9 @@ def test_ground_truth_tables(smoke_run):
     assert "verdicts:" in proc.stdout
 
 
-def test_no_worker_measures_beside_another(smoke_run):
-    """The run loop starts a worker while the previous one tears down (harness.overlap), but
-    every worker's warm-up and window ran while no other worker process was alive: each
-    measured span, from the worker's own clock, lies outside every other worker's
-    launch-to-end span, from the parent's."""
-    _, run_dir = smoke_run
-    timings = pd.read_csv(run_dir / "timings.csv")
-    assert timings[["launched_at", "ended_at"]].notna().all().all()
+def _measured_spans(run_dir, timings) -> list[tuple[int, float, float, dict]]:
+    """Each worker's measured span (its warm-up's start to its window's end, its own clock)
+    after checking it lies inside its launch-to-end span (the parent's clock)."""
     spans = []
     for row in timings.itertuples():
         result = json.loads((run_dir / row.scenario / row.variant / row.phase / "result.json")
@@ -214,11 +210,35 @@ def test_no_worker_measures_beside_another(smoke_run):
         timing = result["timing"]
         assert row.launched_at <= timing["warmup_started_at"] <= timing["window_ended_at"]
         assert timing["window_ended_at"] <= row.ended_at
-        spans.append((row.Index, timing["warmup_started_at"], timing["window_ended_at"]))
-    for i, lo, hi in spans:
+        spans.append((row.Index, timing["warmup_started_at"], timing["window_ended_at"], result))
+    return spans
+
+
+def test_no_worker_measures_beside_another(smoke_run):
+    """The run loop starts a worker while the previous one tears down (harness.overlap), but
+    no measurement runs beside another worker's. A profile's warm-up and window ran while no
+    other worker process was alive: its measured span lies outside every other worker's
+    launch-to-end span. A sliced timing round's processes are alive together, held: only the
+    round's own processes were alive during its measured spans, and no two of their slices
+    (each process's monotonic clock, one clock for the machine) overlap."""
+    _, run_dir = smoke_run
+    timings = pd.read_csv(run_dir / "timings.csv")
+    assert timings[["launched_at", "ended_at"]].notna().all().all()
+    slices = []
+    for i, lo, hi, result in _measured_spans(run_dir, timings):
         others = timings.drop(index=i)
         beside = others[(others["launched_at"] < hi) & (others["ended_at"] > lo)]
-        assert beside.empty, (timings.loc[i, ["variant", "phase"]].tolist(), beside)
+        if "slices" not in result:
+            assert beside.empty, (timings.loc[i, ["variant", "phase"]].tolist(), beside)
+            continue
+        assert (beside["phase"] == timings.loc[i, "phase"]).all(), beside  # its round only
+        cut = result["slices"]
+        assert sum(cut["steps"]) == result["steps"] == len(result["step_ms"])
+        slices += [(a, b, i) for a, b in zip(cut["start_s"], cut["end_s"], strict=True)]
+    assert slices, "no sliced round ran"
+    slices.sort()
+    for (_, end, who), (start, _, nxt) in itertools.pairwise(slices):
+        assert end <= start, ("slices overlap", who, nxt)
     wall = json.loads((run_dir / "wall_time.json").read_text())
     assert wall["settings"]["overlap"] is True
     assert wall["workers_overlap_s"] >= 0.0

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 import shutil
 import sqlite3
+from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.detect import _gil_waits as W
-from analysis.detect import _host as H
-from analysis.detect import diagnose, load_thresholds
+from analysis.detect import TraceView, diagnose, load_thresholds
 from analysis.detect import gil_contention as G
-from analysis.findings import State
+from analysis.detect import view as C
+from analysis.detect.config import DiagnosisConfig
+from analysis.findings import Finding, State
 from scenarios.gil_contention.workload import pr_counts_numpy, pr_counts_python
 from tests._fixtures import sqlite_fixture
 from tests.conftest import REPO
@@ -33,10 +33,15 @@ def _fixture(name: str):
     return sqlite_fixture(name, WILD_EXPORTS) if name == H100_GIL_TRACE else sqlite_fixture(name)
 
 
-def _finding(name: str, cfg: dict | None = None):
-    """The detector's own finding: its shares, and on a CPU capture its decision."""
+def _detect(tr: T.Trace, cfg: DiagnosisConfig) -> Finding:
+    """The detector's own finding on an open export: its shares, and on a CPU capture its
+    decision."""
+    return G.detect(TraceView(tr, cfg), cfg.gil_contention)
+
+
+def _finding(name: str, cfg: DiagnosisConfig | None = None) -> Finding:
     with T.open_trace(_fixture(name)) as tr:
-        return G.detect(tr, cfg or load_thresholds())
+        return _detect(tr, cfg or load_thresholds())
 
 
 def _decided(path) -> object:
@@ -70,9 +75,9 @@ def test_gil_trace_fires_on_the_h100_metrics_thread():
 def test_gil_waits_is_the_union_the_finding_counts():
     cfg = load_thresholds()
     with T.open_trace(_fixture(H100_GIL_TRACE)) as tr:
-        starts, ends = G.gil_waits(tr, cfg)
-        st = C.steady(tr, cfg)
-        share = G.detect(tr, cfg).metrics["gil_wait_share"]
+        starts, ends = TraceView(tr, cfg).gil_waits()
+        st = C.steady(tr, cfg.window)
+        share = _detect(tr, cfg).metrics["gil_wait_share"]
     assert starts.dtype == ends.dtype == np.int64
     assert starts.size == ends.size > 0
     assert (ends > starts).all() and (starts[1:] >= ends[:-1]).all()  # sorted and disjoint
@@ -98,7 +103,7 @@ def test_not_judged_without_osrt_or_gil_trace(tmp_path):
     with sqlite3.connect(copy) as db:
         db.execute("DROP TABLE OSRT_API")
     with T.open_trace(copy) as tr:
-        f = G.detect(tr, load_thresholds())
+        f = _detect(tr, load_thresholds())
     assert f.state is State.NOT_JUDGED
     assert "python-gil" in f.reason
 
@@ -143,21 +148,21 @@ def _naive_share(name: str) -> tuple[float, float]:
     wait (the input waits of _host and the condition waits) of any thread of the process
     counts, as a reading of "another thread is busy while the loop runs" would have it."""
     cfg = load_thresholds()
-    th = cfg[G.KLASS]
-    naive = dict(
-        th, wait_calls=[*H.WAIT_CALLS, *th["wait_calls"]], max_call_ms=1e9, min_timeout_share=0.0
+    th = cfg.gil_contention
+    naive = replace(
+        th, wait_calls=[*C.WAIT_CALLS, *th.wait_calls], max_call_ms=1e9, min_timeout_share=0.0
     )
     with T.open_trace(sqlite_fixture(name)) as tr:
-        st = C.steady(tr, cfg)
+        st = C.steady(tr, cfg.window)
         pid = (st.step_tid >> 24) & 0xFFFFFF
         tids = sorted(
             {int(t) for t in T.osrt(tr)["global_tid"].dropna() if (int(t) >> 24) & 0xFFFFFF == pid}
         )
-        ss, se = H.suite_ranges(tr, st, "step")
+        ss, se = C.suite_ranges(tr, st, "step")
         shares = []
         for waits in (
-            G.read_waits(tr, st, st.step_tid, th),
-            W._from_osrt(tr, st, st.step_tid, naive, tids=tids),
+            C.read_waits(tr, st, st.step_tid, th),
+            C.read_waits(tr, st, st.step_tid, naive, tids),  # no GIL trace: the OS-runtime calls
         ):
             shares.append(C.overlap_total(waits.starts, waits.ends, ss, se) / st.step_ns)
     return shares[0], shares[1]
@@ -167,10 +172,10 @@ def test_decoy_fires_without_the_key_rule():
     """The key rule: only the launching thread's GIL waits count. Without it the shipper's
     sleeps (clock_nanosleep) cover most of every step, and the decoy reads as contended."""
     mine, naive = _naive_share(DECOY)
-    th = load_thresholds()[G.KLASS]
+    th = load_thresholds().gil_contention
     assert mine == 0.0
     assert naive == pytest.approx(0.8379, abs=5e-5)
-    assert naive >= th["min_cpu_wait_share"]
+    assert naive >= th.min_cpu_wait_share
 
 
 # --- what the detector leaves to the others -------------------------------------------------------
@@ -178,7 +183,7 @@ def test_decoy_fires_without_the_key_rule():
 
 def test_gil_waits_are_not_input_evidence():
     """_host reads timed condition waits as GIL waits, not as waits for loader workers."""
-    assert set(H.WAIT_CALLS).isdisjoint(load_thresholds()[G.KLASS]["wait_calls"])
+    assert set(C.WAIT_CALLS).isdisjoint(load_thresholds().gil_contention.wait_calls)
 
 
 def test_diagnose_ranks_the_class_on_the_cpu_baseline():
@@ -229,11 +234,9 @@ def test_a_peer_wait_of_one_interval_is_no_gil_wait(interval_ms, late):
     capture, CPython's 5 ms) fall between the interval and its late end."""
     th = {"switch_interval_ms": interval_ms, "max_timeout_late_share": late}
     with T.open_trace(sqlite_fixture("cpu_nsys2022_pipeline_imbalance_balanced")) as tr:
-        assert (
-            G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)}).metrics["gil_wait_share"] == 0.0
-        )
+        assert _detect(tr, load_thresholds({G.KLASS: th})).metrics["gil_wait_share"] == 0.0
     with T.open_trace(sqlite_fixture(CPU + "baseline")) as tr:
-        f = G.detect(tr, {**load_thresholds(), G.KLASS: _with(th)})
+        f = _detect(tr, load_thresholds({G.KLASS: th}))
     assert f.fired is (0.98 * interval_ms <= 5.0 and 5.1 <= (1 + late) * interval_ms), f.reason
 
 
@@ -244,7 +247,7 @@ def test_timeouts_made_late_by_a_loaded_box_are_still_gil_waits():
     band, which then found too few timeouts and read no GIL wait at all."""
     name = CPU + "baseline_loaded"
     with T.open_trace(sqlite_fixture(name)) as tr:
-        st = C.steady(tr, load_thresholds())
+        st = C.steady(tr, load_thresholds().window)
         rows = tr.query(
             """SELECT o.start, o."end" FROM OSRT_API AS o JOIN StringIds AS s ON s.id = o.nameId
                WHERE s.value = 'pthread_cond_timedwait' AND o.globalTid = :tid
@@ -259,12 +262,8 @@ def test_timeouts_made_late_by_a_loaded_box_are_still_gil_waits():
     assert late.sum() > timed_out.sum() / 2  # most timeouts ended past the former band
     found = _finding(name)
     assert found.fired, found.reason
-    strict = _finding(name, {**load_thresholds(), G.KLASS: _with({"max_timeout_late_share": 0.2})})
+    strict = _finding(name, load_thresholds({G.KLASS: {"max_timeout_late_share": 0.2}}))
     assert not strict.fired and strict.metrics["gil_wait_share"] == 0.0
-
-
-def _with(overrides: dict) -> dict:
-    return {**load_thresholds()[G.KLASS], **overrides}
 
 
 # --- expectations recomputed from the export ------------------------------------------------------

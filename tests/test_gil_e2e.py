@@ -50,7 +50,10 @@ def run_dir(tmp_path_factory, cache_dir) -> Path:
             "run",
             f"+scenario={SCENARIO}",
             "size=smoke",
-            "harness.repeats=3",
+            # five rounds: on a loaded box the baseline's saving, less its loop's extra wait for
+            # a core, must keep its interval's low end over the bar (truth.oversubscribed), and a
+            # Student-t interval of three rounds is 4.3 standard errors wide each way
+            "harness.repeats=5",
             "harness.progress=false",
             f"harness.results_dir={results}",
             f"harness.cache_dir={cache_dir}",
@@ -63,7 +66,7 @@ def run_dir(tmp_path_factory, cache_dir) -> Path:
 def test_the_best_fix_is_measured_faster_with_an_interval(run_dir: Path) -> None:
     runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")
     assert (runs["status"] == "ok").all(), runs["status"]
-    assert (runs.loc[FIXES, "paired_rounds"] == 3).all()
+    assert (runs.loc[FIXES, "paired_rounds"] == 5).all()
     assert runs.loc["ideal", "speedup_ci_low"] > 1.0, runs.loc["ideal"]
     best = runs.loc[["process_pool", "vectorised"], "speedup_ci_low"].max()  # a fix, not ideal
     assert best > 1.0, runs.loc[FIXES, ["speedup", "speedup_ci_low"]]

@@ -96,10 +96,10 @@ def test_side_stream_work_is_what_other_threads_put_on_streams_the_loop_never_us
     path = sqlite_fixture("h100_sync_loading__dali", SIDE)
     with T.open_trace(path) as tr:
         row = gpu_work(tr).iloc[0]
-        from analysis.detect import _common as C
         from analysis.detect import load_thresholds
+        from analysis.detect import view as C
 
-        st = C.steady(tr, load_thresholds(None))
+        st = C.steady(tr, load_thresholds(None).window)
     con = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
     own = {
         s

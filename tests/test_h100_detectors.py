@@ -11,9 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.detect import _common as C
-from analysis.detect import _steady as S
 from analysis.detect import diagnose, load_thresholds
+from analysis.detect import view as C
 from analysis.findings import State
 from analysis.trace import open_trace
 from tests._fixtures import sqlite_fixture
@@ -101,10 +100,10 @@ def test_compiled_graphs_still_host_bound(h100: dict[str, Path]) -> None:
 def test_iterations_found_without_nvtx(h100: dict[str, Path], name: str) -> None:
     """The repeating GPU work gives the steps the harness marked with NVTX, less the first
     (skipped as warm-up) and at most one cut by the capture's edge, inside the same window."""
-    cfg = load_thresholds()["window"]
+    cfg = load_thresholds().window
     with open_trace(h100[name]) as trace:
-        it = S.gpu_iterations(trace, cfg)
-        nvtx = C.steady(trace, load_thresholds())
+        it = C.gpu_iterations(trace, cfg)
+        nvtx = C.steady(trace, load_thresholds().window)
     assert it is not None and nvtx.mode == "nvtx"
     assert nvtx.n_steps - 2 <= it.n <= nvtx.n_steps, (it.n, nvtx.n_steps)
     step = (nvtx.hi - nvtx.lo) / nvtx.n_steps
@@ -128,9 +127,11 @@ def test_tiny_calls_of_no_role_are_left_out_and_change_no_verdict(h100: dict[str
     replay holds, and with the 0.5 us ``cuKernelGetName`` calls kept there are twice as many.)"""
     path = h100["kernel_flood__baseline"]
     with open_trace(path) as trace:
-        st = C.steady(trace, {"window": {"min_call_ns": 1}})
+        st = C.steady(trace, load_thresholds({"window": {"min_call_ns": 1}}).window)
         every = C.window_calls(trace, st)
-        kept = C.window_calls(trace, C.steady(trace, {"window": {"min_call_ns": 1000}}))
+        kept = C.window_calls(
+            trace, C.steady(trace, load_thresholds({"window": {"min_call_ns": 1000}}).window)
+        )
         names = C.base_names(trace, every["name"])
     short = (every["end"] - every["start"] < 1000) & (every["cat"] == 0)
     assert names[short].tolist().count("cuKernelGetName") > 0.9 * short.sum() > 1000
@@ -151,11 +152,11 @@ def test_calls_read_ahead_on_a_second_connection_are_the_calls(h100: dict[str, P
     path = h100["forced_sync__baseline"]
     cfg = load_thresholds()
     with open_trace(path) as trace:
-        st = C.steady(trace, cfg)
+        st = C.steady(trace, cfg.window)
         C.prefetch_calls(trace, st)
         ahead = C.window_calls(trace, st)
     with open_trace(path) as trace:
-        own = C.window_calls(trace, C.steady(trace, cfg))
+        own = C.window_calls(trace, C.steady(trace, cfg.window))
     assert ahead.keys() == own.keys() and own["start"].size > 1000
     for key, values in own.items():
         assert (ahead[key] == values).all(), key

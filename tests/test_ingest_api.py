@@ -57,7 +57,7 @@ def _read(path: Path, cfg: dict | None = None) -> tuple:
     from analysis.detect import diagnose, load_thresholds
 
     with T.open_trace(path) as tr:
-        st = C.steady(tr, load_thresholds(cfg))
+        st = C.steady(tr, load_thresholds(cfg).window)
         calls = C.window_calls(tr, st)
         found = diagnose(tr, {**(cfg or {}), "predict": {"untraced": False}})
         return (
@@ -74,7 +74,7 @@ def test_the_short_calls_of_no_role_that_nothing_refers_to_go_alone(tmp_path: Pa
     before, after = _api(orig), _api(path)
     with T.open_trace(orig) as tr:
         roles = {C.api_names(tr)[i][0] for i in C.category_ids(tr, *C.CATEGORIES[1:])}
-    tiny = ingest_corpus.load_thresholds()["window"]["min_call_ns"]
+    tiny = ingest_corpus.load_thresholds().window.min_call_ns
     referred = _referred(orig)
     first, last = min(r[0] for r in before), max(r[1] for r in before)
 

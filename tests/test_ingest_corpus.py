@@ -95,9 +95,7 @@ def test_the_cut_keeps_at_least_as_many_timed_steps(tmp_path: Path) -> None:
     by_count, found = ingest_corpus.cut_ns(raw, 3)
     assert by_count is not None and found > 6
     with ingest_corpus.T.open_trace(raw) as tr:
-        starts = ingest_corpus.S.gpu_iterations(
-            tr, ingest_corpus.load_thresholds()["window"]
-        ).starts
+        starts = ingest_corpus.S.gpu_iterations(tr, ingest_corpus.load_thresholds().window).starts
     assert by_count == int(starts[3])
     later, _ = ingest_corpus.cut_ns(raw, 3, step_ns=(starts[3] - starts[0]) / 3 * 1.5)
     assert abs(later - (starts[0] + (starts[3] - starts[0]) * 1.5)) <= 1  # 4.5 repeats in

@@ -37,7 +37,9 @@ def interrupted_run(request, tmp_path_factory):
     results = tmp_path_factory.mktemp(f"interrupt-{request.param}")
     never = results.parent / f"never-released-{request.param}"
     proc = _popen(
-        _args(results, "scenario.faulty.variants=[ideal,slow]"),
+        # back to back: ideal finishes before slow's window (a sliced round's processes end
+        # together; its interrupt is tests/test_sliced_interrupt.py's)
+        _args(results, "scenario.faulty.variants=[ideal,slow]", "harness.timing.slices=false"),
         env={"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never)},
     )
     try:

@@ -77,3 +77,21 @@ def test_prefetch_consumes_batches_in_order(tmp_path):
         wl.step(i)
     for i, x in enumerate(seen):
         assert torch.equal(x, wl.host[i % len(wl.host)][0])
+
+
+def test_patch_embedding_is_the_convolution_as_one_gemm():
+    """The embedding computes a stride-``patch`` Conv2d's map, with no convolution in the model
+    (cuDNN's 3-channel convolution brought SIMT math and layout conversions of its own)."""
+    from scenarios.pageable_copies.workload import PatchMLP, patchify
+
+    torch.manual_seed(0)
+    patch, dim = 4, 8
+    model = PatchMLP(patch=patch, dim=dim, hidden=16, depth=1, num_classes=3)
+    assert not any(isinstance(m, torch.nn.Conv2d) for m in model.modules())
+    conv = torch.nn.Conv2d(3, dim, patch, patch)
+    with torch.no_grad():  # the Linear's inputs run (row, column, channel) within a patch
+        conv.weight.copy_(model.embed.weight.view(dim, patch, patch, 3).permute(0, 3, 1, 2))
+        conv.bias.copy_(model.embed.bias)
+    x = torch.randn(2, 3, 16, 16)
+    want = conv(x).flatten(2).transpose(1, 2)
+    torch.testing.assert_close(model.embed(patchify(x, patch)), want, rtol=1e-5, atol=1e-5)

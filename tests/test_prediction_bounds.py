@@ -1,5 +1,5 @@
-"""Predictions that stay possible and scale with the host (analysis/detect/_bounds.py, the host
-speed in analysis/detect/_forecast.py), on committed real exports.
+"""Predictions that stay possible and scale with the host (analysis.detect.timemodel: its floors, the host
+speed), on committed real exports.
 
 The clamp: the wild corpus' pg_cuda_ram (H100; a 200 MB pageable batch copied every step),
 calibrated to its measured untraced step as ``harness score`` does. Its fit stops at its bound
@@ -19,8 +19,7 @@ from pathlib import Path
 import pytest
 
 from analysis import trace as T
-from analysis.detect import diagnose
-from analysis.detect.predict import host_speed
+from analysis.detect import diagnose, host_speed
 from harness.judge.score import untraced_steps
 from tests._fixtures import sqlite_fixture
 

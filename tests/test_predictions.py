@@ -28,9 +28,10 @@ def _truth(saving: Saving | None = SAVING, variant: str = "baseline"):
 
 
 def _finding(speedup: float | None) -> Finding:
-    f = Finding("host_sync", True, 0.3, {}, [], "")
-    f.predicted_speedup, f.prediction_note = speedup, "" if speedup else "fewer than 2 iterations"
-    return f
+    note = "" if speedup else "fewer than 2 iterations"
+    return Finding(
+        "host_sync", True, 0.3, {}, [], "", predicted_speedup=speedup, prediction_note=note
+    )
 
 
 @pytest.mark.parametrize(

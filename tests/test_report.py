@@ -254,7 +254,7 @@ def test_reference_folder_degrades_and_says_why(tmp_path):
     runs = pd.read_csv(REFERENCE / "runs.csv")
     for v in runs["variant"]:
         assert v in text
-    assert "44.0x [37.87–50.86]" in text  # dali's speedup and CI from runs.csv
+    assert "44.0x [37.9-50.9]" in text  # dali's speedup and CI from runs.csv, as the matrix
     # no verdicts, diagnosis, confusion or exports here: each section says so and why
     assert text.count("No data:") >= 4
     for what in ("verdicts.csv", "diagnosis.csv", "confusion.csv"):
@@ -307,7 +307,9 @@ def test_gpu_timeline_from_committed_exports(tmp_path):
     px = assert_picture(img.png, 600)
     assert px.shape[1] >= 1400
     assert "baseline above async_dataloader" in img.alt
-    assert re.search(r"GPU idle \d+% of the baseline's steps against \d+% with", img.caption)
+    # the panels' own lines, the same strings as their titles
+    assert re.search(r"baseline: steps \d+-\d+ · host .* · GPU idle \d+\.\d%; async_dataloader: ",
+                     img.caption)  # fmt: skip
     # dali and ideal have no export here: the fastest fix that has one is shown
     assert "dali" not in img.alt
 
@@ -473,10 +475,14 @@ def test_expected_against_observed_is_coloured_per_variant(tmp_path):
         else:
             want["match" if fired == {exp} - {"none"} else "mismatch"] += 1
     assert want["match"] and want["mismatch"], want  # the H100 run has both
-    html = (run / "report.html").read_text()
+    from tests.test_report_agrees import html_tables
+
+    (table,) = [t["cls"] for t in html_tables(run / "report.html")["Detector findings"]
+                if "match" in t["cls"].columns]  # fmt: skip
     for kind, n in want.items():
         # the observed and the match cell of each variant carry its colour
-        assert len(re.findall(rf'<td class="{kind}[" ]', html)) == 2 * n, kind
+        for col in ("observed", "match"):
+            assert sum(kind in c.split() for c in table[col]) == n, (kind, col)
     names = {p.stem for p in assert_markdown_images(run / "report.md")}
     assert "diagnosis_matrix" in names
 
@@ -484,6 +490,7 @@ def test_expected_against_observed_is_coloured_per_variant(tmp_path):
 def test_fix_effect_reads_findings(tmp_path):
     """Per fix, the baseline's main metric and how much of it the fix removed, as findings.csv
     gives them; an older folder without findings.csv says so instead."""
+    from analysis.plots import numbers
     from harness.core.config import MAIN_METRIC
     from harness.report import main
 
@@ -495,11 +502,11 @@ def test_fix_effect_reads_findings(tmp_path):
     val = dict(zip(f["variant"], f["value"], strict=True))
     base = val.pop("baseline")
     assert base > 0
-    chain = f"{MAIN_METRIC['data_stall']} {base:.0%}"
+    chain = f"{MAIN_METRIC['data_stall']} {numbers.share_fine(base)}"
     assert chain in text
     for v, x in val.items():
-        assert f"{x:.0%} ({v})" in text, v
-        assert f"{1 - x / base:.0%}" in text, v
+        assert f"{numbers.share_fine(x)} ({v})" in text, v
+        assert numbers.share(1 - x / base) in text, v
 
     (run / "findings.csv").unlink()
     assert main([str(run), "--no-timelines"]) == 0

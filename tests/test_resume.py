@@ -63,8 +63,14 @@ def test_an_older_run_folder_resumes_with_its_recorded_scenarios(tmp_path):
         resume_argv([f"harness.resume={run}", "harness.repeats=5"], FOUND)
 
 
-def test_no_resume_or_no_run_folder_leaves_the_command_line(tmp_path):
+def test_no_resume_leaves_the_command_line_no_run_folder_is_refused(tmp_path):
+    """Without harness.resume nothing changes; a resume of a folder that is no run, or whose
+    manifest is corrupt, is refused in one line before anything else is said."""
     argv = ["+scenario=all", "harness.repeats=3"]
     assert resume_argv(argv, FOUND) == argv
-    missing = [f"harness.resume={tmp_path / 'nothing'}"]
-    assert resume_argv(missing, FOUND) == missing  # the run itself says it is no run folder
+    with pytest.raises(UsageError, match="nothing: not a run folder"):
+        resume_argv([f"harness.resume={tmp_path / 'nothing'}"], FOUND)
+    (tmp_path / "bad").mkdir()
+    (tmp_path / "bad" / "manifest.json").write_text("{")
+    with pytest.raises(UsageError, match=r"manifest\.json: not valid JSON"):
+        resume_argv([f"harness.resume={tmp_path / 'bad'}"], FOUND)

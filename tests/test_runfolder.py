@@ -65,7 +65,11 @@ def test_read_json_missing_is_none_corrupt_is_named(tmp_path):
     bad.write_text('{"status": ')
     with pytest.raises(rf.CorruptFileError, match=r"bad\.json"):
         rf.read_json(bad)
-    assert isinstance(rf.CorruptFileError("x"), ValueError)
+    assert isinstance(rf.CorruptFileError("x", "why"), ValueError)
+    with pytest.raises(rf.CorruptFileError, match=r"absent\.json: no such file"):
+        rf.read_json(tmp_path / "absent.json", required=True)
+    (tmp_path / "list.json").write_text("[1]")
+    assert rf.read_json(tmp_path / "list.json") == [1]
 
 
 def test_discovery_and_status(tmp_path):
@@ -98,7 +102,8 @@ def test_atomic_writers_leave_no_temp_files(tmp_path):
     assert (tmp_path / "b.bin").read_bytes() == b"\x00\x01"
     mask = os.umask(0)
     os.umask(mask)
-    assert stat.S_IMODE((tmp_path / "b.bin").stat().st_mode) == 0o666 & ~mask
+    for name in ("t.txt", "b.bin", "f.csv", "j.json"):  # the CSVs too, as report.html: 0644
+        assert stat.S_IMODE((tmp_path / name).stat().st_mode) == 0o666 & ~mask, name
     assert rf.read_json(tmp_path / "j.json") == {"a": 1}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["b.bin", "f.csv", "j.json", "t.txt"]
 
@@ -115,3 +120,19 @@ def test_failed_write_names_the_file_and_leaves_nothing(tmp_path):
     finally:
         target.chmod(0o700)
     assert list(target.iterdir()) == []
+
+
+def test_atomic_writes_follow_the_umask(tmp_path):
+    """A stricter umask gives stricter files (0600 under 077), a looser one looser files."""
+    from harness.core import atomic
+
+    old = os.umask(0o077)
+    try:
+        assert atomic.umask() == 0o077
+        rf.write_frame(tmp_path / "private.csv", pd.DataFrame({"x": [1]}))
+        os.umask(0o002)
+        rf.write_text(tmp_path / "group.txt", "hi")
+    finally:
+        os.umask(old)
+    assert stat.S_IMODE((tmp_path / "private.csv").stat().st_mode) == 0o600
+    assert stat.S_IMODE((tmp_path / "group.txt").stat().st_mode) == 0o664

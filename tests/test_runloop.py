@@ -298,3 +298,41 @@ def test_only_a_single_process_capture_stop_is_shared() -> None:
     assert not shares_capture_stop(world=2, **one)
     assert not shares_capture_stop(world=1, **(one | {"profiled": False}))
     assert not shares_capture_stop(world=1, **(one | {"overlap_capture_stop": False}))
+
+
+class FakeTurns:
+    """Sliced rounds for the loop: the units of ``sliced`` phases are a group; their turns
+    open every member's gate at once (the stand-in workers speak the file gate)."""
+
+    def __init__(self, host: FakeHost, sliced: str) -> None:
+        self.host, self.sliced = host, sliced
+        self.rounds: list[list[str]] = []
+
+    def group_of(self, unit: Unit) -> tuple[str, str] | None:
+        return (unit.scenario, unit.phase) if unit.phase == self.sliced else None
+
+    def attach(self, live: list[Live]) -> None:
+        for item in live:
+            if item.group is not None and item.channel is None:
+                item.channel = object()
+
+    def run_group(self, members: list[Live]) -> None:
+        self.rounds.append(sorted(x.unit.variant for x in members))
+        for x in members:
+            (x.out_dir / rf.GO).touch()
+
+    def round_done(self, group, queue):
+        return []
+
+
+def test_a_round_waits_for_all_its_processes_and_no_other_unit_joins_its_set_up(tmp_path):
+    """The units of a sliced round are all launched and held before its turns start, and a
+    unit of another phase (the scenario's profile) is not launched beside the round's
+    set-ups: it would hold at its gate beside the round, and the round would wait for it."""
+    host = FakeHost(tmp_path, {"a": 0.1, "b": 0.1, "p": 0.1})
+    turns = FakeTurns(host, "timing-1")
+    units = [Unit("s", "a", "timing-1"), Unit("s", "b", "timing-1"), Unit("s", "p", "profile")]
+    RunLoop(host, units, overlap=True, batch=4, turns=turns).run()
+    assert turns.rounds == [["a", "b"]]
+    times = {v: json.loads((tmp_path / "s" / v / "times.json").read_text()) for v in "abp"}
+    assert times["p"]["setup_from"] >= min(times[v]["measure_from"] for v in "ab")

@@ -17,12 +17,12 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from analysis.detect import _common as C
-from analysis.detect import _host as H
-from analysis.detect import diagnose, load_thresholds
+from analysis.detect import TraceView, diagnose, load_thresholds
+from analysis.detect import view as C
 from analysis.packed_export import SUFFIX
 from analysis.trace import open_trace
 from harness.judge import score as S
+from harness.judge.export import sqlite_of
 from tests.conftest import REPO, assert_fits
 
 CORPUS = REPO / "corpus" / "wild"
@@ -85,7 +85,7 @@ EXPECTED = {
 #: The command whose figures README.md and corpus/wild/README.md quote. A detector or
 #: prediction change moves them: run it, and copy its figures into both READMEs
 #: (test_the_readmes_figures_are_the_tools says which differ).
-SCORE_COMMAND = "python -m harness score corpus/wild"
+SCORE_COMMAND = "harness score corpus/wild"
 
 
 @pytest.fixture(scope="module")
@@ -232,10 +232,10 @@ def test_process_main_thread_from_a_global_thread_id() -> None:
 def test_the_loop_thread_is_the_process_main_thread(tmp_path: Path, name: str) -> None:
     """In these captures PyTorch's autograd thread launches more kernels than the loop's own
     thread; the host view still reads the process's main thread (its syncs, its stretches)."""
-    with S.sqlite_of(CORPUS / "exports" / f"{name}{SUFFIX}", tmp_path) as db:
+    with sqlite_of(CORPUS / "exports" / f"{name}{SUFFIX}", tmp_path) as db:
         with open_trace(db) as trace:
-            view = H.host_view(trace, load_thresholds())
-            st = C.steady(trace, load_thresholds())
+            view = TraceView(trace, load_thresholds()).host()
+            st = C.steady(trace, load_thresholds().window)
             launchers = C.launcher_tids(trace, st.lo, st.hi)
             counts = {
                 int(t): int(n)
@@ -256,12 +256,12 @@ def test_sync_rate_per_second_passes_without_the_suites_steps(tmp_path: Path) ->
     rate may read low: without the suite's steps, >= min_syncs_per_s also passes."""
     strict = load_thresholds({"host_sync": {"min_syncs_per_step": 100.0}})
     path = CORPUS / "exports" / f"hs_step_logging{SUFFIX}"
-    with S.sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
+    with sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
         found = {f.klass: f for f in diagnose(trace, strict)}
     sync = found["host_sync"]
     assert sync.metrics["syncs_per_step"] < 100 and sync.fired, sync.reason
     off = load_thresholds({"host_sync": {"min_syncs_per_step": 100.0, "min_syncs_per_s": 1e6}})
-    with S.sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
+    with sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
         assert not {f.klass: f for f in diagnose(trace, off)}["host_sync"].fired
 
 
@@ -271,8 +271,8 @@ def test_input_work_gets_the_idle_it_covers_when_the_gpu_is_the_slower_side(tmp_
     they cover (not the host's own pace, which is nothing here), and data_stall fires second."""
     cfg = load_thresholds()
     path = CORPUS / "exports" / f"hs_hard_mining{SUFFIX}"
-    with S.sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
-        view = H.host_view(trace, cfg)
+    with sqlite_of(path, tmp_path) as db, open_trace(db) as trace:
+        view = TraceView(trace, cfg).host()
         found = {f.klass: f for f in diagnose(trace, cfg)}
     assert view is not None
     assert view.span_ns - view.blocked_ns < view.gpu_busy_ns  # H < G

@@ -34,7 +34,11 @@ def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool 
             sys.executable,
             "-m",
             "harness",
-            *faulty_args(results, "scenario.faulty.variants=[ideal,slow]"),
+            # back to back: ideal ends before slow's window (a sliced round's processes end
+            # together: tests/test_sliced_interrupt.py)
+            *faulty_args(
+                results, "scenario.faulty.variants=[ideal,slow]", "harness.timing.slices=false"
+            ),
         ],
         cwd=REPO,
         env=dict(

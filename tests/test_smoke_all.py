@@ -64,37 +64,56 @@ def test_an_unprofiled_run_says_why_nothing_was_judged_within_100_columns(smoke_
 CLOCK_SLACK_S = 0.001
 
 
+def _union(spans: list[tuple[float, float]]) -> float:
+    total, reach = 0.0, float("-inf")
+    for lo, hi in sorted(spans):
+        if hi > reach:
+            total += hi - max(lo, reach)
+            reach = hi
+    return total
+
+
 def test_batches_set_up_together_and_measure_alone(smoke_run):
     """harness.setup_batch: workers of a scenario started together set up side by side, but no
     warm-up or window ran beside another worker's set-up, warm-up, window or tear-down: beside
-    it another worker was at most waiting at its gate (set up, held), and some were."""
+    it another worker was at most waiting at its gate (set up, held). A sliced round's
+    processes (harness.timing.slices) are that batch: they set up together, and beside their
+    measured spans only the round's own processes were alive, none of their slices overlapping
+    (harness.execution.slicecost.check_run)."""
+    from harness.execution.slicecost import check_run
+
     _, run_dir = smoke_run
     timings = pd.read_csv(run_dir / "timings.csv")
     timings = timings[timings["status"] == "ok"]
     spans = []
     for row in timings.itertuples():
         folder = run_dir / row.scenario / row.variant / row.phase
-        timing = json.loads((folder / "result.json").read_text())["timing"]
-        gate = timing["setup_ended_at"]
+        result = json.loads((folder / "result.json").read_text())
+        timing, group = result["timing"], (row.scenario, row.phase) if "slices" in result else None
         spans.append(
-            (row.launched_at, gate, timing["warmup_started_at"], timing["window_ended_at"],
-             row.ended_at, f"{row.scenario}/{row.variant}/{row.phase}")
+            (row.launched_at, timing["setup_ended_at"], timing["warmup_started_at"],
+             timing["window_ended_at"], row.ended_at, f"{row.scenario}/{row.variant}/{row.phase}",
+             group)
         )  # fmt: skip
-    held_beside = 0
-    for launched, gate, start, end, ended, name in spans:
+    together = 0
+    for launched, gate, start, end, ended, name, group in spans:
         assert launched <= gate + CLOCK_SLACK_S and start <= end <= ended, name
-        for o_launched, o_gate, o_start, _, o_ended, other in spans:
+        for o_launched, o_gate, o_start, _, o_ended, other, o_group in spans:
             if other == name:
+                continue
+            if group is not None and o_group == group:  # its round: set up beside it
+                together += min(gate, o_gate) - max(launched, o_launched) > 0
                 continue
             busy = [(o_launched, o_gate), (o_start, o_ended)]  # all but its wait at the gate
             for lo, hi in busy:
                 assert min(end, hi) - max(start, lo) <= CLOCK_SLACK_S, (name, other, lo, hi)
-            held_beside += min(end, o_start) - max(start, o_gate) > 0
-    assert held_beside > 0  # batches did run
+            together += min(end, o_start) - max(start, o_gate) > 0
+    assert together > 0  # batches did run
+    assert check_run(run_dir)["overlaps"] == []
     wall = json.loads((run_dir / "wall_time.json").read_text())
     assert wall["settings"]["setup_batch"] == 4  # the default, recorded
-    measured = sum(end - start for _, _, start, end, _, _ in spans)  # spans never overlap
+    measured = _union([(start, end) for _, _, start, end, _, _, _ in spans])
     assert wall["measuring_s"] == pytest.approx(measured, abs=1e-6)
-    first = min(start for _, _, start, _, _, _ in spans)
-    last = max(end for _, _, _, end, _, _ in spans)
+    first = min(start for _, _, start, _, _, _, _ in spans)
+    last = max(end for _, _, _, end, _, _, _ in spans)
     assert wall["between_measurements_s"] == pytest.approx(last - first - measured, abs=1e-6)

@@ -16,8 +16,9 @@ import sqlite3
 
 import pytest
 
-from analysis.detect import load_thresholds
+from analysis.detect import TraceView, load_thresholds
 from analysis.detect import stage_imbalance as S
+from analysis.detect.config import DiagnosisConfig
 from analysis.findings import State
 from analysis.trace import open_trace
 from tests._fixtures import sqlite_fixture
@@ -34,9 +35,11 @@ BALANCED = {
 DDP_CPU = "cpu_nsys2022_stage_ddp"
 
 
-def _find(name: str, thresholds: dict | None = None, path=None):
+def _find(name: str, thresholds: DiagnosisConfig | None = None, path=None):
+    """The detector's own finding (its verdict: stage_imbalance decides on its own bound)."""
+    cfg = thresholds or load_thresholds()
     with open_trace(path or sqlite_fixture(name)) as trace:
-        return S.detect(trace, thresholds or load_thresholds())
+        return S.detect(TraceView(trace, cfg), cfg.stage_imbalance)
 
 
 def _numbers(f) -> tuple[float, ...]:

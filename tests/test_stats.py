@@ -1,4 +1,4 @@
-"""Hierarchical bootstrap: the interval carries the spread between processes."""
+"""The intervals: Student-t over paired rounds, the hierarchical bootstrap where nothing pairs."""
 
 from __future__ import annotations
 
@@ -80,12 +80,64 @@ def test_paired_ratio_uses_only_rounds_both_sides_ran():
     assert stats.round_ratios(num, den) == {1: 2.0, 3: 3.0}
     point, lo, hi = stats.paired_ratio_ci(num, den)
     assert point == pytest.approx(6.0**0.5)  # the geometric mean of 2 and 3
-    assert 2.0 - 1e-9 <= lo <= point <= hi <= 3.0 + 1e-9  # within the rounds' own ratios
+    # Student-t with 1 degree of freedom: 12.7 standard errors of the mean log ratio
+    se = np.std(np.log([2.0, 3.0]), ddof=1) / np.sqrt(2)
+    assert np.log(hi / point) == pytest.approx(12.7062 * se, rel=1e-4)
+    assert np.log(point / lo) == pytest.approx(12.7062 * se, rel=1e-4)
     with pytest.raises(ValueError, match="at least one round"):
         stats.paired_ratio_ci({1: [1.0]}, {2: [1.0]})
+
+
+@pytest.mark.parametrize(
+    ("df", "expected"),
+    [(1, 12.7062), (2, 4.3027), (3, 3.1824), (4, 2.7764), (9, 2.2622), (29, 2.0452)],
+)
+def test_t_quantiles_match_the_tables(df, expected):
+    assert stats.t_quantile(0.975, df) == pytest.approx(expected, abs=1e-4)
+    assert stats.t_quantile(0.025, df) == pytest.approx(-expected, abs=1e-4)
+    assert stats.t_cdf(stats.t_quantile(0.9, df), df) == pytest.approx(0.9, abs=1e-9)
+
+
+@pytest.mark.parametrize("n", [2, 3, 5, 10])
+def test_the_t_interval_covers_the_true_ratio_95_percent_of_the_time(n):
+    """Rounds whose log ratios scatter normally around log 2 (sd 10%): over 4000 simulated
+    runs of ``n`` rounds, the interval holds 2 in 95% of them (binomial sd 0.34%). The
+    percentile bootstrap it replaced held it in 52%, 73%, 82% and 90% of them."""
+    rng = np.random.default_rng(n)
+    logs = np.log(2.0) + rng.normal(0.0, 0.1, size=(4000, n))
+    hits = 0
+    for row in logs:
+        _, lo, hi = stats.log_t_interval(row)
+        hits += lo <= 2.0 <= hi
+    assert 0.94 <= hits / len(logs) <= 0.96
+
+
+def test_one_round_falls_back_to_its_steps_and_two_need_no_steps():
+    rng = np.random.default_rng(3)
+    num = {1: list(20 + rng.normal(0, 0.5, 50))}
+    den = {1: list(10 + rng.normal(0, 0.5, 50))}
+    point, lo, hi = stats.paired_ratio_ci(num, den)
+    assert lo < point < hi and hi - lo < 0.2  # the step bootstrap of that round
+    assert stats.half_width(lo, hi) == pytest.approx(np.sqrt(hi / lo) - 1)
+    assert stats.half_width(0.0, 1.0) == float("inf")
+    with pytest.raises(ValueError, match="two rounds"):
+        stats.log_t_interval([0.1])
 
 
 def test_round_spread_flags_rounds_apart_by_more_than_ten_percent():
     assert stats.round_spread({1: [10.0, 10.0]}) == 0.0
     assert stats.round_spread({1: [10.0], 2: [10.5]}) == pytest.approx(0.05)
     assert stats.round_spread({1: [10.0], 2: [12.0], 3: [11.0]}) > stats.UNSTABLE_SPREAD
+
+
+def test_two_runs_agree_within_their_combined_noise():
+    """Welch's test on two runs' log speedups: runs 4% apart agree when each interval is
+    +-5% over 3 rounds, and do not when each is +-1%; a run without rounds says nothing."""
+    q = stats.t_quantile(0.975, 2)
+    wide, narrow = np.log(1.05) / q, np.log(1.01) / q  # each run's standard error of the log
+    assert stats.agree(2.0, wide, 3, 2.08, wide, 3) is True
+    assert stats.agree(2.0, narrow, 3, 2.08, narrow, 3) is False
+    assert stats.agree(2.0, None, 3, 2.08, narrow, 3) is None
+    lo, hi = 2.0 / 1.05, 2.0 * 1.05
+    assert stats.log_se(lo, hi, 3) == pytest.approx(wide)
+    assert stats.log_se(lo, hi, 1) is None

@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from analysis import trace as T
-from analysis.detect import _common as C
 from analysis.detect import diagnose, load_thresholds
+from analysis.detect import view as C
 from tests._synthetic import Loop
 
 MS, US = 1_000_000, 1_000
@@ -46,7 +46,7 @@ def test_short_loop_after_autotuning(tmp_path: Path, steps: int) -> None:
     path = _script(tmp_path / f"short{steps}.sqlite", steps)
     cfg = load_thresholds({"predict": {"untraced": False}})
     with T.open_trace(path) as tr:
-        st = C.steady(tr, cfg)
+        st = C.steady(tr, cfg.window)
         found = diagnose(tr, cfg)
     # the steps after the first (skipped), all of them, none of the autotuning
     assert st.mode == "iterations", st.note
@@ -68,8 +68,8 @@ def test_a_repeating_layer_inside_noise_is_not_the_loop(tmp_path: Path) -> None:
             lp.launch(80 * US, f"once_{i}_{j}")
     path = lp.write(tmp_path / "noise.sqlite")
     with T.open_trace(path) as tr:
-        st = C.steady(tr, load_thresholds())
-        loose = C.steady(tr, load_thresholds({"window": {"min_local_cover_share": 0.1}}))
+        st = C.steady(tr, load_thresholds().window)
+        loose = C.steady(tr, load_thresholds({"window": {"min_local_cover_share": 0.1}}).window)
     assert st.mode == "activity", st.note
     assert loose.mode == "iterations"  # the rule is what keeps the detail out
 
@@ -85,7 +85,7 @@ def test_window_without_a_launch_call(tmp_path: Path) -> None:
             lp.launch(2 * MS, call_ns=1_000)
     path = lp.write(tmp_path / "queued.sqlite")
     with T.open_trace(path) as tr:
-        st = C.steady(tr, load_thresholds())
+        st = C.steady(tr, load_thresholds().window)
         found = diagnose(tr)
     assert st.mode == "iterations" and st.step_tid is None
     assert [f.klass for f in found if f.fired] == []

@@ -13,9 +13,8 @@ import numpy as np
 import pytest
 
 from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.detect import _steady as S
 from analysis.detect import diagnose, load_thresholds
+from analysis.detect import view as C
 from analysis.findings import State
 from tests._synthetic import Loop
 
@@ -53,8 +52,8 @@ def test_a_once_a_step_kernel_is_the_anchor_however_rare(tmp_path: Path) -> None
     trying every code finds the step (82 items) anchored on `loss` or a `bn`."""
     path = _autotuned(tmp_path / "autotuned.sqlite")
     with T.open_trace(path) as tr:
-        st = C.steady(tr, load_thresholds())
-        top24 = C.steady(tr, load_thresholds({"window": {"anchor_candidates": 24}}))
+        st = C.steady(tr, load_thresholds().window)
+        top24 = C.steady(tr, load_thresholds({"window": {"anchor_candidates": 24}}).window)
         found = diagnose(tr, {"predict": {"untraced": False}})
     assert st.mode == "iterations", st.note
     assert st.n_steps == STEPS - 2  # the first skipped, the last ends at the capture's edge
@@ -78,9 +77,9 @@ def test_a_weight_upload_is_not_the_loop(tmp_path: Path) -> None:
             lp.launch(300 * US, f"layer{j % 5}")
     path = lp.write(tmp_path / "upload.sqlite")
     with T.open_trace(path) as tr:
-        st = C.steady(tr, load_thresholds())
+        st = C.steady(tr, load_thresholds().window)
         first_kernel = int(tr.query(f"SELECT MIN(start) FROM {C.KERNEL}")[1][0][0])
-        by_cover = S._pick(S._anchors(S._gpu_sequence(tr)["code"], 5))
+        by_cover = C.pick_anchor(C.anchors(C.gpu_sequence(tr)["code"], 5))
     assert st.mode == "iterations" and st.n_steps == STEPS - 2, st.note
     assert st.lo > first_kernel
     assert by_cover is not None and by_cover.code < 0 and by_cover.period == 1  # the upload
@@ -109,10 +108,10 @@ def test_a_side_streams_repeats_are_not_the_loop(tmp_path: Path) -> None:
     autotuning). Allowed to, the side stream's repeats would have been the window."""
     path = _autotune_only(tmp_path / "autotune.sqlite")
     with T.open_trace(path) as tr:
-        st = C.steady(tr, load_thresholds())
+        st = C.steady(tr, load_thresholds().window)
         found = diagnose(tr, {"predict": {"untraced": False}})
-        side = C.steady(tr, load_thresholds({"window": {"min_device_share": 0.0}}))
-        it = S.gpu_iterations(tr, load_thresholds()["window"])
+        side = C.steady(tr, load_thresholds({"window": {"min_device_share": 0.0}}).window)
+        it = C.gpu_iterations(tr, load_thresholds().window)
     assert it is None
     assert st.mode == "activity" and st.untrusted is not None
     assert "holding 1.0% of the GPU's items" in st.untrusted
@@ -131,7 +130,7 @@ def test_nothing_repeating_keeps_the_last_resort(tmp_path: Path) -> None:
         lp.launch(200 * US, f"k{i}")
     path = lp.write(tmp_path / "once.sqlite")
     with T.open_trace(path) as tr:
-        st = C.steady(tr, load_thresholds())
+        st = C.steady(tr, load_thresholds().window)
         found = {f.klass: f for f in diagnose(tr, {"predict": {"untraced": False}})}
     assert st.mode == "activity" and st.untrusted is None
     assert found["exposed_comm"].state is not State.NOT_JUDGED
@@ -147,9 +146,9 @@ def test_every_code_is_tried_in_one_pass() -> None:
     rng = np.random.default_rng(7)
     codes = np.concatenate([rng.integers(0, 500, 3000), np.tile(np.arange(900, 960), 20)])
     uniq, inv, counts = np.unique(codes, return_inverse=True, return_counts=True)
-    g = S._grouped(codes)
+    g = C.group_codes(codes)
     assert (g.uniq == uniq).all() and (g.counts == counts).all() and (g.inv == inv).all()
     for u in range(uniq.size):
         assert (g.by_code[g.bounds[u] : g.bounds[u + 1]] == np.flatnonzero(inv == u)).all()
-    anchor = S._pick(S._anchors(codes, 5))
+    anchor = C.pick_anchor(C.anchors(codes, 5))
     assert anchor is not None and anchor.period == 60 and anchor.cover == 19 * 60

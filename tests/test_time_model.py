@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 
 from analysis import trace as T
-from analysis.detect import _model as M
-from analysis.detect import diagnose, load_thresholds
+from analysis.detect import TraceView, diagnose, load_thresholds
+from analysis.detect import timemodel as M
 from tests._synthetic import Loop
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -46,7 +46,7 @@ def _step(loop: Loop, body) -> Loop:
 
 def _observed_step(path: Path) -> float:
     with T.open_trace(path) as tr:
-        tl = M.timeline(tr, load_thresholds(TRACED))
+        tl = M.timeline(TraceView(tr, load_thresholds(TRACED)))
         return float(tl.edges[-1] - tl.edges[0]) / tl.n_iterations
 
 

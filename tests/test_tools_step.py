@@ -111,7 +111,7 @@ def test_the_report_section_shows_na_as_na(tmp_path: Path):
     assert scores["launch_bound"][0] == "0.00/n/a/0.00"
     per_variant = {r[0]: r for r in tables[1].rows}
     base = per_variant["forced_sync/baseline"]
-    assert base[1] == "host_sync (fires)"
+    assert base[1] == "host_sync fires"  # as the detector table writes the truth
     assert base[2].text == "data_stall, host_sync" and "impact 0.40" in base[2].tip
     assert base[3].text == "n/a"
     grid = f1_grid(pd.read_csv(rf.table_path(run, "tools_scores")))

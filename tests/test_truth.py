@@ -15,8 +15,9 @@ import pytest
 
 import scenarios
 from analysis.detect import load_thresholds
-from analysis.findings import CLASSES, Finding, State
+from analysis.findings import CLASSES, PREDICTION_FIELDS, Finding, State
 from harness.core.results import VariantResults
+from harness.core.stats import log_t_interval
 from harness.judge import scoring as S
 from harness.judge import truth as T
 from harness.judge import verdicts as V
@@ -52,7 +53,10 @@ def test_a_limit_is_held_fixed_against_the_variants_rounds() -> None:
     s = saving_to_limit(fix, {1: 5.0, 2: 5.0}, "own gpu_busy_ms_per_step")
     point = 1 - math.sqrt(5 / 20 * 5 / 25)
     assert s.share == pytest.approx(point)
-    assert (s.low, s.high) == pytest.approx((1 - 5 / 20, 1 - 5 / 25))  # the rounds' own, apart
+    # Student-t on the rounds' log ratios, 1 degree of freedom: wider than the rounds' own
+    _, lo, hi = log_t_interval([math.log(5 / 20), math.log(5 / 25)])
+    assert (s.low, s.high) == pytest.approx((1 - hi, 1 - lo))
+    assert s.low < 1 - 5 / 20 and s.high > 1 - 5 / 25
     assert saving_to_limit(fix, {1: 0.0}, "x") is None
 
 
@@ -67,8 +71,8 @@ def test_a_limit_is_held_fixed_against_the_variants_rounds() -> None:
 def test_states_around_the_bar(rounds, state) -> None:
     s = saving_between(_timed("dali", rounds), IDEAL, "ideal")
     means = [sum(v) / len(v) for v in rounds.values()]
-    per_round = [1 - 10.0 / m for m in means]
-    assert (s.low, s.high) == pytest.approx((min(per_round), max(per_round)))
+    _, lo, hi = log_t_interval([math.log(10.0 / m) for m in means])
+    assert (s.low, s.high) == pytest.approx((1 - hi, 1 - lo))
     bar = T.bar_of(load_thresholds(), "data_stall")
     assert bar == 0.15
     assert T.state_of(s, bar) is state
@@ -76,7 +80,12 @@ def test_states_around_the_bar(rounds, state) -> None:
 
 def test_an_override_of_the_bar_moves_the_truth() -> None:
     """The bar is the detector's own, read from the run's composed thresholds."""
-    s = saving_between(_timed("dali", {1: [11.0] * 8, 2: [13.5] * 8}), IDEAL, "ideal")
+    # six rounds alternating 9% and 26%: 8-27% (two would straddle every bar)
+    six = {r: [11.0 if r % 2 else 13.5] * 8 for r in range(1, 7)}
+    s = saving_between(
+        _timed("dali", six), _timed("ideal", dict.fromkeys(six, [10.0] * 8)), "ideal"
+    )
+    assert 0.05 < s.low < 0.15 < s.high < 0.30
     for bar, state in ((0.05, "fires"), (0.15, "either"), (0.30, "clear")):
         cfg = load_thresholds({"data_stall": {"min_saving_share": bar}})
         assert T.bar_of(cfg, "data_stall") == bar
@@ -122,10 +131,9 @@ def test_no_removal_is_no_truth() -> None:
 
 
 def _finding(klass: str, fired: bool, speedup: float | None, lo=None, hi=None) -> Finding:
-    f = Finding(klass, fired, 1 - 1 / speedup if fired and speedup else 0.0, {}, [], "r")
-    f.predicted_speedup = speedup
-    f.predicted_speedup_ci_low, f.predicted_speedup_ci_high = lo, hi
-    return f
+    impact = 1 - 1 / speedup if fired and speedup else 0.0
+    interval = dict(zip(PREDICTION_FIELDS[1:3], (lo, hi), strict=True))
+    return Finding(klass, fired, impact, {}, [], "r", predicted_speedup=speedup, **interval)
 
 
 def test_another_class_is_held_to_the_measured_gap() -> None:

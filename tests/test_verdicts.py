@@ -111,6 +111,11 @@ def test_the_verdict_and_the_scores_follow_the_measurement(sync_run) -> None:
     assert S.fired_counts(judged.diagnosis, "data_stall")["tp"] == 2
 
 
+#: dali's mean step in odd and even rounds (ms), and the rounds.
+DALI_MS = {1: 24.6, 0: 26.3}
+DALI_ROUNDS = range(1, 7)
+
+
 def _dali_run(root: Path, thresholds: dict | None) -> P.JudgedRun:
     """sync_loading's dali on the H100 (DALI's decoders on streams of their own) timed in two
     rounds as the H100 run timed it (median 24.6 ms, mean 25.5 ms; ideal 21.3 ms), beside the
@@ -119,9 +124,11 @@ def _dali_run(root: Path, thresholds: dict | None) -> P.JudgedRun:
         add_export(root, "sync_loading", "baseline", GPU_BASE)
         add_export(root, "sync_loading", "dali", DALI)
         steps = _steps("gpu_nsys2025_sync_loading")
-        write_rounds(root, "sync_loading", "baseline", {1: steps, 2: steps})
-        write_rounds(root, "sync_loading", "dali", {1: [24.6] * 4, 2: [26.3] * 4})
-        write_rounds(root, "sync_loading", "ideal", {1: [21.3] * 4, 2: [21.3] * 4})
+        # six rounds, alternating as the H100's two did: a Student-t interval of two rounds
+        # (1 degree of freedom) would straddle every bar
+        write_rounds(root, "sync_loading", "baseline", dict.fromkeys(DALI_ROUNDS, steps))
+        write_rounds(root, "sync_loading", "dali", {r: [DALI_MS[r % 2]] * 4 for r in DALI_ROUNDS})
+        write_rounds(root, "sync_loading", "ideal", dict.fromkeys(DALI_ROUNDS, [21.3] * 4))
     runs = _runs("sync_loading", {"baseline": "baseline", "dali": "fix", "ideal": "ideal"},
                  {"baseline", "dali"})  # fmt: skip
     return P.judge_run(root, FOUND, runs, thresholds=thresholds)
@@ -143,8 +150,14 @@ def test_dali_against_the_bar_as_composed(tmp_path, bar, truth, verdict) -> None
     th = None if bar is None else {"data_stall": {"min_saving_share": bar}}
     judged = _dali_run(tmp_path, th)
     dali = judged.diagnosis.set_index("variant").loc["dali"]
-    assert dali["measured_saving_ci_low"] == pytest.approx(1 - 21.3 / 24.6)
-    assert dali["measured_saving_ci_high"] == pytest.approx(1 - 21.3 / 26.3)
+    import math
+
+    from harness.core.stats import log_t_interval
+
+    _, lo, hi = log_t_interval([math.log(21.3 / DALI_MS[r % 2]) for r in DALI_ROUNDS])
+    assert dali["measured_saving_ci_low"] == pytest.approx(1 - hi)
+    assert dali["measured_saving_ci_high"] == pytest.approx(1 - lo)
+    assert 0.10 < 1 - hi < 0.15 < 1 - lo < 0.25  # straddles 15%, over 10%, under 25%
     assert dali["truth_state"] == truth and dali["bar"] == (bar or 0.15)
     assert dali["expected_role"] == "clean"
     assert dali["predicted_speedup"] == 1.0 and dali["data_stall_state"] == "clear"
@@ -255,3 +268,22 @@ def test_a_skipped_baseline_says_why_not_unreadable() -> None:
         )
     ran = got.drop(index=["ddp_bucketing", "pipeline_imbalance"])
     assert (ran["reason"] == "the baseline has no readable export").all()
+
+
+def test_a_reason_the_variants_share_is_said_once(tmp_path) -> None:
+    """pageable_copies judged on CPU captures (no CUDA tables): both profiled variants cannot
+    judge pageable_copy for the same reason; the verdict names both and says it once (a ddp
+    verdict on the CPU repeated a three-line reason four times)."""
+    cpu = sqlite_fixture("cpu_nsys2022_user_loop_memory")  # a CPU loop where nothing fires
+    for variant in ("baseline", "pinned_prefetch"):
+        add_export(tmp_path, "pageable_copies", variant, cpu)
+        write_rounds(tmp_path, "pageable_copies", variant, {1: [20.0] * 4, 2: [20.0] * 4})
+    write_rounds(tmp_path, "pageable_copies", "ideal", {1: [10.0] * 4, 2: [10.0] * 4})
+    kinds = {"baseline": "baseline", "pinned_prefetch": "fix", "ideal": "ideal"}
+    runs = _runs("pageable_copies", kinds, {"baseline", "pinned_prefetch"})
+    judged = P.judge_run(tmp_path, FOUND, runs)
+    reason = judged.verdicts.iloc[0]["reason"]
+    why = judged.diagnosis.set_index("variant").loc["baseline", "pageable_copy_reason"]
+    assert judged.verdicts.iloc[0]["verdict"] == "inconclusive"
+    assert reason == f"not judged: baseline, pinned_prefetch: pageable_copy not judged ({why})"
+    assert reason.count(why) == 1

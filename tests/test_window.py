@@ -66,9 +66,12 @@ SLOW_SIZE = ("scenario.faulty.smoke.warmup_steps=12", "scenario.faulty.smoke.ste
 
 def _slow_result(cli, results, window_s: float, warmup_s: str) -> dict:
     """The 'slow' variant's timing result.json for these window and warm-up budgets."""
+    # harness.timing.window_s=null: a sliced round's window takes harness.max_window_s, the
+    # budget under test (its own 1 s default would cut it)
     args = faulty_args(
-        results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, f"harness.max_window_s={window_s}"
-    )
+        results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, f"harness.max_window_s={window_s}",
+        "harness.timing.window_s=null",
+    )  # fmt: skip
     proc = cli([*args, f"harness.max_warmup_s={warmup_s}"], env=SLOW)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())
@@ -89,6 +92,7 @@ def test_the_profiled_window_has_its_own_budget(cli, tmp_path):
         *smoke_args("faulty", results, "scenario.faulty.variants=[slow]", *SLOW_SIZE),
         "nsys.enabled=true",
         "harness.max_window_s=3",
+        "harness.timing.window_s=null",  # the sliced timing window takes max_window_s
         "harness.profile_max_window_s=1",
     ]
     proc = cli(args, env=SLOW)
@@ -98,3 +102,31 @@ def test_the_profiled_window_has_its_own_budget(cli, tmp_path):
     profile = json.loads((run / "profile/result.json").read_text())
     assert 10 <= timing["steps"] <= 12  # 3 s of steps a little over 0.25 s
     assert profile["steps"] == 5  # 1 s / 0.25 s = 4, raised to min_steps
+
+
+def test_a_sliced_window_has_its_own_budget(cli, tmp_path):
+    """harness.timing.window_s (1 s by default) is a sliced round's window budget, at most
+    harness.max_window_s: 0.25 s steps measure 4 (1 s), and never fewer than
+    harness.timing.min_steps."""
+    res = _slow_result_sliced(cli, tmp_path / "r", "harness.max_window_s=10")
+    assert res["steps"] == 4 and sum(res["slices"]["steps"]) == 4
+    res = _slow_result_sliced(cli, tmp_path / "m", "harness.max_window_s=10",
+                              "harness.timing.min_steps=6")  # fmt: skip
+    assert res["steps"] == 6
+
+
+def _slow_result_sliced(cli, results, *extra: str) -> dict:
+    args = faulty_args(results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, *extra)
+    proc = cli(args, env=SLOW)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())
+
+
+def test_a_back_to_back_window_is_whole_periods():
+    from types import SimpleNamespace
+
+    from harness.execution.worker import whole_periods
+
+    assert whole_periods(37, SimpleNamespace(period_steps=10)) == 30
+    assert whole_periods(7, SimpleNamespace(period_steps=10)) == 10  # at least one period
+    assert whole_periods(37, SimpleNamespace()) == 37  # a workload without periodic work

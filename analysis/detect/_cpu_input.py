@@ -18,14 +18,13 @@ forked loader workers start later).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from analysis import trace as T
-from analysis.detect import _common as C
+from analysis.detect import view as V
+from analysis.detect.config import DataStallThresholds
 
 
 @dataclass(frozen=True)
@@ -42,10 +41,10 @@ class CpuInput:
 
     @property
     def ns(self) -> int:
-        return C.length(self.starts, self.ends)
+        return V.length(self.starts, self.ends)
 
 
-def training_thread(trace: T.Trace, st: C.Steady) -> int | None:
+def training_thread(trace: T.Trace, st: V.Steady) -> int | None:
     """The thread that runs the loop on a capture without CUDA calls, or None."""
     if st.step_tid is not None:
         return int(st.step_tid)
@@ -53,20 +52,21 @@ def training_thread(trace: T.Trace, st: C.Steady) -> int | None:
         return None
     sql = "SELECT globalTid, MIN(start) FROM OSRT_API GROUP BY globalTid"
     rows = [(int(t), int(s)) for t, s in trace.query(sql)[1] if t is not None]
-    mains = [(s, t) for t, s in rows if C.process_main_thread(t) == t]
+    mains = [(s, t) for t, s in rows if V.process_main_thread(t) == t]
     return min(mains)[1] if mains else None
 
 
-def input_runs(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any], tid: int) -> CpuInput:
-    """The thread's input runs in the window (see the module's docstring)."""
-    th = cfg["data_stall"]
-    file_ids = C.name_ids(trace, list(cfg.get("host", {}).get("file_calls", ())))
-    wait_ids = C.name_ids(trace, list(th["cpu_wait_calls"]))
+def input_runs(view: V.TraceView, st: V.Steady, th: DataStallThresholds, tid: int) -> CpuInput:
+    """The thread's input runs in the window (see the module's docstring): the file calls of
+    the view's ``host.file_calls``, the queue waits of ``th.cpu_wait_calls``."""
+    trace = view.trace
+    file_ids = V.name_ids(trace, list(view.config.host.file_calls))
+    wait_ids = V.name_ids(trace, list(th.cpu_wait_calls))
     every = sorted(set(file_ids) | set(wait_ids))
     empty = np.zeros(0, np.int64)
     if not every or not trace.has("OSRT_API"):
         return CpuInput(tid, empty, empty, 0, 0)
-    rows = C.thread_osrt(trace, st, tid, every)
+    rows = V.thread_osrt(trace, st, tid, every)
     s = np.clip(rows["start"], st.lo, st.hi)
     e = np.clip(rows["end"], st.lo, st.hi)
     if s.size and not bool((s[1:] >= s[:-1]).all()):
@@ -76,7 +76,7 @@ def input_runs(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any], tid: int) -
     if s.size == 0:
         return CpuInput(tid, empty, empty, reads, 0)
     run_end = np.maximum.accumulate(e)
-    gap_ns = int(float(th["cpu_input_gap_ms"]) * 1e6)
+    gap_ns = int(th.cpu_input_gap_ms * 1e6)
     cut = np.flatnonzero(s[1:] - run_end[:-1] > gap_ns)  # the last call of each run but one
     first = np.concatenate([[0], cut + 1])
     last = np.concatenate([cut, [s.size - 1]])

@@ -11,6 +11,9 @@ numbers >= 0, names non-empty); adding a threshold is one field with a default a
 
 from __future__ import annotations
 
+import copy
+import functools
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields, is_dataclass
@@ -20,15 +23,18 @@ from typing import Any, ClassVar
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import ConfigKeyError, OmegaConfBaseException
 
-from bottlenecks import CLASSES, SPECS
+from bottlenecks import CLASSES, SPECS, Klass
 from bottlenecks.classes import ClassSpecError
 
 __all__ = [
     "MAIN_METRIC",
     "DiagnosisConfig",
     "ThresholdError",
+    "diagnosis_config",
     "diagnosis_dict",
     "diagnosis_thresholds",
+    "load_config",
+    "load_thresholds",
     "parse_overrides",
 ]
 
@@ -149,13 +155,15 @@ class WindowThresholds(_Section):
 class DataStallThresholds(_Section):
     """data_stall: the GPU waits while the host loads the next batch."""
 
-    SECTION: ClassVar[str] = "data_stall"
+    SECTION: ClassVar[str] = Klass.DATA_STALL
     range_name: str = "data_load"
     """NVTX range the harness wraps batch loading in: reported (``data_load_share``) where the
     capture has it, never what decides."""
-    min_data_load_share: float = 0.3
+    min_data_load_share: float | None = None
     """CPU captures: the training thread's input runs (``input_work_share``) cover at least
-    this share of the window."""
+    this share of the window. On the training thread they run between its compute, so their
+    share is the saving of removing them: None (the default) holds it to ``min_saving_share``,
+    the bar of a GPU capture's predicted saving and of the measured truth."""
     cpu_input_gap_ms: float = 10.0
     """CPU captures: consecutive file reads and queue waits of the training thread at most this
     far apart belong to one input run (the gap: decoding and augmenting the item just read);
@@ -176,7 +184,7 @@ class DataStallThresholds(_Section):
 
 @dataclass(kw_only=True)
 class HostThresholds(_Section):
-    """How the main thread's time is read (analysis/detect/_host.py), for data_stall,
+    """How the main thread's time is read (analysis/detect/view/_host.py), for data_stall,
     launch_bound and host_sync alike."""
 
     SECTION: ClassVar[str] = "host"
@@ -215,7 +223,7 @@ class HostThresholds(_Section):
 class PageableCopyThresholds(_Section):
     """pageable_copy: host-to-device copies from pageable memory."""
 
-    SECTION: ClassVar[str] = "pageable_copy"
+    SECTION: ClassVar[str] = Klass.PAGEABLE_COPY
     min_saving_share: float = 0.15
     """Removing the pageable HtoD copies (pinned memory and a side stream hide them) would save
     at least this share of the step (~1.18x), the same bar as the other classes."""
@@ -225,7 +233,7 @@ class PageableCopyThresholds(_Section):
 class LaunchBoundThresholds(_Section):
     """launch_bound: kernels too short to hide their launch cost."""
 
-    SECTION: ClassVar[str] = "launch_bound"
+    SECTION: ClassVar[str] = Klass.LAUNCH_BOUND
     max_gap_us: float = 50.0
     """Reported: an idle gap shorter than this, waiting on the kernel's launch call, is a launch
     gap (``launch_gap_share``)."""
@@ -238,7 +246,7 @@ class LaunchBoundThresholds(_Section):
 class HostSyncThresholds(_Section):
     """host_sync: blocking device-to-host synchronisations that drain the GPU's queue."""
 
-    SECTION: ClassVar[str] = "host_sync"
+    SECTION: ClassVar[str] = Klass.HOST_SYNC
     min_syncs_per_step: float = 1.0
     """At least this many blocking syncs per step ..."""
     min_syncs_per_s: float = 10.0
@@ -252,7 +260,7 @@ class HostSyncThresholds(_Section):
 class ExposedCommThresholds(_Section):
     """exposed_comm: collective time not overlapped by compute."""
 
-    SECTION: ClassVar[str] = "exposed_comm"
+    SECTION: ClassVar[str] = Klass.EXPOSED_COMM
     min_nccl_exposed_share: float = 0.1
     """Mean, over the GPUs that run NCCL, of each one's NCCL *transfer* time (the part of its NCCL
     kernels after the last participant arrived) not overlapped by its own compute, as a share of
@@ -264,14 +272,14 @@ class ExposedCommThresholds(_Section):
     min_lane_match_share: float = 0.25
     """Two GPUs' NCCL streams are one communicator's when at least this share of their kernels,
     paired in order, have the same name, overlap in time and end together. Not all of them do: a
-    small send completes into the receiver's buffer before the receive starts (on the 2 x H200
-    corpus pipeline pp_heavy_head_gpu between 30% and 50% of the pairs overlapped)."""
+    small send completes into the receiver's buffer before the receive starts
+    (docs/detectors.md, "Measurements behind the code")."""
     max_align_offset: int = 8
     """Kernels by which two ranks' NCCL streams may be offset where the capture cut them."""
     max_end_skew_us: float = 250.0
     """Two ranks' kernels of one operation end within this of each other (a collective or a
-    message completes on every rank at about the same moment: up to 105 us apart on the 2 x H200
-    pipeline and DDP exports of 2026-11-28, a send and its receive of 16 MB included)."""
+    message completes on every rank at about the same moment, a large send and its receive
+    included: docs/detectors.md, "Measurements behind the code")."""
     min_work_ratio: float = 1.15
     """A late rank whose host was issuing work (not blocked, not in a long host stretch) had more
     work than the rank that waited for it when it ran at least this many times as many kernels
@@ -283,7 +291,7 @@ class ExposedCommThresholds(_Section):
 class GilContentionThresholds(_Section):
     """gil_contention: the launching thread waits for the GIL held by another Python thread."""
 
-    SECTION: ClassVar[str] = "gil_contention"
+    SECTION: ClassVar[str] = Klass.GIL_CONTENTION
     min_saving_share: float = 0.15
     """GPU captures: without the GIL waits the step would shrink by at least this share
     (~1.18x; the time model's predicted saving)."""
@@ -310,9 +318,9 @@ class GilContentionThresholds(_Section):
     not end times out after it."""
     max_timeout_late_share: float = 1.0
     """A timed-out GIL wait returns after one interval plus the time its woken thread waits for
-    a core: up to this share of an interval later still counts as timed out. Idle 2-core box:
-    5.0-5.1 ms; beside two busy loops (2026-11-29, the CPU gil_contention baseline): 5.1, 6.1-
-    6.5 and 7.7-8.0 ms, so the former +20% read 4 of 24 as timed out and the class missed."""
+    a core: up to this share of an interval later still counts as timed out. On a loaded box
+    that wait is most of an interval, and a tighter band reads the GIL's own timeouts as
+    something else (docs/detectors.md, "Measurements behind the code")."""
     min_timeout_share: float = 0.2
     """Without a GIL trace, the thread's wait calls of at least 1 ms are GIL waits only if at
     least this share of them time out and wait again: last one switch interval (-2%, up to
@@ -332,7 +340,7 @@ class GilContentionThresholds(_Section):
 class StageImbalanceThresholds(_Section):
     """stage_imbalance: one pipeline rank idles, waiting to receive, while the other computes."""
 
-    SECTION: ClassVar[str] = "stage_imbalance"
+    SECTION: ClassVar[str] = Klass.STAGE_IMBALANCE
     min_saving_share: float = 0.15
     """Balancing the stages would save at least this share of the window (~1.18x)."""
     max_lockstep_share: float = 0.5
@@ -361,8 +369,59 @@ class StageImbalanceThresholds(_Section):
 
 
 @dataclass(kw_only=True)
+class Fp32MathThresholds(_Section):
+    """fp32_math: GEMMs and convolutions off the tensor cores (a skeleton detector)."""
+
+    SECTION: ClassVar[str] = "fp32_math"
+    min_saving_share: float = 0.15
+    """Running those GEMMs and convolutions at the bf16 tensor-core rate would save at least
+    this share of the step (~1.18x), the same bar as the other classes."""
+
+
+@dataclass(kw_only=True)
+class UnfusedElementwiseThresholds(_Section):
+    """unfused_elementwise: chains of memory-bound elementwise kernels (a skeleton detector)."""
+
+    SECTION: ClassVar[str] = "unfused_elementwise"
+    min_saving_share: float = 0.15
+    """Moving each chain's bytes once (one fused kernel per chain) would save at least this
+    share of the step (~1.18x), the same bar as the other classes."""
+
+
+@dataclass(kw_only=True)
+class LayoutTransposeThresholds(_Section):
+    """layout_transpose: NCHW convolutions and their layout conversions (a skeleton detector)."""
+
+    SECTION: ClassVar[str] = "layout_transpose"
+    min_saving_share: float = 0.15
+    """Running the convolutions in NHWC (no conversions, NHWC kernels) would save at least this
+    share of the step (~1.18x), the same bar as the other classes."""
+
+
+@dataclass(kw_only=True)
+class AllocatorChurnThresholds(_Section):
+    """allocator_churn: device memory released and requested again in the loop (a skeleton
+    detector)."""
+
+    SECTION: ClassVar[str] = "allocator_churn"
+    min_saving_share: float = 0.15
+    """Serving every allocation from a warm cache (no cudaMalloc/cudaFree in the loop) would
+    save at least this share of the step (~1.18x), the same bar as the other classes."""
+
+
+@dataclass(kw_only=True)
+class BlockingIoThresholds(_Section):
+    """blocking_io: checkpoint and log writes on the training thread (a skeleton detector)."""
+
+    SECTION: ClassVar[str] = "blocking_io"
+    min_saving_share: float = 0.15
+    """Moving the writes off the loop thread, their cost spread over the period's steps, would
+    save at least this share of the step (~1.18x), the same bar as the other classes."""
+
+
+@dataclass(kw_only=True)
 class PredictConfig(_Section):
-    """The time model behind each finding's predicted speedup (analysis/detect/_model.py)."""
+    """The time model behind each finding's predicted speedup (analysis/detect/timemodel/)."""
 
     SECTION: ClassVar[str] = "predict"
     enabled: bool = True
@@ -378,12 +437,10 @@ class PredictConfig(_Section):
     trace_overhead_share: float = 0.0
     """Where > 0, nsys's cost is instead this share of each call's recorded host time (its
     dispatch gap, not a host stretch, and its own time): CUPTI's work in a call runs on the
-    same host as the call and slows with it. kernel_flood's traced step was 1.47-1.71x its
-    untraced one in six runs (H100, H200), 5.6-12 us a call: 1 - 1 / 1.62 = 0.38 predicts
-    its launch removal within +1% and -13% in two H200 runs whose fixed cost gave +16% and
-    -31%, and the corpus' launch-bound loops better too; but it over-predicts removing the
-    input of a loop whose calls a busy loader slowed (ds_few_workers: +65%), so it is not the
-    default (docs/detectors.md, "Untraced")."""
+    same host as the call and slows with it. It predicts removing a launch-bound loop's
+    dispatch better than a fixed cost, but over-predicts removing the input of a loop whose
+    calls a busy loader slowed, so it is not the default (docs/detectors.md, "Untraced" and
+    "Measurements behind the code")."""
     calibrate: bool = True
     """Where the program's untraced mean step is known (``harness run``'s timing rounds,
     ``harness score``'s timing.csv, ``harness diagnose --step-ms``), fit both replays so that
@@ -417,8 +474,8 @@ class PredictConfig(_Section):
     host the step was timed on, not for the moment the profiled process ran (False: as
     traced)."""
     max_host_speed: float = 2.0
-    """A measured host speed outside 1 / this .. this is not used (a probe misread: on the
-    H200's KVM host a busy thread ran at most 1.65x its idle pace)."""
+    """A measured host speed outside 1 / this .. this is not used: a busy host slows a thread
+    by less than that, so such a ratio is a probe misread (docs/detectors.md, "Measurements behind the code")."""
     clamp: bool = True
     """Raise a predicted step that goes below what no removal can beat (the busiest stream's
     remaining GPU work, the host's remaining work, and for an instant host the GPU busy time
@@ -452,30 +509,25 @@ class PredictConfig(_Section):
     """A prediction is within tolerance when |predicted / measured - 1| is at most this."""
 
     def _check(self) -> None:
-        if not 0.0 < self.data_dispatch_percentile <= 100.0:
-            raise ValueError(
-                "diagnosis.predict.data_dispatch_percentile must be in (0, 100], got "
-                f"{self.data_dispatch_percentile}"
-            )
-        if not 0.0 <= self.trace_overhead_share < 1.0:
-            raise ValueError(
-                "diagnosis.predict.trace_overhead_share must be in [0, 1), got "
-                f"{self.trace_overhead_share}"
-            )
-        if self.max_host_speed < 1.0:
-            raise ValueError(
-                f"diagnosis.predict.max_host_speed must be >= 1, got {self.max_host_speed}"
-            )
-        if not 0.0 <= self.clamp_tolerance_share < 1.0:
-            raise ValueError(
-                "diagnosis.predict.clamp_tolerance_share must be in [0, 1), got "
-                f"{self.clamp_tolerance_share}"
-            )
-        if self.calibrate_max_probe < 1.0:
-            raise ValueError(
-                "diagnosis.predict.calibrate_max_probe must be >= 1 (nsys never speeds a "
-                f"program up), got {self.calibrate_max_probe}"
-            )
+        bounds = (
+            (
+                0.0 < self.data_dispatch_percentile <= 100.0,
+                "data_dispatch_percentile",
+                "in (0, 100]",
+            ),
+            (0.0 <= self.trace_overhead_share < 1.0, "trace_overhead_share", "in [0, 1)"),
+            (self.max_host_speed >= 1.0, "max_host_speed", ">= 1"),
+            (0.0 <= self.clamp_tolerance_share < 1.0, "clamp_tolerance_share", "in [0, 1)"),
+            (
+                self.calibrate_max_probe >= 1.0,
+                "calibrate_max_probe",
+                ">= 1 (nsys never speeds a program up)",
+            ),
+        )
+        for ok, key, bound in bounds:
+            if not ok:
+                value = getattr(self, key)
+                raise ValueError(f"diagnosis.predict.{key} must be {bound}, got {value}")
 
 
 @dataclass(kw_only=True)
@@ -514,6 +566,18 @@ class DiagnosisConfig:
     """Thresholds of the gil_contention detector."""
     stage_imbalance: StageImbalanceThresholds = field(default_factory=StageImbalanceThresholds)
     """Thresholds of the stage_imbalance detector."""
+    fp32_math: Fp32MathThresholds = field(default_factory=Fp32MathThresholds)
+    """Thresholds of the fp32_math detector."""
+    unfused_elementwise: UnfusedElementwiseThresholds = field(
+        default_factory=UnfusedElementwiseThresholds
+    )
+    """Thresholds of the unfused_elementwise detector."""
+    layout_transpose: LayoutTransposeThresholds = field(default_factory=LayoutTransposeThresholds)
+    """Thresholds of the layout_transpose detector."""
+    allocator_churn: AllocatorChurnThresholds = field(default_factory=AllocatorChurnThresholds)
+    """Thresholds of the allocator_churn detector."""
+    blocking_io: BlockingIoThresholds = field(default_factory=BlockingIoThresholds)
+    """Thresholds of the blocking_io detector."""
     predict: PredictConfig = field(default_factory=PredictConfig)
     """The time model behind each finding's predicted speedup."""
     expert_rules: ExpertRulesConfig = field(default_factory=ExpertRulesConfig)
@@ -575,19 +639,24 @@ def _check_sections() -> None:
 _check_sections()
 
 
-def diagnosis_dict(cfg: Any) -> dict[str, Any]:
-    """The thresholds the detectors and verdicts take, as a plain nested dict, validated.
+def diagnosis_config(cfg: Any) -> DiagnosisConfig:
+    """The thresholds the detectors and verdicts take, typed and validated.
 
-    ``cfg``: the composed run config (DictConfig or SuiteConfig), its ``diagnosis`` node, or a
-    DiagnosisConfig.
+    ``cfg``: the composed run config (DictConfig or SuiteConfig), its ``diagnosis`` node, a
+    DiagnosisConfig, or a plain nested dict of one (a run's recorded ``diagnosis``).
     """
     if hasattr(cfg, "diagnosis") and not isinstance(cfg, DictConfig):
         cfg = cfg.diagnosis
     elif isinstance(cfg, DictConfig) and "diagnosis" in cfg:
         cfg = cfg.diagnosis
-    if not isinstance(cfg, DiagnosisConfig):
-        cfg = _to_diagnosis(OmegaConf.merge(OmegaConf.structured(DiagnosisConfig), cfg))
-    return asdict(cfg)
+    if isinstance(cfg, DiagnosisConfig):
+        return cfg
+    return _to_diagnosis(OmegaConf.merge(OmegaConf.structured(DiagnosisConfig), cfg))
+
+
+def diagnosis_dict(cfg: Any) -> dict[str, Any]:
+    """:func:`diagnosis_config` as a plain nested dict: the form a run records and passes on."""
+    return asdict(diagnosis_config(cfg))
 
 
 def _to_diagnosis(node: DictConfig) -> DiagnosisConfig:
@@ -595,12 +664,11 @@ def _to_diagnosis(node: DictConfig) -> DiagnosisConfig:
     return OmegaConf.to_object(node)  # type: ignore[return-value]
 
 
-def diagnosis_thresholds(
-    overrides: Mapping[str, Any] | None = None, path: Path | None = None
-) -> dict[str, Any]:
-    """The thresholds without a Hydra run (``harness diagnose``, ``harness score``): the
+def load_config(overrides: Any = None, path: Path | None = None) -> DiagnosisConfig:
+    """The thresholds without a Hydra run (``harness diagnose``, ``harness score``), typed: the
     schema's defaults, the values the yaml at ``path`` sets (its defaults list is not followed),
-    then ``overrides`` (nested, e.g. ``{"host": {"stretch_ms": 2.0}}``), validated."""
+    then ``overrides`` (nested, e.g. ``{"host": {"stretch_ms": 2.0}}``, or a whole
+    DiagnosisConfig), validated: a bad key or value is a ThresholdError naming it."""
     layers: list[tuple[Any, str]] = []
     if path is not None:
         from_file = OmegaConf.load(path)
@@ -615,9 +683,39 @@ def diagnosis_thresholds(
         except OmegaConfBaseException as exc:
             raise ThresholdError(_merge_error(exc, where)) from exc
     try:
-        return diagnosis_dict(_to_diagnosis(node))
+        return _to_diagnosis(node)
     except ValueError as exc:
         raise ThresholdError(str(exc)) from exc
+
+
+def load_thresholds(
+    overrides: DiagnosisConfig | Mapping[str, Any] | None = None,
+) -> DiagnosisConfig:
+    """The thresholds, typed (``cfg.host_sync.min_saving_share``): a DiagnosisConfig as it is,
+    else the schema's defaults (:class:`~analysis.detect.config.DiagnosisConfig`) with
+    ``overrides`` (nested, or the whole dict of a run's config) merged in, validated: an unknown
+    key or a value out of range raises :class:`~analysis.detect.config.ThresholdError` naming
+    the key. Validated once per distinct ``overrides`` (a run judges each export with the same
+    ones); each call gets a copy of its own."""
+    if isinstance(overrides, DiagnosisConfig):
+        return overrides
+    try:
+        key = json.dumps(overrides or {}, sort_keys=True)
+    except TypeError:  # not plain data (e.g. an OmegaConf node): validated every time
+        return load_config(overrides)
+    return copy.deepcopy(_validated(key))
+
+
+@functools.lru_cache(maxsize=32)
+def _validated(overrides_json: str) -> DiagnosisConfig:
+    return load_config(json.loads(overrides_json))
+
+
+def diagnosis_thresholds(
+    overrides: Mapping[str, Any] | None = None, path: Path | None = None
+) -> dict[str, Any]:
+    """:func:`load_config` as a plain nested dict (what a run records)."""
+    return asdict(load_config(overrides, path))
 
 
 def _merge_error(exc: OmegaConfBaseException, where: str) -> str:

@@ -1,7 +1,7 @@
 """exposed_comm: communication that no compute overlaps.
 
 Every NCCL kernel is split into its wait and its transfer by matching it across the ranks of the
-report, and every wait is charged to what the rank it waited for was doing (``_comm``). The
+report, and every wait is charged to what the rank it waited for was doing (:func:`~analysis.detect.view.charges`). The
 communication of a GPU is its **transfers** (the part of its NCCL kernels after the last
 participant arrived) and its **coupling waits**: waits on a rank that was issuing the same work
 at the same pace, which the collectives cause by making equal ranks meet (each collective's issue
@@ -22,63 +22,67 @@ no peer (one GPU, or streams that do not line up) is all transfer. NCCL kernels 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
 from analysis import trace as T
-from analysis.detect import _comm
-from analysis.detect import _common as C
-from analysis.findings import Finding
+from analysis.detect import view as V
+from analysis.detect.config import ExposedCommThresholds
+from analysis.findings import Finding, missing
+from bottlenecks import Klass
 
-KLASS = "exposed_comm"
+KLASS = Klass.EXPOSED_COMM
 
 
-def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    th = thresholds[KLASS]
-    if not C.has_gpu(trace):
-        return C.missing(KLASS, C.KERNEL, "GPU activity")
-    st, act = C.steady_activity(trace, thresholds)
-    nccl = (act.kind == C.KIND_KERNEL) & act.nccl
-    ch = _comm.charges(trace, st, thresholds)
+def detect(view: V.TraceView, th: ExposedCommThresholds) -> Finding:
+    trace = view.trace
+    if not view.has_gpu:
+        return missing(KLASS, V.KERNEL, "GPU activity")
+    st, act = view.steady(), view.activity()
+    nccl = (act.kind == V.KIND_KERNEL) & act.nccl
+    ch = V.charges(view, st)
     span = st.span_ns
-    per: dict[str, list[float]] = {k: [] for k in ("nccl", "comm", *_comm.CHARGES)}
+    per: dict[str, list[float]] = {k: [] for k in ("nccl", "comm", *V.CHARGES)}
     iv_s, iv_e, iv_x, iv_d = [], [], [], []
     for d in ch.devices:
         on = nccl & (act.device == d)
-        per["nccl"].append(C.length(*C.union(act.start[on], act.end[on])) / span)
-        for what in _comm.CHARGES:
+        per["nccl"].append(V.length(*V.union(act.start[on], act.end[on])) / span)
+        for what in V.CHARGES:
             per[what].append(ch.ns(d, what) / span)
         s, e = ch.union(d, "transfer", "coupling")
-        per["comm"].append(C.length(s, e) / span)
+        per["comm"].append(V.length(s, e) / span)
         iv_s.append(s)
         iv_e.append(e)
         iv_x.append(e - s)
         iv_d.append(np.full(s.size, d, np.int64))
     devices = np.array(ch.devices, np.int64)
-    metrics = _metrics(st, per, devices, int(nccl.sum()), trace, thresholds)
+    metrics = _metrics(st, per, devices, int(nccl.sum()), trace, th)
     evidence = _evidence(st, iv_s, iv_e, iv_x, iv_d)
     share = metrics["nccl_exposed_share"]
-    fired = share >= th["min_nccl_exposed_share"]
-    finding = Finding(KLASS, fired, share, metrics, evidence, _reason(st, metrics, devices, th))
-    finding.predicted_speedup = round(1.0 / (1.0 - share), 4) if share < 1.0 else None
-    finding.prediction_note = (
-        "the communication removed (exposed transfers and the waits the collectives' coupling "
-        "causes, mean over the GPUs), everything else kept"
-        if share < 1.0
-        else "communication covers the whole window: no step is left to predict"
-    )
-    return finding
+    fired = share >= th.min_nccl_exposed_share
+    if share < 1.0:  # the communication removed: the window less its share
+        speedup: float | None = round(1.0 / (1.0 - share), 4)
+        note = (
+            "the communication removed (exposed transfers and the waits the collectives' "
+            "coupling causes, mean over the GPUs), everything else kept"
+        )
+    else:
+        speedup, note = None, "communication covers the whole window: no step is left to predict"
+    reason = _reason(st, metrics, devices, th)
+    return Finding(
+        KLASS, fired, share, metrics, evidence, reason,
+        predicted_speedup=speedup, prediction_note=note,
+    )  # fmt: skip
 
 
 def _metrics(
-    st: C.Steady,
+    st: V.Steady,
     per: dict[str, list[float]],
     devices: np.ndarray,
     n_nccl: int,
     trace: T.Trace,
-    cfg: Mapping[str, Any],
+    th: ExposedCommThresholds,
 ) -> dict[str, float]:
     mean = lambda xs: float(np.mean(xs)) if xs else 0.0  # noqa: E731
     metrics: dict[str, float] = {
@@ -97,27 +101,29 @@ def _metrics(
     for d, share in zip(devices, per["comm"], strict=True):
         metrics[f"nccl_exposed_share_gpu{int(d)}"] = share
     if devices.size:
-        cm = _comm.comm(trace, st, cfg)
+        cm = V.comm(trace, st, th)
         if cm.start.size:
             metrics["nccl_matched_share"] = float(cm.matched.mean())
     return metrics
 
 
-def _evidence(st: C.Steady, iv_s, iv_e, iv_x, iv_d) -> list[dict[str, Any]]:
+def _evidence(st: V.Steady, iv_s, iv_e, iv_x, iv_d) -> list[dict[str, Any]]:
     """The three transfers (per GPU union) with the most exposed time."""
     if not iv_s:
         return []
     s, e = np.concatenate(iv_s), np.concatenate(iv_e)
     x, dev = np.concatenate(iv_x), np.concatenate(iv_d)
     return [
-        C.stamp(st, s[i], e[i], exposed_ns=int(x[i]), device=int(dev[i]))
-        for i in C.top(x)
+        V.stamp(st, s[i], e[i], exposed_ns=int(x[i]), device=int(dev[i]))
+        for i in V.top(x)
         if x[i] > 0
     ]
 
 
-def _reason(st: C.Steady, m: dict[str, float], devices: np.ndarray, th: Mapping[str, Any]) -> str:
-    share, bar = m["nccl_exposed_share"], th["min_nccl_exposed_share"]
+def _reason(
+    st: V.Steady, m: dict[str, float], devices: np.ndarray, th: ExposedCommThresholds
+) -> str:
+    share, bar = m["nccl_exposed_share"], th.min_nccl_exposed_share
     per_gpu = ""
     if devices.size > 1:
         per_gpu = (

@@ -21,10 +21,10 @@ Where the waits are read, in this order:
   each no longer than ``max_call_ms``;
 - neither: not judged.
 
-The reading itself (:func:`read_waits`) lives in :mod:`analysis.detect._gil_waits`, below
-both this module and the host view (``_host``), which sets the waits apart from other host time.
+The reading itself (:func:`~analysis.detect.view.read_waits`) is the trace view's: its host
+view sets the waits apart from other host time, and the time model cuts them out of the gaps.
 
-The launching thread is the host view's main thread (``_host``); on a CPU capture, the suite's
+The launching thread is the host view's main thread; on a CPU capture, the suite's
 step thread. Only its waits count: other threads waiting for the GIL (a log shipper waking from
 its sleep) cost the loop nothing.
 
@@ -41,67 +41,33 @@ step time is the class's number, fired at ``min_cpu_wait_share``.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
 from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.detect import _host as H
-from analysis.detect._gil_waits import NVTX as NVTX
-from analysis.detect._gil_waits import OSRT as OSRT
-from analysis.detect._gil_waits import GilWaits, Source, read_waits
-from analysis.findings import Finding, State
+from analysis.detect import view as V
+from analysis.detect.config import GilContentionThresholds
+from analysis.findings import Finding, State, missing
+from bottlenecks import STEP, Klass
 
-__all__ = ["KLASS", "GilWaits", "Source", "detect", "gil_waits", "read_waits"]
+__all__ = ["KLASS", "detect"]
 
-KLASS = "gil_contention"
+KLASS = Klass.GIL_CONTENTION
 
 
-def _launching_threads(
-    trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady
-) -> tuple[int, list[int]] | None:
-    """(main thread, the threads issuing the loop's GPU work) on a GPU capture (the host
-    view's), the suite's step thread alone on a CPU one."""
-    if not C.has_gpu(trace):
-        return (st.step_tid, [st.step_tid]) if st.mode == "nvtx" and st.step_tid else None
-    view = H.host_view(trace, cfg)
-    return None if view is None else (view.tid, [int(t) for t in view.issuing])
-
-
-def gil_waits(trace: T.Trace, cfg: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray]:
-    """The union of the launching thread's GIL-wait intervals in the steady window, as two
-    sorted int64 arrays (starts_ns, ends_ns) on the trace's clock, disjoint and clipped to the
-    window (:func:`analysis.detect._common.steady`). Read from nsys's GIL trace when the report
-    has one, else from the thread's OS-runtime wait calls (see the module docstring); empty
-    arrays when the report has neither or no launching thread. ``cfg`` is the whole diagnosis
-    config (``analysis.detect.load_thresholds()``), its ``gil_contention`` section deciding
-    what a wait is. For the time model: removing the GIL contention takes these intervals out
-    of the loop thread's host time."""
-    st = C.steady(trace, cfg)
-    who = _launching_threads(trace, cfg, st)
-    found = None if who is None else read_waits(trace, st, who[0], cfg[KLASS], who[1])
-    if found is None:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return found.starts.astype(np.int64), found.ends.astype(np.int64)
-
-
-def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    th = thresholds[KLASS]
-    st = C.steady(trace, thresholds)
-    if not C.has_gpu(trace):
+def detect(view: V.TraceView, th: GilContentionThresholds) -> Finding:
+    trace, st = view.trace, view.steady()
+    if not view.has_gpu:
         if st.mode != "nvtx" or st.step_tid is None:
-            return C.missing(KLASS, C.KERNEL, "GPU activity and no NVTX steps")
-        waits = read_waits(trace, st, st.step_tid, th)
+            return missing(KLASS, V.KERNEL, "GPU activity and no NVTX steps")
+        waits = V.read_waits(trace, st, st.step_tid, th)
         return _nvtx_only(trace, st, th, waits) if waits else _not_judged()
-    view = H.host_view(trace, thresholds)
-    if view is None:
-        return C.missing(KLASS, C.RUNTIME, "CUDA API calls (no main thread to read)")
-    waits = read_waits(trace, st, view.tid, th, view.issuing)
+    host = view.host()
+    if host is None:
+        return missing(KLASS, V.RUNTIME, "CUDA API calls (no main thread to read)")
+    waits = V.read_waits(trace, st, host.tid, th, host.issuing)
     if waits is None:
         return _not_judged()
-    return _on_gpu(trace, thresholds, st, view, waits)
+    return _on_gpu(view, st, host, waits)
 
 
 def _not_judged() -> Finding:
@@ -113,7 +79,7 @@ def _not_judged() -> Finding:
     )
 
 
-def _metrics(st: C.Steady, waits: GilWaits, span_ns: int) -> dict[str, float]:
+def _metrics(st: V.Steady, waits: V.GilWaits, span_ns: int) -> dict[str, float]:
     name, rate = st.rate("gil_waits", waits.count)
     out = {"gil_wait_share": waits.total_ns / max(1, span_ns), name: rate}
     if waits.holder_share is not None:
@@ -121,66 +87,66 @@ def _metrics(st: C.Steady, waits: GilWaits, span_ns: int) -> dict[str, float]:
     return out
 
 
-def _evidence(trace: T.Trace, st: C.Steady, waits: GilWaits) -> list[dict[str, Any]]:
-    top = C.top(waits.ends - waits.starts)
+def _evidence(trace: T.Trace, st: V.Steady, waits: V.GilWaits) -> list[dict[str, Any]]:
+    top = V.top(waits.ends - waits.starts)
     return [
-        C.stamp(
+        V.stamp(
             st,
             waits.starts[i],
             waits.ends[i],
-            nvtx=C.label_at(trace, st, waits.starts[i], waits.ends[i]),
+            nvtx=V.label_at(trace, st, waits.starts[i], waits.ends[i]),
         )
         for i in top
     ]
 
 
-def _on_gpu(
-    trace: T.Trace, cfg: Mapping[str, Any], st: C.Steady, view: H.HostView, waits: GilWaits
-) -> Finding:
-    _, act = C.steady_activity(trace, cfg)
-    gs, ge = C.gaps(*C.busy(trace, st, act), st.lo, st.hi)
-    idle_in_waits = C.overlap_total(gs, ge, waits.starts, waits.ends)
-    host_ns = view.span_ns - view.blocked_ns
-    own_pace = min(waits.total_ns, max(0, host_ns - view.gpu_busy_ns))
-    saving = max(idle_in_waits, own_pace) / view.span_ns
-    metrics = _metrics(st, waits, view.span_ns)
+def _on_gpu(view: V.TraceView, st: V.Steady, host: V.HostView, waits: V.GilWaits) -> Finding:
+    trace, act = view.trace, view.activity()
+    gs, ge = V.gaps(*V.busy(trace, st, act), st.lo, st.hi)
+    idle_in_waits = V.overlap_total(gs, ge, waits.starts, waits.ends)
+    host_ns = host.span_ns - host.blocked_ns
+    own_pace = min(waits.total_ns, max(0, host_ns - host.gpu_busy_ns))
+    saving = max(idle_in_waits, own_pace) / host.span_ns
+    metrics = _metrics(st, waits, host.span_ns)
     metrics |= {
         "gil_saving_share": saving,
-        "gpu_idle_in_gil_wait_share": idle_in_waits / view.span_ns,
-        "gpu_idle_share": view.idle_ns / view.span_ns,
+        "gpu_idle_in_gil_wait_share": idle_in_waits / host.span_ns,
+        "gpu_idle_share": host.idle_ns / host.span_ns,
     }
     reason = (
         f"the launching threads wait for the GIL {metrics['gil_wait_share']:.1%} of the window "
         f"({waits.count} waits read from {_source_words(waits)}{_holders(waits)}); the GPU is "
         f"idle {metrics['gpu_idle_in_gil_wait_share']:.1%} of the window during them; {st.note}"
     )
-    # a candidate; diagnose() settles it on the predicted saving
+    # a candidate: the decide step settles it on the predicted saving
     return Finding(KLASS, True, saving, metrics, _evidence(trace, st, waits), reason)
 
 
-def _nvtx_only(trace: T.Trace, st: C.Steady, th: Mapping[str, Any], waits: GilWaits) -> Finding:
+def _nvtx_only(
+    trace: T.Trace, st: V.Steady, th: GilContentionThresholds, waits: V.GilWaits
+) -> Finding:
     """A CPU capture: the step thread's GIL waits inside its steps, as a share of step time."""
-    ss, se = H.suite_ranges(trace, st, "step")
-    inside = C.overlap_total(waits.starts, waits.ends, ss, se)
+    ss, se = V.suite_ranges(trace, st, STEP)
+    inside = V.overlap_total(waits.starts, waits.ends, ss, se)
     share = inside / max(1, st.step_ns)
     metrics = _metrics(st, waits, st.step_ns) | {"gil_wait_share": share}
     metrics["gil_wait_ms_per_step"] = inside / 1e6 / max(1, st.n_steps or 0)
-    fired = share >= th["min_cpu_wait_share"]
+    fired = share >= th.min_cpu_wait_share
     reason = (
         f"no GPU activity (CPU capture): judged on the step thread alone; it waits for the GIL "
         f"{share:.1%} of step time ({waits.count} waits read from {_source_words(waits)}"
-        f"{_holders(waits)}; {'>=' if fired else '<'} {th['min_cpu_wait_share']:.0%})"
+        f"{_holders(waits)}; {'>=' if fired else '<'} {th.min_cpu_wait_share:.0%})"
     )
     return Finding(KLASS, fired, share, metrics, _evidence(trace, st, waits), reason)
 
 
-def _source_words(waits: GilWaits) -> str:
-    if waits.source is Source.GIL_TRACE:
+def _source_words(waits: V.GilWaits) -> str:
+    if waits.source is V.Source.GIL_TRACE:
         return "nsys's GIL trace"
     return "its OS-runtime condition waits"
 
 
-def _holders(waits: GilWaits) -> str:
+def _holders(waits: V.GilWaits) -> str:
     if waits.holder_share is None:
         return ""
     return f"; another thread holds the GIL {waits.holder_share:.0%} of that time"

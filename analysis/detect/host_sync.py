@@ -21,65 +21,61 @@ the time model predicts for the syncs removed, ``1 - 1 / predicted_speedup``, is
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.detect import _events as E
-from analysis.detect import _host as H
-from analysis.findings import Finding
+from analysis.detect import view as V
+from analysis.detect._needs import host_lacking
+from analysis.detect.config import HostSyncThresholds
+from analysis.findings import Finding, missing
+from bottlenecks import Klass
 
-KLASS = "host_sync"
+KLASS = Klass.HOST_SYNC
 
 
 def _sync_calls(
-    trace: T.Trace, st: C.Steady, act: C.Activity, loop: np.ndarray
+    trace: T.Trace, st: V.Steady, act: V.Activity, loop: np.ndarray
 ) -> dict[str, np.ndarray]:
     """Calls overlapping the window that wait for the loop's work on the streams ``loop``
-    (:func:`_common.blocking_calls`), sorted by start (ties in table order); ``base`` holds
+    (:func:`~analysis.detect.view.blocking_calls`), sorted by start (ties in table order); ``base`` holds
     the base names."""
-    calls = C.window_api(trace, st, ("sync", "memcpy"))
-    keep = C.blocking_calls(trace, act, calls, loop)
+    calls = V.window_api(trace, st, ("sync", "memcpy"))
+    keep = V.blocking_calls(trace, act, calls, loop)
     out = {k: v[keep] for k, v in calls.items()}
-    out["base"] = C.base_names(trace, out["name"])
+    out["base"] = V.base_names(trace, out["name"])
     return out
 
 
-def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    th = thresholds[KLASS]
-    if not trace.has(C.RUNTIME):
-        return C.missing(KLASS, C.RUNTIME, "CUDA API calls")
-    if not C.has_gpu(trace):
-        return C.missing(KLASS, C.KERNEL, "GPU activity")
-    st, act = C.steady_activity(trace, thresholds)
-    view = H.host_view(trace, thresholds)
-    if view is None:
-        return C.missing(KLASS, C.RUNTIME, "CUDA API calls of a launching thread")
-    every = C.window_calls(trace, st)
-    loop = E.loop_streams(act, every["corr"][np.isin(every["tid"], view.issuing)])
+def detect(view: V.TraceView, th: HostSyncThresholds) -> Finding:
+    trace = view.trace
+    if not trace.has(V.RUNTIME):
+        return missing(KLASS, V.RUNTIME, "CUDA API calls")
+    lacking = host_lacking(view, KLASS)
+    if lacking is not None:
+        return lacking
+    st, act, host = view.steady(), view.activity(), view.host()
+    every = view.calls()
+    loop = V.loop_streams(act, every["corr"][np.isin(every["tid"], host.issuing)])
     blocking = _sync_calls(trace, st, act, loop)  # not another pipeline's waits (DALI's)
-    mine = (blocking["start"] >= st.lo) & np.isin(blocking["tid"], view.issuing)
+    mine = (blocking["start"] >= st.lo) & np.isin(blocking["tid"], host.issuing)
     syncs = {k: v[mine] for k, v in blocking.items()}
     metrics: dict[str, float] = {}
     name, value = st.rate("syncs", syncs["start"].size)
     metrics[name] = value
-    metrics["sync_exposed_share"] = view.share("sync")
-    metrics["sync_blocked_share"] = view.blocked_ns / view.span_ns
-    metrics["gpu_idle_share"] = view.idle_ns / view.span_ns
+    metrics["sync_exposed_share"] = host.share("sync")
+    metrics["sync_blocked_share"] = host.blocked_ns / host.span_ns
+    metrics["gpu_idle_share"] = host.idle_ns / host.span_ns
     metrics["host_busy_share"] = 1.0 - metrics["sync_blocked_share"]
-    metrics["gpu_busy_share"] = view.gpu_busy_ns / view.span_ns
+    metrics["gpu_busy_share"] = host.gpu_busy_ns / host.span_ns
     kinds = sorted(set(syncs["base"]))
     evidence = [
-        C.stamp(st, a, b, after=_sync_before(syncs, a), nvtx=C.label_at(trace, st, a, b))
+        V.stamp(st, a, b, after=_sync_before(syncs, a), nvtx=V.label_at(trace, st, a, b))
         for a, b in _idle_after_syncs(trace, st, act, syncs)
     ]
-    min_rate = th["min_syncs_per_step"] if st.per_step else th["min_syncs_per_s"]
+    min_rate = th.min_syncs_per_step if st.per_step else th.min_syncs_per_s
     often = value >= min_rate
     if st.mode != "nvtx":  # found iterations may be one layer, not one step: the rate per s too
-        often |= syncs["start"].size / (st.span_ns / 1e9) >= th["min_syncs_per_s"]
+        often |= syncs["start"].size / (st.span_ns / 1e9) >= th.min_syncs_per_s
     reason = (
         f"{value:.2f} {name.replace('_', ' ')} on the threads issuing the loop's work ({', '.join(kinds) or 'none'}; "
         f"threshold {min_rate}{'' if often else ': too few to fire'}); blocked "
@@ -87,7 +83,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         f"{metrics['host_busy_share']:.1%}, GPU busy {metrics['gpu_busy_share']:.1%}, GPU idle "
         f"{metrics['gpu_idle_share']:.1%}; {st.note}"
     )
-    # a candidate when the syncs are frequent; diagnose() settles it on the predicted saving
+    # a candidate when the syncs are frequent: the decide step settles it on the saving
     return Finding(KLASS, bool(often), metrics["sync_exposed_share"], metrics, evidence, reason)
 
 
@@ -98,13 +94,13 @@ def _sync_before(syncs: dict[str, np.ndarray], t: int) -> str:
 
 def _idle_after_syncs(trace, st, act, syncs) -> list[tuple[int, int]]:
     """The three longest GPU-idle gaps that start while a sync call blocks."""
-    bs, be = C.busy(trace, st, act)
-    gs, ge = C.gaps(bs, be, st.lo, st.hi)
+    bs, be = V.busy(trace, st, act)
+    gs, ge = V.gaps(bs, be, st.lo, st.hi)
     ss, se = syncs["start"], syncs["end"]
     if ss.size == 0 or gs.size == 0:
         return []
     j = np.clip(np.searchsorted(ss, gs, side="right") - 1, 0, None)
     hit = (np.searchsorted(ss, gs, side="right") > 0) & (gs <= se[j])
     idx = np.flatnonzero(hit)
-    top = idx[C.top(ge[idx] - gs[idx])]
+    top = idx[V.top(ge[idx] - gs[idx])]
     return [(int(gs[i]), int(ge[i])) for i in top]

@@ -16,44 +16,40 @@ saving is the impact (``predict``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 import numpy as np
 
 from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.detect import _host as H
+from analysis.detect import view as V
+from analysis.detect._needs import host_lacking
+from analysis.detect.config import LaunchBoundThresholds
 from analysis.findings import Finding
+from bottlenecks import Klass
 
-KLASS = "launch_bound"
+KLASS = Klass.LAUNCH_BOUND
 
 
-def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    th = thresholds[KLASS]
-    if not C.has_gpu(trace):
-        return C.missing(KLASS, C.KERNEL, "GPU activity")
-    st, act = C.steady_activity(trace, thresholds)
-    view = H.host_view(trace, thresholds)
-    if view is None:
-        return C.missing(KLASS, C.RUNTIME, "CUDA API calls of a launching thread")
+def detect(view: V.TraceView, th: LaunchBoundThresholds) -> Finding:
+    lacking = host_lacking(view, KLASS)
+    if lacking is not None:
+        return lacking
+    trace, st, act, host = view.trace, view.steady(), view.activity(), view.host()
     metrics: dict[str, float] = {}
-    is_k = (act.kind == C.KIND_KERNEL) | (act.kind == C.KIND_GRAPH)
+    is_k = (act.kind == V.KIND_KERNEL) | (act.kind == V.KIND_GRAPH)
     name, value = st.rate("kernels", int(is_k.sum()))
     metrics[name] = value
     dur = act.end - act.start
     metrics["median_kernel_us"] = float(np.median(dur[is_k]) / 1e3) if is_k.any() else 0.0
     gap, prev_end, lg = _launch_gaps(trace, st, act, th)
     metrics["launch_gap_share"] = float(gap[lg].sum()) / st.span_ns
-    metrics["gpu_idle_share"] = view.idle_ns / view.span_ns
-    metrics["host_dispatch_share"] = view.share("dispatch")
-    metrics["host_work_share"] = view.share("host")
+    metrics["gpu_idle_share"] = host.idle_ns / host.span_ns
+    metrics["host_dispatch_share"] = host.share("dispatch")
+    metrics["host_work_share"] = host.share("host")
     metrics["host_bound_share"] = metrics["host_dispatch_share"] + metrics["host_work_share"]
     idx = np.flatnonzero(lg)
-    top = idx[C.top(gap[idx])]
-    names = C.kernel_names(trace, act.rowid[top])
+    top = idx[V.top(gap[idx])]
+    names = V.kernel_names(trace, act.rowid[top])
     evidence = [
-        C.stamp(st, prev_end[i], act.start[i], next_kernel=str(n))
+        V.stamp(st, prev_end[i], act.start[i], next_kernel=str(n))
         for i, n in zip(top, names, strict=True)
     ]
     reason = (
@@ -63,19 +59,19 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         f"{metrics['host_dispatch_share']:.1%}, as other host work between launches "
         f"{metrics['host_work_share']:.1%}); {st.note}"
     )
-    # a candidate; diagnose() settles it on the predicted saving
+    # a candidate: the decide step settles it on the predicted saving
     return Finding(KLASS, True, metrics["host_bound_share"], metrics, evidence, reason)
 
 
-def _launch_gaps(trace: T.Trace, st: C.Steady, act: C.Activity, th: Mapping[str, Any]):
+def _launch_gaps(trace: T.Trace, st: V.Steady, act: V.Activity, th: LaunchBoundThresholds):
     """Idle gap before each activity and which of them are short launch gaps (the kernel's own
     launch call had not returned when the GPU ran dry)."""
     prev_end = np.empty(max(1, len(act)), np.int64)  # the latest end before each activity
     prev_end[0] = st.lo
     np.maximum.accumulate(act.end[:-1], out=prev_end[1:])
     gap = act.start - prev_end
-    launch_end = C.activity_launch_ends(trace, st, act)
+    launch_end = V.activity_launch_ends(trace, st, act)
     waited = launch_end >= prev_end
-    is_k = (act.kind == C.KIND_KERNEL) | (act.kind == C.KIND_GRAPH)
-    lg = is_k & (gap > 0) & (gap <= th["max_gap_us"] * 1e3) & waited
+    is_k = (act.kind == V.KIND_KERNEL) | (act.kind == V.KIND_GRAPH)
+    lg = is_k & (gap > 0) & (gap <= th.max_gap_us * 1e3) & waited
     return gap, prev_end, lg

@@ -11,23 +11,24 @@ least ``min_saving_share``, and that saving is the impact (``predict``).
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+from analysis.detect import view as V
+from analysis.detect.config import PageableCopyThresholds
+from analysis.findings import Finding, missing
+from bottlenecks import Klass
 
-from analysis import trace as T
-from analysis.detect import _common as C
-from analysis.findings import Finding
-
-KLASS = "pageable_copy"
+KLASS = Klass.PAGEABLE_COPY
 
 
-def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    if not C.has_gpu(trace):
-        return C.missing(KLASS, C.MEMCPY, "CUDA memory copies")
-    st, act = C.steady_activity(trace, thresholds)
-    pg = act.take((act.kind == C.KIND_MEMCPY) & (act.direction == C.HTOD) & act.pageable)
-    s, e = C.union(pg.start, pg.end)
-    share = C.length(s, e) / st.span_ns
+def detect(view: V.TraceView, th: PageableCopyThresholds) -> Finding:
+    """The candidate (always, on a GPU capture): ``th.min_saving_share`` is the decide step's."""
+    del th
+    trace = view.trace
+    if not view.has_gpu:
+        return missing(KLASS, V.MEMCPY, "CUDA memory copies")
+    st, act = view.steady(), view.activity()
+    pg = act.take((act.kind == V.KIND_MEMCPY) & (act.direction == V.HTOD) & act.pageable)
+    s, e = V.union(pg.start, pg.end)
+    share = V.length(s, e) / st.span_ns
     nbytes = float(pg.nbytes.sum())
     metrics: dict[str, float] = {"pageable_h2d_share": share}
     name, value = st.rate("pageable_h2d_bytes", nbytes)
@@ -36,16 +37,16 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
     dur = float(dur_each.sum())
     metrics["pageable_h2d_gbps"] = nbytes / dur if dur > 0 else 0.0
     total = 0
-    if trace.has(C.MEMCPY):
-        htod = C.enum_ids(trace, "ENUM_CUDA_MEMCPY_OPER", "%HTOD")
-        pageable = C.enum_ids(trace, "ENUM_CUDA_MEM_KIND", "%PAGEABLE")
-        sql = f"""SELECT COALESCE(SUM(m.bytes), 0) FROM {C.MEMCPY} AS m
-                  WHERE m.copyKind IN ({C.id_list(htod)}) AND m.srcKind IN ({C.id_list(pageable)})"""
+    if trace.has(V.MEMCPY):
+        htod = V.enum_ids(trace, "ENUM_CUDA_MEMCPY_OPER", "%HTOD")
+        pageable = V.enum_ids(trace, "ENUM_CUDA_MEM_KIND", "%PAGEABLE")
+        sql = f"""SELECT COALESCE(SUM(m.bytes), 0) FROM {V.MEMCPY} AS m
+                  WHERE m.copyKind IN ({V.id_list(htod)}) AND m.srcKind IN ({V.id_list(pageable)})"""
         total = int(trace.query(sql)[1][0][0])
     metrics["pageable_h2d_bytes_outside_window"] = float(total - nbytes)
-    top = C.top(dur_each)
+    top = V.top(dur_each)
     evidence = [
-        C.stamp(
+        V.stamp(
             st, pg.start[i], pg.end[i],
             bytes=int(pg.nbytes[i]),
             gbps=round(float(pg.nbytes[i]) / max(1, int(dur_each[i])), 2),
@@ -58,5 +59,5 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
         f"{metrics['pageable_h2d_bytes_outside_window']:.0f} pageable bytes outside the window "
         f"not counted; {st.note}"
     )
-    # a candidate; diagnose() settles it on the predicted saving
+    # a candidate: the decide step settles it on the predicted saving
     return Finding(KLASS, True, share, metrics, evidence, reason)

@@ -7,7 +7,7 @@ wait is neither their work nor communication. A report holding several ranks is 
 rank, each over the same window:
 
 - GPU reports (kernels carry ``deviceId``): a rank is a GPU with compute in the window. Its NCCL
-  kernels are split into waits and transfers by matching them across the ranks (``_comm``); a
+  kernels are split into waits and transfers by matching them across the ranks (:func:`~analysis.detect.view.charges`); a
   rank's *idle* is the part of its waits, not hidden by its own compute, during which the rank it
   waited for (the late one) was computing. A wait during which the late rank's GPU was idle is
   charged to that rank's host (its own class, not this one), and transfers are communication
@@ -39,18 +39,18 @@ waits while another rank computes. Reports with fewer than two ranks are not jud
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
 
 from analysis import trace as T
-from analysis.detect import _comm
-from analysis.detect import _common as C
+from analysis.detect import view as V
+from analysis.detect.config import StageImbalanceThresholds
 from analysis.findings import Finding, State
+from bottlenecks import Klass
 
-KLASS = "stage_imbalance"
+KLASS = Klass.STAGE_IMBALANCE
 
 #: nsys global thread id: process id in bits 24-47, thread id in bits 0-23.
 _ID_MASK = 0xFFFFFF
@@ -85,29 +85,25 @@ class Ranks:
         return bool(self.waits)
 
     def busy_ns(self, i: int) -> int:
-        return self.span_ns - C.length(*self.idle[i])
+        return self.span_ns - V.length(*self.idle[i])
 
     def busy(self, i: int) -> tuple[np.ndarray, np.ndarray]:
-        return C.gaps(*self.idle[i], self.lo, self.hi)
+        return V.gaps(*self.idle[i], self.lo, self.hi)
 
     def others(self, i: int) -> tuple[np.ndarray, np.ndarray]:
         """The union of every other rank's busy time (or compute, on a GPU report)."""
         if self.others_busy is not None:
             return self.others_busy[i]
         n = len(self.names)
-        return C.union(
+        return V.union(
             np.concatenate([self.busy(j)[0] for j in range(n) if j != i]),
             np.concatenate([self.busy(j)[1] for j in range(n) if j != i]),
         )
 
 
-def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    th = thresholds[KLASS]
-    st = C.steady(trace, thresholds)
-    if C.has_gpu(trace):
-        ranks = gpu_ranks(trace, st, thresholds)
-    else:
-        ranks = cpu_ranks(trace, st, thresholds)
+def detect(view: V.TraceView, th: StageImbalanceThresholds) -> Finding:
+    trace, st = view.trace, view.steady()
+    ranks = gpu_ranks(view, st) if view.has_gpu else cpu_ranks(view, st, th)
     if ranks is None or len(ranks.names) < 2:
         found = 0 if ranks is None else len(ranks.names)
         return Finding(
@@ -120,7 +116,7 @@ def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
 
 
 def _what(trace: T.Trace) -> str:
-    if C.has_gpu(trace):
+    if V.has_gpu(trace):
         return "GPUs running compute kernels in the window"
     return "processes whose main thread computes and waits in condition variables"
 
@@ -131,26 +127,26 @@ def balanced_ns(busy: list[int], idle_busiest: int) -> float:
     return sum(busy) / len(busy) + idle_busiest
 
 
-def lockstep_share(ranks: Ranks, light: int, heavy: int, th: Mapping[str, Any]) -> float:
+def lockstep_share(ranks: Ranks, light: int, heavy: int, th: StageImbalanceThresholds) -> float:
     """Share of the least busy rank's idle stretches of ``min_idle_us`` or more whose last
     ``lockstep_window_us`` finds the busiest rank waiting too (0 when it has none)."""
     s, e = ranks.idle[light]
-    long_ = e - s >= th["min_idle_us"] * 1000
+    long_ = e - s >= th.min_idle_us * 1000
     if not long_.any():
         return 0.0
     ends = e[long_]
-    near = C.overlap_each(ends - int(th["lockstep_window_us"] * 1000), ends, *ranks.waits[heavy])
+    near = V.overlap_each(ends - int(th.lockstep_window_us * 1000), ends, *ranks.waits[heavy])
     return float((near > 0).mean())
 
 
-def _judge(trace: T.Trace, st: C.Steady, ranks: Ranks, th: Mapping[str, Any]) -> Finding:
+def _judge(trace: T.Trace, st: V.Steady, ranks: Ranks, th: StageImbalanceThresholds) -> Finding:
     n = len(ranks.names)
     span = ranks.span_ns
     busy = [ranks.busy_ns(i) for i in range(n)]
     heavy, light = int(np.argmax(busy)), int(np.argmin(busy))
     t_bal = balanced_ns(busy, span - busy[heavy])
     others = ranks.others(light)
-    on_peer = C.overlap_total(*ranks.idle[light], *others)
+    on_peer = V.overlap_total(*ranks.idle[light], *others)
     metrics: dict[str, float] = {
         "stage_idle_share": on_peer / span,
         "busy_share_min": busy[light] / span,
@@ -166,31 +162,35 @@ def _judge(trace: T.Trace, st: C.Steady, ranks: Ranks, th: Mapping[str, Any]) ->
     if st.mode == "nvtx" and st.per_step and (ranks.lo, ranks.hi) == (st.lo, st.hi):
         metrics["observed_step_ms"] = span / 1e6 / st.n_steps  # type: ignore[operator]
         metrics["balanced_step_ms"] = min(span, t_bal) / 1e6 / st.n_steps  # type: ignore[operator]
-    piped = metrics.get("lockstep_share", 0.0) <= th["max_lockstep_share"]
-    saves = metrics["saving_share"] >= th["min_saving_share"]
+    piped = metrics.get("lockstep_share", 0.0) <= th.max_lockstep_share
+    saves = metrics["saving_share"] >= th.min_saving_share
     ws, we = ranks.idle[light]
-    on = C.overlap_each(ws, we, *others)
+    on = V.overlap_each(ws, we, *others)
     evidence = [
-        C.stamp(st, ws[i], we[i], rank=ranks.names[light], peer_busy_ns=int(on[i]))
-        for i in C.top(on)
+        V.stamp(st, ws[i], we[i], rank=ranks.names[light], peer_busy_ns=int(on[i]))
+        for i in V.top(on)
         if on[i] > 0
     ]
     finding = Finding(
         KLASS, piped and saves, metrics["saving_share"], metrics, evidence,
         _reason(ranks, metrics, light, piped, saves, th),
     )  # fmt: skip
-    _predict(finding)
-    return finding
+    return _predicted(finding)
 
 
 def _reason(
-    ranks: Ranks, m: dict[str, float], light: int, piped: bool, saves: bool, th: Mapping[str, Any]
+    ranks: Ranks,
+    m: dict[str, float],
+    light: int,
+    piped: bool,
+    saves: bool,
+    th: StageImbalanceThresholds,
 ) -> str:
     lockstep = ""
     if ranks.lockstep_tested:
         lockstep = (
             f", and {m['lockstep_share']:.0%} of its waits end with the busiest rank waiting too "
-            f"({'<=' if piped else '>'} {th['max_lockstep_share']:.0%}: "
+            f"({'<=' if piped else '>'} {th.max_lockstep_share:.0%}: "
             f"{'pipeline hand-offs' if piped else 'ranks in lockstep, as in a collective'})"
         )
     return (
@@ -199,35 +199,37 @@ def _reason(
         f"({ranks.names[light]}) waits {m['stage_idle_share']:.1%} of the window while another "
         f"rank computes{lockstep}; an even split would take {m['balanced_share']:.1%} of the "
         f"window, saving {m['saving_share']:.1%} ({'>=' if saves else '<'} "
-        f"{th['min_saving_share']:.0%}); {ranks.note}"
+        f"{th.min_saving_share:.0%}); {ranks.note}"
     )
 
 
-def _predict(f: Finding) -> None:
-    """The work re-split evenly: the window would take the balanced split's bound, all else
-    kept (the number the rule compares, as ``1 / balanced_share``)."""
+def _predicted(f: Finding) -> Finding:
+    """``f`` with its prediction: the work re-split evenly, the window would take the balanced
+    split's bound, all else kept (the number the rule compares, as ``1 / balanced_share``)."""
     share = float(f.metrics.get("balanced_share", 0.0))
     if share <= 0.0:
-        f.prediction_note = "no balanced bound: the ranks' busy times were not read"
-        return
-    f.predicted_speedup = round(1.0 / share, 4)
-    if "balanced_step_ms" in f.metrics:
-        f.predicted_step_ms = round(float(f.metrics["balanced_step_ms"]), 4)
-    f.prediction_note = "the work re-split evenly over the ranks: the balanced split's bound"
+        return replace(f, prediction_note="no balanced bound: the ranks' busy times were not read")
+    step = f.metrics.get("balanced_step_ms")
+    return replace(
+        f,
+        predicted_speedup=round(1.0 / share, 4),
+        predicted_step_ms=None if step is None else round(float(step), 4),
+        prediction_note="the work re-split evenly over the ranks: the balanced split's bound",
+    )
 
 
-def gpu_ranks(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any]) -> Ranks:
+def gpu_ranks(view: V.TraceView, st: V.Steady) -> Ranks:
     """One rank per GPU with compute in the window: idle = its NCCL waits, not hidden by its own
-    compute, on a late rank that computed or issued more work (:func:`_comm.charges`)."""
-    act = C.gpu_activity(trace, st.lo, st.hi)
-    compute = ~((act.kind == C.KIND_KERNEL) & act.nccl)
-    devices = [int(d) for d in np.unique(act.device[compute & (act.kind == C.KIND_KERNEL)])]
-    ch = _comm.charges(trace, st, cfg)
+    compute, on a late rank that computed or issued more work (:func:`V.charges`)."""
+    act = V.gpu_activity(view.trace, st.lo, st.hi)
+    compute = ~((act.kind == V.KIND_KERNEL) & act.nccl)
+    devices = [int(d) for d in np.unique(act.device[compute & (act.kind == V.KIND_KERNEL)])]
+    ch = V.charges(view, st)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     idle, others = [], []
     for d in devices:
         idle.append(ch.union(d, "peer_compute", "peer_work") if d in ch.parts else empty)
-        rest = [_comm.compute_union(act, o) for o in devices if o != d]
+        rest = [V.compute_union(act, o) for o in devices if o != d]
         others.append(_merge(rest))
     names = [f"gpu{d}" for d in devices]
     source = (
@@ -240,28 +242,30 @@ def gpu_ranks(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any]) -> Ranks:
 def _merge(parts: list[tuple[np.ndarray, np.ndarray]]) -> tuple[np.ndarray, np.ndarray]:
     if not parts:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    return C.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+    return V.union(np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
 
 
-def _main_thread_calls(trace: T.Trace, st: C.Steady, th: Mapping[str, Any]) -> dict[str, Any]:
+def _main_thread_calls(
+    trace: T.Trace, st: V.Steady, th: StageImbalanceThresholds
+) -> dict[str, Any]:
     """Every OS-runtime call of at least ``min_wait_us`` made by a process's main thread and
     overlapping the window (clipped to it): start, end, pid, and ``wait`` (one of
     ``wait_calls``)."""
     empty = np.zeros(0, np.int64)
     if not trace.has("OSRT_API"):
         return {"start": empty, "end": empty, "pid": empty, "wait": empty.astype(bool)}
-    ids = C.id_list(C.name_ids(trace, list(th["wait_calls"]))) or "NULL"
+    ids = V.id_list(V.name_ids(trace, list(th.wait_calls))) or "NULL"
     main = f"(t.globalTid & {_ID_MASK}) = ((t.globalTid >> 24) & {_ID_MASK})"
-    where = f'{C.WINDOW} AND {main} AND t."end" - t.start >= :min'
+    where = f'{V.WINDOW} AND {main} AND t."end" - t.start >= :min'
     cols = {
         "start": "t.start",
         "end": 't."end"',
         "pid": f"(t.globalTid >> 24) & {_ID_MASK}",
         "wait": f"t.nameId IN ({ids})",
     }
-    params = {"lo": st.lo, "hi": st.hi, "min": int(th["min_wait_us"] * 1000)}
+    params = {"lo": st.lo, "hi": st.hi, "min": int(th.min_wait_us * 1000)}
     rows = T.int_columns(trace, "OSRT_API", cols, where, params)
-    rows = C.by_start(rows)
+    rows = V.by_start(rows)
     rows["start"] = np.clip(rows["start"], st.lo, st.hi)
     rows["end"] = np.clip(rows["end"], st.lo, st.hi)
     rows["wait"] = rows["wait"].astype(bool)
@@ -285,20 +289,20 @@ def _loop_span(calls: dict[str, Any], pids: list[int], skip: float) -> tuple[int
     return lo + int(skip * max(0, hi - lo)), hi
 
 
-def cpu_ranks(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any]) -> Ranks | None:
+def cpu_ranks(view: V.TraceView, st: V.Steady, th: StageImbalanceThresholds) -> Ranks | None:
     """One rank per process whose main thread waits in ``wait_calls`` at least ``min_waits``
     times and computes (is in no OS-runtime call) at least ``min_rank_busy_share`` of the
     window; its idle is every OS-runtime call of its main thread. Without the suite's NVTX
     window, the window is narrowed to where the ranks pipeline (:func:`_loop_span`)."""
-    th = cfg[KLASS]
+    trace = view.trace
     calls = _main_thread_calls(trace, st, th)
     pid, wait = calls["pid"], calls["wait"]
-    pids = [int(p) for p in np.unique(pid[wait]) if (wait & (pid == p)).sum() >= th["min_waits"]]
+    pids = [int(p) for p in np.unique(pid[wait]) if (wait & (pid == p)).sum() >= th.min_waits]
     if len(pids) < 2:
         return Ranks(st.lo, st.hi, [f"pid{p}" for p in pids], [], [], "", st.note)
     lo, hi, note = st.lo, st.hi, st.note
     if st.mode != "nvtx":
-        skip = float(cfg.get("window", {}).get("startup_skip_share", 0.2))
+        skip = view.config.window.startup_skip_share
         lo, hi = _loop_span(calls, pids, skip)
         if hi <= lo:
             return None
@@ -309,13 +313,13 @@ def cpu_ranks(trace: T.Trace, st: C.Steady, cfg: Mapping[str, Any]) -> Ranks | N
     names, idle, waits = [], [], []
     for p in pids:
         mine = pid == p
-        s, e = C.union(np.clip(calls["start"][mine], lo, hi), np.clip(calls["end"][mine], lo, hi))
-        if 1.0 - C.length(s, e) / max(1, hi - lo) >= th["min_rank_busy_share"]:
+        s, e = V.union(np.clip(calls["start"][mine], lo, hi), np.clip(calls["end"][mine], lo, hi))
+        if 1.0 - V.length(s, e) / max(1, hi - lo) >= th.min_rank_busy_share:
             names.append(f"pid{p}")
             idle.append((s, e))
             w = mine & wait
             waits.append(
-                C.union(np.clip(calls["start"][w], lo, hi), np.clip(calls["end"][w], lo, hi))
+                V.union(np.clip(calls["start"][w], lo, hi), np.clip(calls["end"][w], lo, hi))
             )
     source = "one per process; idle = its main thread in an OS-runtime call"
     return Ranks(lo, hi, names, idle, waits, source, note)

@@ -13,6 +13,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from analysis.plots.matrix import draw_matrix, matrix_layout, matrix_norm, matrix_table
+from analysis.plots.numbers import speedup_ci
 
 __all__ = ["compare_cells", "compare_forest", "compare_matrix", "compare_wide"]
 
@@ -66,10 +67,7 @@ def compare_wide(cells: pd.DataFrame) -> pd.DataFrame:
     def text(r: pd.Series) -> str:
         if pd.isna(r["speedup"]):
             return str(r["status"])
-        s = f"{r['speedup']:.2f}x" if r["speedup"] < 10 else f"{r['speedup']:.1f}x"
-        if pd.notna(r["ci_low"]) and pd.notna(r["ci_high"]):
-            s += f" [{r['ci_low']:.2f}-{r['ci_high']:.2f}]"
-        return s
+        return speedup_ci(r["speedup"], r["ci_low"], r["ci_high"])
 
     c = cells.assign(shown=cells.apply(text, axis=1))
     gpus = list(dict.fromkeys(c["gpu"]))

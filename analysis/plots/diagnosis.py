@@ -2,9 +2,11 @@
 
 :func:`expectation_figure` takes the long table the report builds from ``diagnosis.csv``
 (``harness.report.diagnosis.expectation_table``): one row per variant with ``scenario``,
-``variant``, ``expected`` (class or ``none``), ``role`` (clean / bottleneck / partial),
-``outcome`` (match / mismatch / notjudged) and one column per class holding its state (fired /
-clear / not_judged, "" where unknown).
+``variant``, ``truth`` (what the variant should show, as the report's tables write it),
+``role`` (the declared clean / bottleneck / partial), ``outcome`` (match / mismatch /
+notjudged: the judge's own ``match``) and per class its state (``<class>``: fired / clear /
+not_judged, "" where unknown) and its outcome (``<class>:outcome``). The picture draws those
+outcomes as given and judges nothing itself, so no cell can say other than the tables.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ import pandas as pd
 from matplotlib.axes import Axes
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
+
+from analysis.findings import CLASSES, State
 
 __all__ = ["OUTCOME_COLORS", "confusion_figure", "expectation_figure"]
 
@@ -47,13 +51,12 @@ def confusion_figure(mat: pd.DataFrame) -> Figure:
     return fig
 
 
-def _class_outcome(state: str, klass: str, expected: str) -> tuple[str, str]:
-    """(colour kind, cell text) of one detector on one variant."""
-    if state in ("", "not_judged"):
-        return "notjudged", "n/j" if state else "–"
-    fired = state == "fired"
-    agrees = fired == (klass == expected)
-    return ("match" if agrees else "mismatch"), ("fired" if fired else "clear")
+def _class_text(state: str) -> str:
+    """A detector's cell text: its state as the tables word it ("n/j": not judged; "–": a
+    class the table predates)."""
+    if state == State.NOT_JUDGED:
+        return "n/j"
+    return state if state in (State.FIRED, State.CLEAR) else "–"
 
 
 def _cell(ax: Axes, col: int, row: int, kind: str, text: str, partial: bool) -> None:
@@ -79,13 +82,10 @@ def _cell(ax: Axes, col: int, row: int, kind: str, text: str, partial: bool) -> 
 def expectation_figure(table: pd.DataFrame, classes: list[str] | None = None) -> Figure:
     """Rows: variants; columns: each class's detector, then the variant's overall outcome.
 
-    A cell is green where the detector did what the suite expects on that variant (fired on
-    the expected class, clear on the others), red where not, grey where it could not judge; the
-    expected class of a partial fix is hatched. The figure gets ``outcomes`` (the colour kind of
-    every cell, rows x columns, as a DataFrame).
+    A cell's colour is its ``<class>:outcome`` (green match, red mismatch, grey not judged), the
+    overall column the row's ``outcome``; a declared partial fix's fired class is hatched. The
+    figure gets ``outcomes`` (the colour kind of every cell, rows x columns, as a DataFrame).
     """
-    from analysis.findings import CLASSES
-
     classes = list(classes or CLASSES)
     n = len(table)
     cols = [*classes, "overall"]
@@ -97,9 +97,16 @@ def expectation_figure(table: pd.DataFrame, classes: list[str] | None = None) ->
     for i, r in enumerate(table.to_dict("records")):
         partial = r.get("role") == "partial"
         for j, k in enumerate(classes):
-            kind, text = _class_outcome(str(r.get(k, "") or ""), k, str(r.get("expected")))
+            kind = str(r.get(f"{k}:outcome") or "notjudged")
             kinds.iloc[i, j] = kind
-            _cell(ax, j, i, kind, text, partial and k == r.get("expected"))
+            _cell(
+                ax,
+                j,
+                i,
+                kind,
+                _class_text(str(r.get(k, "") or "")),
+                partial and k == r.get("expected"),
+            )
         outcome = str(r.get("outcome"))
         kinds.iloc[i, len(classes)] = outcome
         word = {"match": "match", "mismatch": "mismatch", "notjudged": "not judged"}[outcome]
@@ -111,7 +118,7 @@ def expectation_figure(table: pd.DataFrame, classes: list[str] | None = None) ->
     ax.set_xticklabels(cols, rotation=20, ha="left", fontsize=9)
     ax.xaxis.tick_top()
     ax.set_yticks([i + 0.5 for i in range(n)])
-    ax.set_yticklabels([f"{r['scenario']} · {r['variant']}  [expects {r['expected']}]"
+    ax.set_yticklabels([f"{r['scenario']} · {r['variant']}  [{r['truth']}]"
                         for r in table.to_dict("records")], fontsize=8.5)  # fmt: skip
     ax.tick_params(length=0)
     for side in ax.spines.values():
@@ -125,7 +132,7 @@ def expectation_figure(table: pd.DataFrame, classes: list[str] | None = None) ->
     ]
     fig.legend(handles=handles, loc="outside lower left", ncols=5, fontsize=8.5, frameon=False)
     fig.suptitle(
-        "Detectors: expected against observed, per variant", x=0.01, ha="left", fontsize=11
+        "Detectors against the measured truth, per variant", x=0.01, ha="left", fontsize=11
     )
     if n == 0:
         ax.text(

@@ -25,6 +25,8 @@ from matplotlib.colors import Normalize, TwoSlopeNorm
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
+from analysis.plots.numbers import speedup_ci
+
 __all__ = ["GREY", "matrix_layout", "matrix_norm", "matrix_table", "speedup_matrix"]
 
 GREY = "#d9d9d9"
@@ -71,10 +73,6 @@ def matrix_layout(runs: pd.DataFrame, columns: str = "auto") -> str:
     return "slot" if greyed > filled else "variant"
 
 
-def _fmt(x: float) -> str:
-    return f"{x:.2f}" if abs(x) < 10 else f"{x:.1f}"
-
-
 def matrix_table(runs: pd.DataFrame, columns: str = "auto") -> pd.DataFrame:
     """Long table of the cells: scenario, column, variant, speedup, ci_low, ci_high, status, text.
 
@@ -116,9 +114,7 @@ def matrix_table(runs: pd.DataFrame, columns: str = "auto") -> pd.DataFrame:
                 why = status if status != "ok" else "no speedup"
                 rows.append((scen, col, var, math.nan, math.nan, math.nan, status, named + why))
                 continue
-            text = f"{named}{_fmt(s)}x"
-            if pd.notna(lo) and pd.notna(hi):
-                text += f"\n[{_fmt(lo)}-{_fmt(hi)}]"
+            text = named + speedup_ci(s, lo, hi, sep="\n")
             rows.append((scen, col, var, float(s), float(lo), float(hi), status, text))
     return pd.DataFrame(
         rows,

@@ -11,6 +11,8 @@ import numpy as np
 import pandas as pd
 from matplotlib.figure import Figure
 
+from analysis.plots.numbers import ratio
+
 __all__ = ["probe_effect_figure"]
 
 
@@ -45,7 +47,7 @@ def probe_effect_figure(runs: pd.DataFrame) -> Figure:
         lo_all, hi_all = np.minimum(vals, lo), np.maximum(vals, hi)
     for yi, v, h in zip(y, vals, hi_all, strict=True):
         at = max(v, h) if v >= 1 else v
-        ax.annotate(f"{v:.2f}", (at, yi), xytext=(6 if v >= 1 else -6, 0), textcoords="offset points",
+        ax.annotate(ratio(v), (at, yi), xytext=(6 if v >= 1 else -6, 0), textcoords="offset points",
                     va="center", ha="left" if v >= 1 else "right", fontsize=8)  # fmt: skip
     ax.axvline(1.0, color="#333333", lw=1)
     ax.set_yticks(y)

@@ -1,15 +1,9 @@
 -- CUDA kernels as they ran on the GPU (CUPTI_ACTIVITY_KIND_KERNEL), names resolved through StringIds.
--- Placeholder graph_node_id: k.graphNodeId, or NULL where the export has no such column.
+-- Placeholders: times, ids (trace_schema.activity_sql("k")); graph_node_id: k.graphNodeId, or NULL
+-- where the export has no such column.
 SELECT
-    k.start AS start_ns,
-    k."end" AS end_ns,
-    k."end" - k.start AS duration_ns,
-    k.deviceId AS device_id,
-    k.streamId AS stream_id,
-    k.contextId AS context_id,
-    k.correlationId AS correlation_id,
-    (k.globalPid >> 24) & 16777215 AS pid,
-    k.globalPid AS global_pid,
+    {times},
+    {ids},
     dn.value AS name,
     sn.value AS short_name,
     k.gridX AS grid_x,

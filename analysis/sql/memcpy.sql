@@ -2,12 +2,10 @@
 -- copy_kind is the ENUM_CUDA_MEMCPY_OPER symbol, src/dst kinds are ENUM_CUDA_MEM_KIND labels, and
 -- pageable is true when either side is the PAGEABLE memory kind (only host memory can be pageable).
 -- gbps is bytes per nanosecond, i.e. decimal gigabytes per second.
--- Placeholders: enum_copy_kind, enum_mem_kind (table or stand-in subquery with id, name, label),
+-- Placeholders: times, ids (trace_schema.activity_sql("m")), enum_copy_kind, enum_mem_kind (table or stand-in subquery with id, name, label),
 -- graph_node_id (m.graphNodeId or NULL).
 SELECT
-    m.start AS start_ns,
-    m."end" AS end_ns,
-    m."end" - m.start AS duration_ns,
+    {times},
     m.bytes AS bytes,
     ck.name AS copy_kind,
     CASE
@@ -30,12 +28,7 @@ SELECT
         WHEN sk.name IS NULL OR dk.name IS NULL THEN NULL
         ELSE 0
     END AS pageable,
-    m.deviceId AS device_id,
-    m.streamId AS stream_id,
-    m.contextId AS context_id,
-    m.correlationId AS correlation_id,
-    (m.globalPid >> 24) & 16777215 AS pid,
-    m.globalPid AS global_pid,
+    {ids},
     {graph_node_id} AS graph_node_id,
     CAST(m.bytes AS REAL) / NULLIF(m."end" - m.start, 0) AS gbps
 FROM CUPTI_ACTIVITY_KIND_MEMCPY AS m

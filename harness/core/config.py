@@ -28,7 +28,10 @@ from analysis.detect.config import (  # noqa: F401 - re-exported: the run config
 )
 from analysis.detect.config import diagnosis_thresholds as _thresholds
 from analysis.detect.config import parse_overrides as _parse_overrides
+from harness.core.errors import UsageError
+from harness.core.kernels_config import KernelsConfig
 from harness.core.stats import UNSTABLE_SPREAD
+from harness.core.timing_config import TimingConfig
 from harness.core.tools_config import KinetoConfig, ToolsConfig
 
 SIZES = ("auto", "smoke", "full")
@@ -64,7 +67,7 @@ class NsysConfig:
     background_finalize: bool = True
     """With one ``nsys profile`` per profiled worker (torchrun, or ``profile_server`` off): once
     it has written its result and exited, go on to the next profiled variant while nsys still
-    writes the report (8-12 s each on the H100: QdstrmImporter, one CPU core). Only the next
+    writes the report (seconds of QdstrmImporter on one CPU core). Only the next
     profiled run (whose step times give the probe effect) shares the box with it, never a
     timing run. False: wait for nsys after every profiled variant."""
     profile_server: bool = True
@@ -74,22 +77,20 @@ class NsysConfig:
     GPU, its NVTX ``measure`` range on the CPU) becomes a report of its own
     (``--capture-range-end=repeat``), written in the background once the scenario's last
     profiled worker has ended (harness/execution/profiling.py). It saves each profiled worker a fresh
-    interpreter's imports (11 s on the H100) and half of cudaProfilerStop: the profiled
-    workers took 279-283 s of wall against 511 s with one ``nsys profile`` each (194e593). A
-    worker that fails there runs again, once, as its own ``nsys profile`` after the others.
+    interpreter's imports and half of cudaProfilerStop (docs/configuration.md has the
+    measured wall). A worker that fails there runs again, once, as its own ``nsys profile`` after the others.
     False: one ``nsys profile`` per profiled worker. torchrun workers are always profiled on
     their own."""
     capture_lead_steps: int = 2
     """On a GPU, steps a profiled worker runs inside its capture range before its measured
     window (and its NVTX ``measure`` range, which the diagnosis reads): the first steps after
-    cudaProfilerStart run slow under nsys (H100, 2026-11-27: 98 ms against 40 ms for
-    forced_sync's sync_free, 59 and 41 ms against 21 ms for sync_loading's ideal), which put
-    up to 9% into probe effects taken from the window's mean step."""
+    cudaProfilerStart run slow under nsys (two to three times the steady step), which would
+    otherwise go into the probe effect taken from the window's mean step."""
     server_lanes: int = 2
     """Traced sessions per scenario (``profile_server``). A worker forked while a sibling of
     its session is inside its capture range loses its capture, and nsys 2025.3 then ends the
-    session (4, 6 and 9 of 17 served workers ran again in three H100 runs of 2026-11-26/27,
-    with one session per scenario). With two, the next worker is forked from the session
+    session (with one session per scenario, a quarter to half of the served workers had to run
+    again). With two, the next worker is forked from the session
     that runs none, while the last one's capture is taken; with one, it is forked only once
     the last one's cudaProfilerStop has returned."""
     exit_after_capture: bool = True
@@ -154,15 +155,17 @@ class HarnessConfig:
     """Unprofiled timing rounds per variant. Each round times every variant of a scenario back
     to back (in variant order in odd rounds, reversed in even ones, so no variant always runs
     first after a pause), and speedups are paired within rounds: the host's drift over minutes
-    (host-bound baselines moved by up to 38% between two runs on one H200) cancels in a round's
-    ratio. Three rounds give the paired interval rounds to resample and ``round_spread`` a
-    range to flag ``unstable`` variants; each more round costs one more process per variant
-    (about 7 s each on the H100)."""
+    (host-bound baselines move by tens of percent between runs on one machine) cancels in a
+    round's ratio. Three rounds give the paired interval rounds to resample and
+    ``round_spread`` a range to flag ``unstable`` variants; each more round costs one more
+    process per variant."""
     unstable_spread: float = UNSTABLE_SPREAD
     """A variant whose timing rounds' mean step times spread by more than this (max / min - 1)
     is flagged ``unstable`` in runs.csv, the end-of-run table and the report."""
     host_probe: HostProbeConfig = field(default_factory=HostProbeConfig)
     """Host-speed probes around every worker's measured window (launch rate, Python loop)."""
+    timing: TimingConfig = field(default_factory=TimingConfig)
+    """How timing rounds run (sliced or back to back) and how many a scenario gets."""
     seed: int = 0
     """Seed for weights and data; all variants of a scenario share it."""
     cache_dir: str | None = None
@@ -202,8 +205,7 @@ class HarnessConfig:
     """On one node (``dist.nnodes=1``), with ``fork_server``: fork the N ranks of a distributed
     timing unit from the fork server, each a process of its own with the environment torchrun
     gives a rank (rank 0 hosts the rendezvous store), instead of ``torchrun --standalone``
-    starting N fresh interpreters (on 2 x H200, eea352a: 9-12 s of imports and 3-6 s of
-    start-up per unit). A failing rank stops the others, as under torchrun. Profiled units
+    starting N fresh interpreters (each unit's imports and start-up again). A failing rank stops the others, as under torchrun. Profiled units
     always run under ``nsys profile ... torchrun``. False: torchrun."""
     fork_preload: list[str] | None = None
     """Modules the fork server imports besides torch and the scenarios, so that forked workers
@@ -215,8 +217,8 @@ class HarnessConfig:
     """nsys exports run after each scenario's last worker, this many at once (none overlaps a
     measurement)."""
     overlap: bool = True
-    """Start the next worker while the current one tears down (a profiled worker spends 8-14 s
-    there on the H100 while nsys takes its capture): the next one imports and sets up beside
+    """Start the next worker while the current one tears down (a profiled worker spends seconds
+    there while nsys takes its capture): the next one imports and sets up beside
     it, then waits before its warm-up until the current one has exited, so no warm-up or
     window runs beside another worker (every rank of a distributed worker waits at the gate;
     not across nodes, where workers run in lockstep without one). False: each worker starts
@@ -226,34 +228,33 @@ class HarnessConfig:
     distributed ones, whose set-ups measure, one at a time) are started up to this many at
     once while none measures, so their set-ups run side by
     side; each then waits at its gate and they measure one after the other, never beside a
-    set-up. On the H100 a timing worker's set-up left the GPU idle 1-2 s, a compiled
-    variant's 8-10 s with a warm cache (2026-11-27). 1: one at a time."""
+    set-up (a set-up leaves the GPU idle for seconds, a compiled variant's for longer). 1: one
+    at a time."""
     overlap_capture_stop: bool = True
     """On a GPU, with ``overlap``: the held worker goes on while the previous one, a profiled
     worker of the same scenario past its window, waits in cudaProfilerStop for nsys to take its
     capture while nsys works beside it (with served profiling the two are in different
-    sessions: ``nsys.server_lanes``). On the H100 each profiled worker's stop took 3-5 s,
-    64 s of the 2026-11-27 reference run's critical path; nsys already converts a closed
-    session's captures beside the next scenario's windows. False: warm up once the previous
-    exited."""
+    sessions: ``nsys.server_lanes``): each profiled worker's stop takes seconds of the run's
+    critical path otherwise, and nsys already converts a closed session's captures beside the
+    next scenario's windows. False: warm up once the previous exited."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
     ranks; all with ``fork_server=false``) import the fork server's preload modules
     (``fork_preload``) with torch, as forked workers have them: ``torch._dynamo`` is then
     imported before the set-up (and, with ``overlap``, beside the previous worker's
-    tear-down) rather than by the first optimizer inside it (4-7 s on the H100). Inductor's
-    compiler (``torch._inductor.compile_fx``) only where the variant compiles: it made every
-    profiled worker's imports 13 s instead of 5 s on the H100."""
+    tear-down) rather than by the first optimizer inside it, within the set-up. Inductor's
+    compiler (``torch._inductor.compile_fx``) only where the variant compiles: it more than
+    doubles a worker's imports."""
     warm_compile: bool | None = None
     """Fill the compiler caches (Inductor, Triton) for variants that compile
     (``Variant.compiles``) in a background process at the lowest CPU priority, paused while
     any worker warms up or measures; scenarios with such variants run last, so the cold
-    compile (about a minute per variant on the H100) leaves the critical path. None: on a GPU
+    compile (about a minute per variant on a GPU) leaves the critical path. None: on a GPU
     only (the CPU smoke sizes compile in seconds); False: the first timing run compiles."""
     warm_parallel: int = 2
-    """Compiler-cache warm-ups run at once (``warm_compile``). Paused while workers measure,
-    one at a time took 241 s and 118 s of wall for 87 s and 79 s of work on the H100
-    (2026-11-27), so the second compiled variant's first run waited 42 s for its cache."""
+    """Compiler-cache warm-ups run at once (``warm_compile``): paused while workers measure,
+    one at a time took about twice their work in wall, so a second compiled variant's first
+    run waited for its cache."""
 
     def __post_init__(self) -> None:
         if self.max_window_s is not None and self.max_window_s <= 0:
@@ -439,6 +440,8 @@ class SuiteConfig:
     tools: ToolsConfig = field(default_factory=ToolsConfig)
     """Profiler tools scored against the run's ground truth after the diagnosis
     (``tools_*.csv``, the report's "Tools against the ground truth")."""
+    kernels: KernelsConfig = field(default_factory=KernelsConfig)
+    """Nsight Compute's row after the diagnosis (``kernels.csv``; ``kernels.enabled=false``)."""
     scenario: dict[str, Any] = field(default_factory=dict)
     """Selected scenarios by name, each validated against its own schema."""
 
@@ -518,10 +521,6 @@ def compose(overrides: list[str]) -> tuple[DictConfig, SuiteConfig]:
     with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
         cfg = hydra_compose("config", overrides=overrides)
     return cfg, to_suite(cfg, found)
-
-
-class UsageError(ValueError):
-    """A command-line mistake the user can fix; printed without a traceback."""
 
 
 def check_scenario_overrides(overrides: list[str], found: dict[str, scenarios.Scenario]) -> None:

@@ -90,9 +90,9 @@ REVISION_ENV = "BOTTLENECK_GIT_SHA"
 
 
 def git_sha(repo: Path) -> str | None:
-    """``$BOTTLENECK_GIT_SHA`` where it is set (the GPU machine's copy of the tree carries the
-    git metadata of an older commit, 2026-11-28: it read eea352a-dirty for 0085966), else the
-    checkout's commit (``-dirty`` with uncommitted changes to tracked files), else None."""
+    """``$BOTTLENECK_GIT_SHA`` where it is set (a copy of the tree sent to a GPU machine may
+    carry the git metadata of an older commit), else the checkout's commit (``-dirty`` with
+    uncommitted changes to tracked files), else None."""
     return os.environ.get(REVISION_ENV) or _git_sha(repo)
 
 

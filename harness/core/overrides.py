@@ -26,7 +26,7 @@ from typing import Any
 import scenarios
 from harness.core.config import ALL, SIZES, SuiteConfig, UsageError, config_dir
 
-__all__ = ["Key", "check_overrides", "field_docs", "run_help", "schema_keys"]
+__all__ = ["Key", "check_overrides", "field_docs", "overrides_first", "run_help", "schema_keys"]
 
 #: Sections of the run config, in the order ``run --help`` lists them.
 SECTIONS = ("size", "harness", "nsys", "kineto", "tools", "dist", "diagnosis", "scenario")
@@ -145,33 +145,76 @@ def _first_lines(exc: BaseException) -> str:
     return ": ".join(kept[:3]) or type(exc).__name__
 
 
-def _compose(overrides: list[str]) -> None:
-    """Compose the config as the run will (values merged into the schemas), one-line errors."""
+def _compose(overrides: list[str], found: dict[str, scenarios.Scenario]) -> None:
+    """Compose the config as the run will and validate it into its dataclasses (every
+    ``__post_init__``), with one-line errors. Hydra's own groups (``hydra/launcher=...``) are
+    composed too where an override names them."""
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
-    from omegaconf.errors import OmegaConfBaseException
+    from omegaconf import open_dict
+    from omegaconf.errors import InterpolationResolutionError, OmegaConfBaseException
 
+    from harness.core.config import to_suite
+
+    own = any(o.lstrip("+~").startswith("hydra") for o in overrides)
     try:
         with initialize_config_dir(config_dir=str(config_dir()), version_base="1.3"):
-            compose("config", overrides=overrides)
+            cfg = compose("config", overrides=overrides, return_hydra_config=own)
+        if own:
+            with open_dict(cfg):
+                cfg.pop("hydra")
     except (HydraException, OmegaConfBaseException) as exc:
         raise UsageError(f"invalid configuration: {_first_lines(exc)}") from None
+    try:
+        to_suite(cfg, found)
+    except InterpolationResolutionError:
+        return  # a value only Hydra's run resolves (${hydra:...}): the run validates it
+    except (ValueError, OmegaConfBaseException) as exc:  # __post_init__: names the key
+        raise UsageError(f"invalid configuration: {exc}") from None
 
 
 def _hydra_args(argv: Sequence[str]) -> tuple[list[str], bool] | None:
     """(the overrides, whether it is a multirun) as Hydra's own parser splits ``argv`` from its
     flags (``--cfg job``, ``-m``, ...); None where that parser refuses the flags."""
+    try:
+        return _split(argv)
+    except UsageError:
+        return None
+
+
+def _split(argv: Sequence[str]) -> tuple[list[str], bool]:
+    """:func:`_hydra_args`, or a UsageError with Hydra's parser's own complaint, in one line."""
     from hydra._internal.utils import get_args_parser
 
+    said = io.StringIO()
     try:
-        with contextlib.redirect_stderr(io.StringIO()):
+        with contextlib.redirect_stderr(said):
             args = get_args_parser().parse_intermixed_args(list(argv))
     except SystemExit:
-        return None
+        why = [ln for ln in said.getvalue().splitlines() if "error:" in ln]
+        text = why[-1].split("error:", 1)[1].strip() if why else "cannot read the flags"
+        raise UsageError(
+            f"{text} (run takes KEY=VALUE overrides and Hydra's flags: --cfg job, -m, "
+            "--hydra-help; run --help lists them)"
+        ) from None
+    modes = [f for f, on in (("-m", args.multirun), ("--cfg", args.cfg), ("--info", args.info),
+                             ("--run", args.run)) if on]  # fmt: skip
+    if len(modes) > 1:
+        raise UsageError(f"{' and '.join(modes)} cannot be given together (Hydra runs one mode)")
     return list(args.overrides or []), bool(args.multirun)
 
 
 hydra_args = _hydra_args  # the name harness.core.resume uses
+
+
+def overrides_first(argv: Sequence[str]) -> list[str]:
+    """``argv`` with its overrides before Hydra's flags (``--cfg job size=smoke`` ->
+    ``size=smoke --cfg job``): Hydra's own parser reads no override after a flag's value."""
+    overrides, _ = _split(argv)
+    rest = list(argv)
+    for ov in overrides:
+        rest.remove(ov)
+    return [*overrides, *rest]
 
 
 def check_overrides(argv: Sequence[str], found: dict[str, scenarios.Scenario]) -> None:
@@ -183,10 +226,7 @@ def check_overrides(argv: Sequence[str], found: dict[str, scenarios.Scenario]) -
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import OverrideParseException
 
-    split = _hydra_args(argv)
-    if split is None:
-        return  # flags Hydra itself will refuse, with its usage line
-    texts, multirun = split
+    texts, multirun = _split(argv)
     parser = OverridesParser.create()
     parsed = []
     for text in texts:
@@ -199,16 +239,47 @@ def check_overrides(argv: Sequence[str], found: dict[str, scenarios.Scenario]) -
     mine = [ov for ov in parsed if not ov.key_or_group.startswith("hydra")]
     for ov in mine:
         name = ov.key_or_group
-        if name == "scenario" or "/" in name:
-            continue  # scenario: check_scenario_overrides names the scenarios; a/b: Hydra's
-        if name == "diagnosis":
+        if name == "scenario":
+            why = _scenario_add(ov)
+        elif "/" in name:
+            continue  # a config group path (a/b): composing checks its option
+        elif name == "diagnosis":
             why = None if ov.is_sweep_override() else _group_option(ov.value())
         else:
             why = _unknown_key(name, keys, selected)
         if why:
             raise UsageError(why)
-    if not multirun:
-        _compose([ov.input_line for ov in mine if ov.input_line])
+    for lines in _each_job(parsed) if multirun else [[ov.input_line for ov in parsed]]:
+        _compose([ln for ln in lines if ln], found)
+
+
+def _scenario_add(ov: Any) -> str | None:
+    """Why ``scenario=NAME`` (no ``+``) cannot select: the defaults list has no scenario entry
+    for Hydra to change, so it must be added (None when it is)."""
+    if ov.input_line and ov.input_line.lstrip().startswith(("+", "~")):
+        return None
+    value = ov.input_line.partition("=")[2] if ov.input_line else "NAME"
+    return (
+        f"{ov.input_line}: scenarios are added to the config, with a +: +scenario={value} "
+        "(+scenario=[a,b] for several, +scenario=all for every one)"
+    )
+
+
+def _each_job(parsed: Sequence[Any]) -> list[list[str]]:
+    """A multirun's overrides once per swept value (each sweep's values in turn, the others at
+    their first): every value is checked as its job will compose it, not only the first job."""
+    fixed = [ov.input_line for ov in parsed if not ov.is_sweep_override()]
+    sweeps = [ov for ov in parsed if ov.is_sweep_override()]
+    values = {id(ov): list(ov.sweep_string_iterator()) for ov in sweeps}
+    firsts = {
+        id(ov): f"{ov.get_key_element()}={values[id(ov)][0]}" for ov in sweeps if values[id(ov)]
+    }
+    jobs = []
+    for ov in sweeps:
+        for value in values[id(ov)]:
+            others = [line for key, line in firsts.items() if key != id(ov)]
+            jobs.append([*fixed, *others, f"{ov.get_key_element()}={value}"])
+    return jobs or [fixed]
 
 
 # --- harness run --help ------------------------------------------------------------------------

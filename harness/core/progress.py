@@ -30,8 +30,8 @@ AGAIN_S = 20.0
 
 #: What a slow set-up stage of this name usually is (said with it).
 STAGE_HINTS = {
-    "compile": "torch.compile: a cold compiler cache takes about a minute per variant on the "
-    "H100; later runs reuse harness.cache_dir",
+    "compile": "torch.compile: a cold compiler cache takes about a minute per variant on a "
+    "GPU; later runs reuse harness.cache_dir",
     "data": "generating the data set once; later runs reuse harness.cache_dir",
 }
 

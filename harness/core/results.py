@@ -19,7 +19,27 @@ from typing import Any
 from harness.core import runfolder as rf
 from harness.core import schedwait
 
-__all__ = ["VariantResults", "read_variant"]
+__all__ = ["PhaseRecord", "VariantResults", "read_variant"]
+
+
+@dataclass(frozen=True)
+class PhaseRecord:
+    """One phase folder of a variant (``timing-<r>``, ``profile``, ``kineto``) as read once:
+    its status.json and result.json (None where missing or unreadable)."""
+
+    phase: str
+    folder: Path
+    status: rf.Status | None
+    """How the unit ended; None without a readable status.json (not run, or interrupted)."""
+    status_record: Mapping[str, Any] | None
+    """status.json as written (``error``, ``rc``, ...)."""
+    result: Mapping[str, Any] | None
+    """result.json as written; None where it is missing, corrupt or not an object."""
+
+    @property
+    def error(self) -> str:
+        """The status record's error, or the status itself (``timeout``), '' without either."""
+        return str((self.status_record or {}).get("error") or (self.status or ""))
 
 
 @dataclass(frozen=True)
@@ -41,6 +61,10 @@ class VariantResults:
     rank: :mod:`harness.core.schedwait`), rounds that recorded it only."""
     round_cpu_ms: Mapping[int, float] = field(default_factory=dict)
     """Timing round number -> its step loop's CPU time per step (ms; as ``round_wait_ms``)."""
+    phases: tuple[PhaseRecord, ...] = ()
+    """Every phase folder in run order, as read (what runs.csv's row is built from:
+    ``harness.execution.collect``); the fields above are these under the rules of the
+    module's docstring."""
 
     @property
     def timed(self) -> bool:
@@ -90,24 +114,42 @@ def _steps(res: Mapping[str, Any]) -> tuple[float, ...]:
     return tuple(float(x) for x in res.get("step_ms") or ())
 
 
+def _phase(folder: Path) -> PhaseRecord:
+    """One phase folder read: its status and its result, each None where unreadable."""
+    try:
+        record = rf.read_status(folder)
+    except rf.CorruptFileError:
+        record = None
+    try:
+        res = rf.read_result(folder)
+    except rf.CorruptFileError:
+        res = None
+    return PhaseRecord(
+        phase=folder.name,
+        folder=folder,
+        status=rf.unit_status(folder),
+        status_record=record,
+        result=res if isinstance(res, dict) else None,
+    )
+
+
 def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
-    """The variant's timed rounds and metrics from its phase folders (unreadable or corrupt
-    files are skipped: a round that cannot be read was not measured)."""
+    """The one reader of a variant's result.json files: its timed rounds and metrics from its
+    phase folders, and every phase as read (:attr:`VariantResults.phases`). Unreadable or
+    corrupt files are skipped: a round that cannot be read was not measured."""
     rounds: dict[int, tuple[float, ...]] = {}
     metrics: dict[int, dict[str, float]] = {}
     profile: dict[str, float] = {}
     profile_steps: tuple[float, ...] = ()
     waits: dict[int, float] = {}
     cpus: dict[int, float] = {}
-    for folder in rf.phase_dirs(run_dir, scenario, variant):
-        try:
-            res = rf.read_result(folder)
-        except rf.CorruptFileError:
+    phases = tuple(_phase(folder) for folder in rf.phase_dirs(run_dir, scenario, variant))
+    for ph in phases:
+        res = ph.result
+        if res is None:
             continue
-        if not isinstance(res, dict):
-            continue
-        number = rf.timing_round(folder.name)
-        if number is not None and rf.unit_status(folder) is rf.Status.OK:
+        number = rf.timing_round(ph.phase)
+        if number is not None and ph.status is rf.Status.OK:
             if _steps(res):
                 rounds[number] = _steps(res)
             metrics[number] = _numbers(res.get("metrics"))
@@ -117,7 +159,7 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
                 waits[number] = wait
             if cpu is not None and number in rounds:
                 cpus[number] = cpu
-        elif rf.is_profile(folder.name):
+        elif rf.is_profile(ph.phase):
             profile = _numbers(res.get("metrics"))
             profile_steps = _steps(res)
     return VariantResults(
@@ -129,4 +171,5 @@ def read_variant(run_dir: Path, scenario: str, variant: str) -> VariantResults:
         profile_step_ms=profile_steps,
         round_wait_ms=dict(sorted(waits.items())),
         round_cpu_ms=dict(sorted(cpus.items())),
+        phases=phases,
     )

@@ -87,8 +87,9 @@ def _names(ov: Any, found: Sequence[str]) -> list[str]:
 
 def resume_argv(argv: Sequence[str], found: Sequence[str]) -> list[str]:
     """``argv`` with the resumed run's own overrides added (its scenarios joined with any
-    given ones); ``argv`` as it is without ``harness.resume``, in a multirun, or where ``DIR``
-    is no run folder (the run says so). Raises :class:`UsageError` on a conflicting override."""
+    given ones); ``argv`` as it is without ``harness.resume`` or in a multirun. Raises
+    :class:`UsageError` on a conflicting override, and where ``DIR`` is no run folder or its
+    manifest cannot be read."""
     from harness.core.overrides import hydra_args
 
     split = hydra_args(argv)
@@ -100,8 +101,10 @@ def resume_argv(argv: Sequence[str], found: Sequence[str]) -> list[str]:
         return list(argv)
     run_dir = Path(str(resume[-1].value()))
     manifest = rf.read_json(rf.manifest_path(run_dir)) if run_dir.is_dir() else None
+    if manifest is None:
+        raise UsageError(f"{RESUME_KEY}={run_dir}: not a run folder (no manifest.json)")
     if not isinstance(manifest, dict):
-        return list(argv)
+        raise rf.CorruptFileError(rf.manifest_path(run_dir), "not a JSON object")
     config = manifest.get("config") or {}
     recorded = manifest.get("overrides")
     recorded = [t for t in recorded if _parse(t) is not None] if recorded else []

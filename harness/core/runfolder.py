@@ -15,11 +15,12 @@ import json
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
 from harness.core.atomic import ResultWriteError, write_bytes, write_frame, write_json, write_text
+from harness.core.enums import StrEnum
+from harness.core.errors import InputError
 
 __all__ = [
     "ResultWriteError",
@@ -32,7 +33,7 @@ __all__ = [
 # -- states ---------------------------------------------------------------------------------
 
 
-class Status(str, Enum):
+class Status(StrEnum):
     """How one unit (worker process) ended: ``status.json``'s ``status`` and ``runs.csv``'s."""
 
     OK = "ok"
@@ -65,13 +66,42 @@ class Status(str, Enum):
         return self not in (Status.OK, Status.SKIPPED, Status.FINALIZING, Status.MISSING)
 
 
-class RunState(str, Enum):
+class RunState(StrEnum):
     """``state.json``'s ``state``: where the whole run stands."""
 
     RUNNING = "running"
     COMPLETE = "complete"
     FAILED = "failed"
     INTERRUPTED = "interrupted"
+
+
+class TruthState(StrEnum):
+    """diagnosis.csv's ``truth_state``: a variant's measured truth for a class
+    (:mod:`harness.judge.truth` measures it; every reader compares against these)."""
+
+    FIRES = "fires"
+    CLEAR = "clear"
+    EITHER = "either"
+    NOT_TAKEN = "not_taken"
+    NO_REMOVAL = "no_removal"
+    OVERSUBSCRIBED = "oversubscribed"
+
+    @property
+    def decided(self) -> bool:
+        """The class should fire or should not: the findings are judged against it."""
+        return self in (TruthState.FIRES, TruthState.CLEAR)
+
+
+class OffTargetState(StrEnum):
+    """diagnosis.csv's ``<class>_off_target``: a fired class other than the scenario's
+    own, held to the measured gap (:func:`harness.judge.truth.off_targets`)."""
+
+    SECOND_CAUSE = "second_cause"
+    """Its predicted saving fits within the gap (its interval reaches the gap's)."""
+    FALSE_POSITIVE = "false_positive"
+    """Its predicted saving exceeds the gap beyond both intervals."""
+    UNCHECKED = "unchecked"
+    """No measured gap to hold it to."""
 
 
 # -- names ----------------------------------------------------------------------------------
@@ -130,7 +160,7 @@ KINETO = "kineto"
 KINETO_SUFFIX = ".pt.trace.json.gz"
 
 
-class WorkerState(str, Enum):
+class WorkerState(StrEnum):
     """How far a running worker got (``.progress.json``'s ``state``), in the order it passes
     them: the parent reads it to show progress, to hold the worker before its warm-up, and to
     start the next worker once this one's measured window is over."""
@@ -177,6 +207,8 @@ TABLE_NAMES = (
     "tools_calls",
     "tools_scores",
     "tools_f1",
+    "kernels",
+    "kernel_limits",
 )
 
 #: A profile's report files, by suffix.
@@ -402,24 +434,28 @@ def warm_dir(run_dir: Path, scenario: str, variant: str) -> Path:
 # -- reading ----------------------------------------------------------------------------------
 
 
-class CorruptFileError(ValueError):
-    """A result file exists but is not valid JSON (names the file)."""
+class CorruptFileError(InputError):
+    """A run-folder file that exists but cannot be read or parsed (``str()``: ``FILE: WHY``)."""
 
 
-def read_json(path: Path | str) -> Any:
-    """The file's JSON, or None when there is no such file; :class:`CorruptFileError` (a
-    ValueError naming the file) when it cannot be parsed or read."""
+def read_json(path: Path | str, *, required: bool = False) -> Any:
+    """The one reader of the run folder's JSON files (manifest, state, status, result,
+    progress, a spec): the parsed JSON; None when there is no such file, unless ``required``;
+    :class:`CorruptFileError` (naming the file) when it is required and missing, cannot be
+    read, or is not JSON."""
     path = Path(path)
     try:
         text = path.read_text(encoding="utf-8")
     except FileNotFoundError:
+        if required:
+            raise CorruptFileError(path, "no such file") from None
         return None
-    except OSError as exc:
-        raise CorruptFileError(f"{path} cannot be read: {exc}") from exc
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CorruptFileError(path, f"cannot be read: {exc}") from exc
     try:
         return json.loads(text)
     except ValueError as exc:
-        raise CorruptFileError(f"{path} is not valid JSON: {exc}") from exc
+        raise CorruptFileError(path, f"not valid JSON: {exc}") from exc
 
 
 def read_status(unit_path: Path) -> dict[str, Any] | None:

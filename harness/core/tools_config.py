@@ -10,6 +10,7 @@ manifest (``tools.hta.*``); ``harness score --tool-set hta.KEY=VALUE`` overrides
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, fields
 from typing import Any
 
@@ -17,9 +18,10 @@ from typing import Any
 @dataclass(kw_only=True)
 class HtaRules:
     """How HTA's outputs become class calls (``harness/tools/hta.py``). Shares are 0-1,
-    percentages 0-100, as HTA reports each. Every default was fitted on the suite's own H200
-    run of 2026-11-29 (``results/reference/h200/tools/hta_fit.csv``): the fit kept the first
-    readings of HTA's documentation but for ``sync_max_queue_p75``."""
+    percentages 0-100, as HTA reports each. Every default was fitted on a run of the suite's
+    own variants (``scripts/fit_hta_rules.py``; the fit and its run:
+    ``results/reference/h200/tools/``), never on the corpus they are scored on: the fit kept
+    the first readings of HTA's documentation but for ``sync_max_queue_p75``."""
 
     min_idle_pct: float = 20.0
     """GPU idle share of the trace (HTA's temporal breakdown, ``idle_time_pctg``, mean over
@@ -37,9 +39,8 @@ class HtaRules:
     sync_max_queue_p75: float = 4.5
     """host_sync: the busiest stream's queue length (``get_queue_length_summary``) is at most this
     three quarters of the time (the host drains the queue: it waits for the GPU), with the GPU
-    idle at least ``min_idle_pct``. Fitted (``scripts/fit_hta_rules.py``) on the H200 run of
-    2026-11-29: forced_sync's baseline keeps 4 kernels queued at p75 (1.0 missed it), every
-    clean variant 5 or more."""
+    idle at least ``min_idle_pct``. Fitted (``scripts/fit_hta_rules.py``): between the
+    blocking baseline's queue and the clean variants' (the fit's table says which)."""
     comm_max_overlap_pct: float = 50.0
     """exposed_comm: communication kernels overlap computation (``get_comm_comp_overlap``,
     ``comp_comm_overlap_pctg``, mean over ranks) for at most this share of their time."""
@@ -84,11 +85,10 @@ class KinetoConfig:
     more process per variant after the nsys profiles (nsys and the PyTorch Profiler both want
     CUPTI, so never the same process), ``torch.profiler`` over the same steady window the nsys
     profile measures, on every rank, one ``*-rank<r>.pt.trace.json.gz`` each (what HTA reads).
-    Off by default, decided from its measured cost: on one H200 (2026-11-29) ``+scenario=all``
-    took 548 s with it against 475 s and 493 s without (runs of the same code an hour apart),
-    +12-15% of the wall for 18 more processes, 52 s short of the 600 s budget; and the PyTorch
-    Profiler's own probe effect on host-bound steps is large (kernel_flood's baseline 2.25x,
-    gil_contention's 1.43x), so its traces are for the tools table, not for timing."""
+    Off by default, decided from its measured cost (docs/configuration.md: one more process
+    per variant, +12-15% of a whole run's wall); and the PyTorch Profiler's own probe effect
+    on host-bound steps is large (a host-bound step runs twice as long under it), so its
+    traces are for the tools table, not for timing."""
 
     enabled: bool = False
     """Run the Kineto process of every variant (``kineto.enabled=true``)."""
@@ -121,9 +121,36 @@ def tools_config(overrides: dict[str, Any] | None = None) -> ToolsConfig:
     overrides = dict(overrides or {})
     hta = dict(overrides.pop("hta", {}) or {})
     known = {f.name for f in fields(HtaRules)}
-    unknown = sorted(set(hta) - known) + sorted(
+    unknown = [f"hta.{k}" for k in sorted(set(hta) - known)] + sorted(
         set(overrides) - {f.name for f in fields(ToolsConfig)}
     )
     if unknown:
         raise ValueError(f"unknown tools key(s): {', '.join(unknown)}")
     return ToolsConfig(**overrides, hta=HtaRules(**{k: float(v) for k, v in hta.items()}))
+
+
+def parse_tool_overrides(items: Sequence[str]) -> dict[str, Any]:
+    """``["hta.stall_min_idle_pct=25", ...]`` (a leading ``tools.`` is optional) as the nested
+    dict :func:`tools_config` takes; values parsed as YAML. A ValueError names an item that is
+    not ``KEY=VALUE``."""
+    import yaml
+
+    out: dict[str, Any] = {}
+    for item in items:
+        key, eq, value = item.partition("=")
+        path = [p for p in key.strip().removeprefix("tools.").split(".") if p]
+        if not eq or not path:
+            raise ValueError(
+                f"a tools override is KEY=VALUE, e.g. hta.min_idle_pct=25; got {item!r}"
+            )
+        try:
+            parsed = yaml.safe_load(value) if value.strip() else None
+        except yaml.YAMLError:
+            parsed = value
+        node = out
+        for part in path[:-1]:
+            node = node.setdefault(part, {})
+            if not isinstance(node, dict):
+                raise ValueError(f"{item!r}: {part} is a value, not a section")
+        node[path[-1]] = parsed
+    return out

@@ -1,5 +1,6 @@
 """The run's tables, rebuilt from the unit folders on disk: ``runs.csv`` (one row per scenario x
-variant) and ``timings.csv`` (where each worker's wall time went).
+variant) here, and ``timings.csv`` (where each worker's wall time went) in
+:mod:`harness.execution.walltable`, re-exported.
 
 Everything is read back from the files, never from memory, so a table written after a crash,
 a timeout or Ctrl-C holds exactly what is safely on disk.
@@ -15,7 +16,6 @@ itself moved. The probe effect (profiled against timed) is not paired: it stays 
 
 from __future__ import annotations
 
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -25,7 +25,7 @@ from harness.core import runfolder as rf
 from harness.core import schedwait
 from harness.core.config import SuiteConfig
 from harness.core.console import fit_table
-from harness.core.runfolder import Status, Unit
+from harness.core.runfolder import Status
 from harness.core.stats import (
     paired_ratio_ci,
     paired_rounds,
@@ -35,206 +35,21 @@ from harness.core.stats import (
     summarize,
 )
 from harness.execution import hostprobe
-from scenarios import Scenario
-
-#: The parts of a worker's wall time it measures itself (timings.csv columns, seconds), in
-#: the order it passes them: start-up (interpreter and wrappers: nsys, torchrun), imports, the
-#: CUDA context, set-up, waiting at its gate before the warm-up (``hold_s``: the previous
-#: worker was still tearing down), warm-up, the measured window, the time
-#: cudaProfilerStop took (``capture_stop_s``: nsys taking the capture, profiled GPU runs), and
-#: the host probes before and after the window (``probe_s``: harness.execution.hostprobe);
-#: a kineto unit's PyTorch Profiler start with its lead steps (``kineto_start_s``) and its
-#: stop, post-processing and trace writing (``kineto_write_s``), both outside the window.
-WORKER_PARTS = (
-    "startup_s",
-    "import_s",
-    "cuda_init_s",
-    "setup_s",
-    "hold_s",
-    "warmup_s",
-    "window_s",
-    "capture_stop_s",
-    "probe_s",
-    "kineto_start_s",
-    "kineto_write_s",
+from harness.execution.walltable import (  # noqa: F401 - re-exported: the tables' one module
+    IMPORT_PARTS,
+    MEASURE_STAMPS,
+    RANK_COLUMNS,
+    STAMPS,
+    TIMING_PARTS,
+    WORKER_PARTS,
+    build_timings_table,
+    first_env,
+    read_optional,
+    setup_stage_column,
+    wall_time_record,
+    with_added_rounds,
 )
-
-#: Where a worker's wall time goes (timings.csv columns, seconds): its own parts, tear-down
-#: (the rest of ``wall_s``), nsys finishing its report in the background (``finalize_s``, not
-#: part of ``wall_s``) and the SQLite export.
-TIMING_PARTS = (*WORKER_PARTS, "teardown_s", "finalize_s", "export_s")
-
-#: When the worker was launched and when it ended (epoch seconds): what ran beside what.
-STAMPS = ("launched_at", "ended_at")
-
-#: When it was set up (then held at its gate), began its warm-up and ended its window (epoch
-#: seconds, the worker's own clock): the run's critical path is these windows and the gaps
-#: between them.
-MEASURE_STAMPS = ("setup_ended_at", "warmup_started_at", "window_ended_at")
-
-
-def build_timings_table(run_dir: Path, units: list[Unit]) -> pd.DataFrame:
-    """One row per worker process: its wall time split into :data:`TIMING_PARTS`, its launch
-    and end (:data:`STAMPS`), the parts of its imports, then the scenario's named set-up
-    stages (``setup_<name>_s``, parts of ``setup_s``)."""
-    rows: list[dict[str, Any]] = []
-    stages: dict[str, None] = {}
-    for unit in units:
-        row = _timing_row(run_dir, unit)
-        if row is not None:
-            rows.append(row)
-            stages.update(dict.fromkeys(k for k in row if _is_stage_column(k)))
-    columns = ["scenario", "variant", "phase", "status", "wall_s", *TIMING_PARTS, *STAMPS]
-    columns += list(MEASURE_STAMPS)
-    columns += [*IMPORT_PARTS, *RANK_COLUMNS, *hostprobe.TIMING_COLUMNS]
-    columns += [*schedwait.TIMING_COLUMNS, *stages]
-    return pd.DataFrame(rows, columns=columns)
-
-
-#: Parts of ``import_s`` (torch and its kin; the preload modules, e.g. ``torch._dynamo`` in a
-#: profiled worker; then the scenarios and the harness), seconds.
-IMPORT_PARTS = ("import_torch_s", "import_preload_s", "import_scenarios_s")
-
-#: The ranks of a distributed worker (``timing.ranks`` in rank 0's result.json): how many, and
-#: the longest start-up and imports of any of them (seconds; under torchrun each rank is a
-#: fresh interpreter, forked ranks import nothing). A single-process worker is one rank.
-RANK_COLUMNS = ("ranks", "ranks_startup_max_s", "ranks_import_max_s")
-
-#: timings.csv's columns of the scenario's named set-up stages: ``setup_<name>_s``.
-SETUP_STAGE_PREFIX = "setup_"
-
-
-def setup_stage_column(name: str) -> str:
-    """The timings.csv column of set-up stage ``name`` (seconds)."""
-    return f"{SETUP_STAGE_PREFIX}{name}_s"
-
-
-def _is_stage_column(column: str) -> bool:
-    return (
-        column.startswith(SETUP_STAGE_PREFIX)
-        and column.endswith("_s")
-        and column not in TIMING_PARTS
-    )
-
-
-def _timing_row(run_dir: Path, unit: Unit) -> dict[str, Any] | None:
-    """A unit's timings.csv row; None when it has no status (not run, or interrupted)."""
-    out_dir = unit.dir(run_dir)
-    status = _read_optional(out_dir / rf.STATUS)
-    if status is None:
-        return None
-    row: dict[str, Any] = {**asdict(unit), "status": status.get("status")}
-    wall = float(status.get("wall_s") or 0.0)
-    row["wall_s"] = wall
-    result = _read_optional(out_dir / rf.RESULT) or {}
-    timing = result.get("timing") or {}
-    known = 0.0
-    for key in WORKER_PARTS:
-        value = timing.get("launch_to_main_s" if key == "startup_s" else key)
-        row[key] = value
-        known += float(value or 0.0)
-    row["teardown_s"] = max(0.0, wall - known) if timing else None
-    row["finalize_s"] = status.get("finalize_s")
-    row["export_s"] = status.get("export_s")
-    row.update({key: status.get(key) for key in STAMPS})
-    row.update({key: timing.get(key) for key in MEASURE_STAMPS})
-    row.update({key: timing.get(key) for key in IMPORT_PARTS})
-    row.update(_rank_columns(timing.get("ranks") or []))
-    row.update(hostprobe.timing_columns(result))
-    row.update(schedwait.timing_columns(result))
-    for name, seconds in (timing.get("setup_stages_s") or {}).items():
-        row[setup_stage_column(str(name))] = seconds
-    return row
-
-
-def _rank_columns(ranks: list[dict[str, Any]]) -> dict[str, Any]:
-    """:data:`RANK_COLUMNS` from the per-rank records (empty: an older result, left blank)."""
-    if not ranks:
-        return {}
-
-    def most(key: str) -> float | None:
-        values = [float(r[key]) for r in ranks if r.get(key) is not None]
-        return max(values) if values else None
-
-    return {
-        "ranks": len(ranks),
-        "ranks_startup_max_s": most("launch_to_main_s"),
-        "ranks_import_max_s": most("import_s"),
-    }
-
-
-def wall_time_record(
-    table: pd.DataFrame, walls: dict[str, float], total_s: float
-) -> dict[str, Any]:
-    """wall_time.json's numbers from timings.csv: the run's phases (``walls``), every part
-    summed over the worker processes (all, and timing runs, nsys profiles and Kineto runs
-    apart: ``worker_parts_by_phase_s``), and what ran
-    beside what: ``workers_busy_s`` is the time at least one worker ran (the union of their
-    launch-to-end intervals), ``workers_overlap_s`` the worker time that ran beside another
-    worker (the sum of their walls minus that union)."""
-    parts = [c for c in TIMING_PARTS if c in table]
-    record: dict[str, Any] = {"total_s": total_s, **walls}
-    record["worker_parts_s"] = {c: float(table[c].sum()) for c in parts}
-    kinds = table["phase"].map(lambda ph: rf.phase_kind(str(ph)))
-    record["worker_parts_by_phase_s"] = {
-        kind: {"processes": len(group), "wall_s": float(group["wall_s"].sum()),
-               **{c: float(group[c].sum()) for c in parts}}
-        for kind, group in table.groupby(kinds)
-    }  # fmt: skip
-    stamped = table.dropna(subset=list(STAMPS)) if set(STAMPS) <= set(table) else table.iloc[:0]
-    busy = _union_length(stamped["launched_at"], stamped["ended_at"]) if len(stamped) else 0.0
-    record["workers_busy_s"] = busy
-    overlap = float(stamped["wall_s"].sum()) - busy if len(stamped) else 0.0
-    record["workers_overlap_s"] = max(0.0, overlap)  # walls and stamps differ by rounding
-    record.update(_measuring(table))
-    return record
-
-
-def _measuring(table: pd.DataFrame) -> dict[str, float]:
-    """``measuring_s``: the time some worker warmed up or measured (the union of its spans);
-    ``between_measurements_s``: the rest of the time from the first warm-up to the last window's
-    end, when the GPU waited on set-ups, gates and tear-downs."""
-    cols = ["warmup_started_at", "window_ended_at"]
-    if not set(cols) <= set(table):
-        return {}
-    spans = table.dropna(subset=cols)
-    if spans.empty:
-        return {}
-    measuring = _union_length(spans[cols[0]], spans[cols[1]])
-    reach = float(spans[cols[1]].max()) - float(spans[cols[0]].min())
-    return {"measuring_s": measuring, "between_measurements_s": max(0.0, reach - measuring)}
-
-
-def _union_length(starts: Any, ends: Any) -> float:
-    """Length of the union of the intervals [start, end]."""
-    total, reach = 0.0, float("-inf")
-    pairs = zip((float(x) for x in starts), (float(x) for x in ends), strict=True)
-    for start, end in sorted(pairs):
-        if end <= reach:
-            continue
-        total += end - max(start, reach)
-        reach = end
-    return total
-
-
-def _read_optional(path: Path) -> dict[str, Any] | None:
-    """A status or result record; None when missing or unreadable (the row is then skipped
-    or partial rather than the whole table lost)."""
-    try:
-        data = rf.read_json(path)
-    except rf.CorruptFileError:
-        return None
-    return data if isinstance(data, dict) else None
-
-
-def first_env(run_dir: Path) -> dict[str, Any]:
-    """The environment a worker recorded (torch, GPU, host): the first readable result's."""
-    for res in rf.result_files(run_dir):
-        data = _read_optional(res)
-        if data is not None:
-            return data.get("env", {})
-    return {}
-
+from scenarios import Scenario
 
 #: runs.csv's run-queue columns (:mod:`harness.core.schedwait`): the median over the variant's
 #: timing rounds of each process's own value (a distributed one: its rank that waited most).
@@ -267,6 +82,7 @@ COLUMNS = [
     "share_of_ideal",
     "share_of_ideal_ci_low",
     "share_of_ideal_ci_high",
+    "share_of_ideal_rounds",
     "paired_rounds",
     "round_spread",
     "unstable",
@@ -287,6 +103,9 @@ COLUMNS = [
     "kineto_probe_effect_ci_high",
     "kineto_traces",
     "step_launches",
+    "loop_cpu_ms_per_step",
+    "loop_cpu_launches",
+    "slice_s",
     "report",
     "error",
 ]
@@ -315,7 +134,7 @@ def _load_results(run_dir: Path, scenario: str, variant: str) -> Loaded:
         status = rf.unit_status(phase_dir)
         if status is None:
             continue
-        record = _read_optional(phase_dir / rf.STATUS) or {}
+        record = read_optional(phase_dir / rf.STATUS) or {}
         if status == Status.SKIPPED:
             skipped = skipped or str(record.get("error") or "skipped")
             continue
@@ -365,7 +184,8 @@ def build_runs_table(
             cache[name] = (key, [dict(r) for r in mine])
         rows += mine
     frame = pd.DataFrame(rows, columns=COLUMNS)
-    for col in ("n_steps", "repeats", "samples_per_step", "paired_rounds", "kineto_traces"):
+    for col in ("n_steps", "repeats", "samples_per_step", "paired_rounds",
+                "share_of_ideal_rounds", "kineto_traces"):  # fmt: skip
         frame[col] = frame[col].astype("Int64")
     for col in ("profiled", "unstable"):
         frame[col] = frame[col].fillna(False).astype(bool)
@@ -480,22 +300,53 @@ def _probe_columns(
     timings: list[dict[str, Any]], profile: dict[str, Any] | None, step_ms_mean: float | None
 ) -> dict[str, Any]:
     """The host probes of a variant's processes (:mod:`harness.execution.hostprobe`): the
-    median over its timing rounds, the profiled process's, and the mean step in launch costs
-    (``step_launches``: what carries over between hosts for a host-bound loop)."""
-    launch_us = hostprobe.median_probe(timings, "launch_us")
+    median over its timing rounds, the profiled process's, and the numbers that carry between
+    hosts for a host-bound loop (:func:`_host_units`)."""
     out: dict[str, Any] = {
-        "probe_launch_us": launch_us,
+        "probe_launch_us": hostprobe.median_probe(timings, "launch_us"),
         "probe_python_ms": hostprobe.median_probe(timings, "python_ms"),
         "profile_probe_launch_us": None,
         "profile_probe_python_ms": None,
-        "step_launches": None,
     }
     if profile is not None:
         out["profile_probe_launch_us"] = hostprobe.process_probe(profile, "launch_us")
         out["profile_probe_python_ms"] = hostprobe.process_probe(profile, "python_ms")
-    if step_ms_mean and launch_us:
-        out["step_launches"] = step_ms_mean * 1e3 / launch_us
+    out.update(_host_units(timings))
     return out
+
+
+def _median(values: list[float | None]) -> float | None:
+    found = sorted(v for v in values if v is not None)
+    if not found:
+        return None
+    mid = len(found) // 2
+    return found[mid] if len(found) % 2 else (found[mid - 1] + found[mid]) / 2
+
+
+def _host_units(timings: list[dict[str, Any]]) -> dict[str, float | None]:
+    """What does not move with the host's speed, each the median over the timing rounds of
+    that round's own value: the mean step in launch-probe units (``step_launches``: the round's
+    mean step over its own launch probe), the step loop's CPU time per step
+    (``loop_cpu_ms_per_step``) and the same in launch-probe units (``loop_cpu_launches``: the
+    host's own work per step), and the planned slice of a sliced round (``slice_s``: well
+    above harness.timing.slice_s where one step is longer than a slice)."""
+    steps, cpus, cpu_units, cuts = [], [], [], []
+    for t in timings:
+        probe = hostprobe.process_probe(t, "launch_us")
+        step = sum(t["step_ms"]) / len(t["step_ms"]) if t.get("step_ms") else None
+        cpu = schedwait.timing_columns(t)["loop_cpu_ms_per_step"]
+        cpus.append(cpu)
+        if probe:
+            steps.append(step * 1e3 / probe if step is not None else None)
+            cpu_units.append(cpu * 1e3 / probe if cpu is not None else None)
+        plan = (t.get("slices") or {}).get("plan") or {}
+        cuts.append(plan.get("slice_s"))
+    return {
+        "step_launches": _median(steps),
+        "loop_cpu_ms_per_step": _median(cpus),
+        "loop_cpu_launches": _median(cpu_units),
+        "slice_s": _median(cuts),
+    }
 
 
 def _runqueue_columns(timings: list[dict[str, Any]]) -> dict[str, float | None]:
@@ -539,8 +390,9 @@ def _add_ratios(
             sp, lo, hi, n = _ratio(base, mine, bootstrap, seed)
             row.update(speedup=sp, speedup_ci_low=lo, speedup_ci_high=hi, paired_rounds=n)
         if ideal and ideal in steps:
-            sh, lo, hi, _ = _ratio(steps[ideal], mine, bootstrap, seed)
-            row.update(share_of_ideal=sh, share_of_ideal_ci_low=lo, share_of_ideal_ci_high=hi)
+            sh, lo, hi, n = _ratio(steps[ideal], mine, bootstrap, seed)
+            row.update(share_of_ideal=sh, share_of_ideal_ci_low=lo, share_of_ideal_ci_high=hi,
+                       share_of_ideal_rounds=n)  # fmt: skip
 
 
 def _ratio(

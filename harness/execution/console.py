@@ -1,29 +1,107 @@
 """What ``harness run`` prints at its end, within 100 columns (harness.core.console): the
-verdicts, the confusion matrix, the analytic limits and the side-stream GPU work; or, where
-nothing could be judged, one line that says why. The full tables are the run folder's CSVs
-(verdicts.csv, confusion.csv, diagnosis.csv, gpu_work.csv)."""
+summary of every variant's timings, the verdicts, the confusion matrix, the analytic limits and
+the side-stream GPU work; or, where nothing could be judged, one line that says why. The full
+tables are the run folder's CSVs (runs.csv, verdicts.csv, confusion.csv, diagnosis.csv,
+gpu_work.csv). Numbers are written as the report writes them (:mod:`analysis.plots.numbers`),
+and every column says its statistic."""
 
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pandas as pd
 
-from harness.core.console import fit_line, fit_table
+from analysis.plots import numbers as fmt
+from harness.core.console import WIDTH, fit_line, fit_table, wrap
+from harness.core.runfolder import Status
 from harness.judge.diagnosis_table import UNREADABLE
 from harness.judge.scoring import is_decided
 
 __all__ = [
+    "SUMMARY_LEGEND",
     "cpu_slower_note",
     "nothing_judged",
     "print_diagnosis",
+    "print_summary",
     "print_unprofiled",
+    "summary_view",
     "unprofiled_why",
 ]
 
 
 def _g(x: float) -> str:
-    return f"{x:.3g}"
+    return fmt.g3(x)
+
+
+#: Under the summary: what each column's statistic is.
+SUMMARY_LEGEND = (
+    "mean_ms, median_ms: the step time over every timed step of every round; speedup: the "
+    "baseline's mean step over the variant's, paired within rounds, with its 95% CI (a ratio "
+    "of means, not of the medians); of_ideal: ideal's mean over the variant's; probe: the "
+    "profiled mean over the unprofiled mean"
+)
+
+
+def summary_view(table: pd.DataFrame) -> pd.DataFrame:
+    """runs.csv's rows as the end-of-run summary shows them, one text per cell, each number as
+    the report writes it."""
+
+    def col(name: str) -> pd.Series:
+        return table[name] if name in table else pd.Series(float("nan"), index=table.index)
+
+    view = pd.DataFrame(
+        {
+            "scenario": table["scenario"].astype(str),
+            "variant": table["variant"].astype(str),
+            "status": col("status").astype(str),
+            "mean_ms": col("step_ms_mean").map(fmt.g3),
+            "median_ms": col("step_ms_median").map(fmt.g3),
+            "samples/s": col("throughput_samples_per_s").map(fmt.g3),
+            "speedup [95% CI]": [
+                fmt.speedup_ci(s, lo, hi)
+                for s, lo, hi in zip(
+                    col("speedup"), col("speedup_ci_low"), col("speedup_ci_high"), strict=True
+                )
+            ],
+            "of_ideal": col("share_of_ideal").map(fmt.share),
+            "probe": col("probe_effect").map(fmt.ratio),
+        }
+    )
+    marks = _unstable_marks(table)
+    if any(marks):  # a short column, only where a variant is unstable
+        view["unstable"] = marks
+    return view
+
+
+def _unstable_marks(table: pd.DataFrame) -> list[str]:
+    """The round spread (``14%``) of an unstable variant, blank for the others."""
+    if "unstable" not in table or "round_spread" not in table:
+        return [""] * len(table)
+    flagged = table["unstable"].astype(str).isin(["True", "true", "1"])
+    return [fmt.share(v) if f else "" for v, f in zip(table["round_spread"], flagged, strict=True)]
+
+
+def print_summary(table: pd.DataFrame, run_dir: Path) -> None:
+    """One table per scenario of the numbers a performance engineer reads first, and what
+    each column's statistic is."""
+    if table.empty:
+        print(f"no results in {run_dir}")
+        return
+    view = summary_view(table)
+    for i, (scenario, rows) in enumerate(view.groupby("scenario", sort=False)):
+        # one table per scenario, under its name: a scenario column beside long variant names
+        # pushed the table past 100 columns
+        print(f"{'' if i == 0 else chr(10)}{scenario}:")
+        print(fit_table(rows.drop(columns="scenario"), indent=2, na_rep=fmt.DASH))
+    print("\n" + "\n".join(wrap(SUMMARY_LEGEND, WIDTH)))
+    if "unstable" in view:
+        print(
+            "unstable: the variant's timing rounds' mean step times spread by this much "
+            "(max / min - 1);\nits speedups are paired within rounds; the host probes beside "
+            "it: runs.csv, timings.csv (probe_*)"
+        )
+    print(f"\nrun folder: {run_dir}")
 
 
 def _line(text: str) -> None:
@@ -61,19 +139,25 @@ def print_unprofiled(runs: pd.DataFrame, nsys_enabled: bool, nsys_found: bool) -
 
 
 def cpu_slower_note(runs: pd.DataFrame) -> str | None:
-    """On the CPU, a line under the summary for the fixes measured slower than their baseline
-    (runs.csv's speedup < 1): CPU timings say nothing about a fix on a GPU, so a 0.8 there is
-    no verdict on it. None where no fix is slower."""
-    if "speedup" not in runs:
+    """On the CPU, a line under the summary for the variants measurably slower than their
+    baseline (runs.csv's speedup interval wholly below 1x), each with its speedup as the report
+    writes it. None where none is: a point below 1 whose interval reaches 1 is no change."""
+    need = {"speedup", "speedup_ci_high"}
+    if not need <= set(runs.columns):
         return None
-    speed = pd.to_numeric(runs["speedup"], errors="coerce")
-    slower = runs[(speed < 1) & (runs["variant"].astype(str) != "baseline")]
+    high = pd.to_numeric(runs["speedup_ci_high"], errors="coerce")
+    kinds = runs["kind"].astype(str) if "kind" in runs else runs["variant"].astype(str)
+    slower = runs[(high < 1) & (kinds != "baseline")]
     if slower.empty:
         return None
-    names = ", ".join(f"{r.scenario}/{r.variant}" for r in slower.itertuples())
+    names = ", ".join(
+        f"{r.scenario}/{r.variant} {fmt.speedup_ci(r.speedup, r.speedup_ci_low, r.speedup_ci_high)}"
+        for r in slower.itertuples()
+    )
     return (
-        f"note: {names} measured slower than the baseline on the CPU. These fixes target a GPU "
-        "(copies, launches, syncs); CPU timings say nothing about what they are worth there."
+        f"note: on this CPU, {names} ran slower than the baseline (the whole 95% interval below "
+        "1x). A CPU run times the CPU: a fix that moves work onto a GPU (copies, launches, "
+        "syncs) may cost time here and save it there."
     )
 
 
@@ -85,7 +169,7 @@ def unprofiled_why(runs: pd.DataFrame, *, nsys_enabled: bool, nsys_found: bool) 
         return "no nsys found"
     if runs.empty:
         return "no variant ran"
-    if not (runs["status"].astype(str) == "ok").any():  # e.g. a profile that left no report
+    if not (runs["status"].astype(str) == Status.OK).any():  # e.g. a profile that left no report
         return "no variant finished; runs.csv's status and error say why"
     return "no profile finished; runs.csv's error says why"
 

@@ -35,7 +35,7 @@ from harness.execution.settings import Settings
 def has_gpu_activity(sqlite: Path) -> bool:
     """Whether an export holds kernels, copies or graph replays (True when it cannot be read:
     the export's own check has said what is wrong with it)."""
-    from analysis.detect._common import has_gpu
+    from analysis.detect.view import has_gpu
     from analysis.trace import TraceError, open_trace
 
     try:

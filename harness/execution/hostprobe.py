@@ -1,10 +1,8 @@
 """Host-speed probes a worker runs right before and right after its measured window.
 
-Why: on a KVM guest (one H200, 16 vCPUs) host-bound baselines moved by up to 38% between two
-runs of the same code minutes apart, while GPU-bound variants repeated within 0-3%; a busy
-Python thread ran 1.65x faster for a few hundred ms after load, and a CUDA launch probe read
-9.2-12.8 us per launch. Host speed is a state that changes within a second, and a run that
-does not measure it cannot tell a slower host from a slower variant. Two probes, each tens of
+Why: a lent guest's speed is a state that changes within seconds (docs/measurement.md has the
+numbers), host-bound variants move with it while GPU-bound ones do not, and a run that does
+not measure it cannot tell a slower host from a slower variant. Two probes, each tens of
 milliseconds, bracket every timing and profiled window (outside it and outside nsys's capture
 range, so they are neither timed nor traced as part of the window):
 

@@ -2,8 +2,8 @@
 
 A unit's worker goes through import, set-up, (held), warm-up, window, tear-down and says where
 it is in ``.progress.json`` (:class:`harness.core.runfolder.WorkerState`). Once the current worker's
-measured window is over (a profiled worker then waits 3-14 s in cudaProfilerStop while nsys
-takes its capture, on the H100), the next ones are started: up to ``batch`` workers of one
+measured window is over (a profiled worker then waits seconds in cudaProfilerStop while nsys
+takes its capture: docs/measurement.md), the next ones are started: up to ``batch`` workers of one
 scenario at once (``harness.setup_batch``), so that their imports and set-ups run beside that
 tear-down and beside each other. Each then waits at its gate, before its warm-up, until every
 other live worker has exited or waits at its own gate (and the host lets it measure: no report
@@ -12,6 +12,11 @@ worker's set-up, warm-up or window; only nsys writing an earlier report in the b
 (``nsys.background_finalize``), and, on a GPU, nsys taking a profiled worker's capture while
 that worker waits in cudaProfilerStop (``harness.overlap_capture_stop``). No worker starts
 while one measures.
+
+A sliced timing round (:class:`Turns`, harness.timing.slices) is the exception by design: its
+processes, one per variant, are all launched, set up and held together, then take turns in
+short slices while the others are stopped (:mod:`harness.execution.slicing`); no slice runs
+beside another, and nothing else runs beside the round.
 
 The loop itself knows processes and states, not what a unit means: launching, recording and
 exporting are the host's (:class:`Host`, implemented by
@@ -22,7 +27,7 @@ from __future__ import annotations
 
 import time
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Hashable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -69,6 +74,11 @@ class Live:
     held_s: float = 0.0
     """Seconds it waited at its gate (for the workers measuring before it): not counted
     against ``timeout_s``."""
+    group: Hashable | None = None
+    """The sliced round it belongs to (:class:`Turns`); None: it measures alone, back to back."""
+    channel: Any = None
+    """A sliced round's worker: its turn gate (:class:`harness.execution.gate.Channel`), once
+    it has connected."""
 
     def __post_init__(self) -> None:
         self.opened = not self.gated
@@ -105,6 +115,11 @@ class Live:
         (self.out_dir / rf.GO).touch()
         self.opened = True
 
+    def open_turns(self) -> None:
+        """A sliced round's worker goes on: from here the round's turns drive it."""
+        self.held_s = self.held_now()
+        self.opened = True
+
     def held_now(self) -> float:
         """Seconds waited at its gate so far."""
         if not self.opened and self.state == WorkerState.HELD:
@@ -114,9 +129,9 @@ class Live:
     def poll(self) -> Outcome | None:
         """How it ended (timed out, exited, or, under nsys, its worker gone while nsys still
         writes the report); None while it runs."""
-        if time.perf_counter() - self.t0 - self.held_now() > self.timeout_s:
+        rc = self.proc.poll()  # one that has exited ended so, whatever the time
+        if rc is None and time.perf_counter() - self.t0 - self.held_now() > self.timeout_s:
             return timed_out(self.proc, self.out_dir, self.t0, self.timeout_s, self.label)
-        rc = self.proc.poll()
         wall = time.perf_counter() - self.t0
         if rc is not None and getattr(self.proc, "orphaned", False):
             return Outcome(
@@ -171,16 +186,48 @@ class Host(Protocol):
         """Once per loop turn: progress display, background work paused while ``measuring``."""
 
 
+class Turns(Protocol):
+    """Sliced rounds (harness.timing.slices): which units are the live processes of one
+    round, and the round's turns once they are all set up and held."""
+
+    def group_of(self, unit: Unit) -> Hashable | None:
+        """The sliced round ``unit`` belongs to; None: it measures alone, back to back."""
+
+    def attach(self, live: list[Live]) -> None:
+        """Give the workers that connected to the turn gate their channel (and stop each
+        one's process group until its turn)."""
+
+    def run_group(self, members: list[Live]) -> None:
+        """Run the round's turns: warm-ups, slices, ends (returns once every worker has been
+        told to end, or has failed)."""
+
+    def round_done(self, group: Hashable, queue: list[Unit]) -> list[Unit]:
+        """Every process of a round has ended: the units of one more round to run next (the
+        rounds where the noise is), or none."""
+
+
 class RunLoop:
     """Runs ``units`` in order through ``host``, overlapping tear-downs with start-ups."""
 
-    def __init__(self, host: Host, units: Iterable[Unit], overlap: bool, batch: int = 1) -> None:
+    def __init__(
+        self,
+        host: Host,
+        units: Iterable[Unit],
+        overlap: bool,
+        batch: int = 1,
+        turns: Turns | None = None,
+    ) -> None:
         self.host = host
         self.queue: deque[Unit] = deque(units)
         self.live: list[Live] = []
         self.overlap = overlap
         self.batch = batch
         """Workers that may set up at once (``harness.setup_batch``)."""
+        self.turns = turns
+        """Sliced rounds; None: every worker measures alone."""
+
+    def group_of(self, unit: Unit) -> Hashable | None:
+        return self.turns.group_of(unit) if self.turns is not None else None
 
     def run(self) -> None:
         """Until every unit has ended; on any exception (a stop signal) the live workers'
@@ -219,8 +266,20 @@ class RunLoop:
             outcome.pid = getattr(item.proc, "pid", None)
             self.live.remove(item)
             self.queue.extendleft(reversed(self.host.ended(item.unit, outcome, item)))
+            self._round_after(item)
             self._after(item.unit.scenario)
         return moved
+
+    def _round_after(self, item: Live) -> None:
+        """Once the last process of a sliced round has ended, the rounds may add one."""
+        group = item.group
+        if self.turns is None or group is None:
+            return
+        if any(x.group == group for x in self.live) or any(
+            self.group_of(u) == group for u in self.queue
+        ):
+            return
+        self.queue.extendleft(reversed(self.turns.round_done(group, list(self.queue))))
 
     def _after(self, scenario: str) -> None:
         """Exports once nothing of ``scenario`` is left to run."""
@@ -240,6 +299,7 @@ class RunLoop:
             self.queue.extendleft(reversed(self.host.ended(unit, item, None)))
             self._after(unit.scenario)
             return True
+        item.group = self.group_of(unit)
         self.live.append(item)
         return True
 
@@ -254,9 +314,14 @@ class RunLoop:
             item.refresh()
         if any(not x.overlaps or (x.opened and not x.past_window) for x in self.live):
             return False
+        group = self.group_of(unit)
+        if group is not None:
+            return self._may_join_round(unit, group)
         if sum(x.opened for x in self.live) > 1:  # past their windows: one at a time
             return False
         starting = [x for x in self.live if not x.opened]
+        if any(x.group is not None for x in starting):
+            return False  # a sliced round sets up its own processes only
         if starting:
             together = [unit] + [x.unit for x in starting]
             if (
@@ -268,13 +333,52 @@ class RunLoop:
                 return False
         return all(self.host.may_overlap(x, unit) for x in self.live)
 
+    def _may_join_round(self, unit: Unit, group: Hashable) -> bool:
+        """``unit`` may start beside the live workers as one more process of its sliced round:
+        every worker not yet measuring belongs to that round, fewer than ``batch`` of them are
+        still setting up (a scenario that sets up alone: none), and the host lets it."""
+        starting = [x for x in self.live if not x.opened]
+        if any(x.group != group for x in starting):
+            return False
+        setting_up = [x for x in starting if x.state != WorkerState.HELD]
+        alone = not self.host.sets_up_together(unit)
+        if len(setting_up) >= self.batch or (alone and setting_up):
+            return False
+        return all(self.host.may_overlap(x, unit) for x in self.live)
+
+    def _open_round(self, item: Live) -> bool:
+        """A sliced round's turns start once every process of the round is live and held at
+        its turn gate (none left to launch), and every other worker has exited or only waits
+        past its window."""
+        assert self.turns is not None
+        group = item.group
+        if any(self.group_of(u) == group for u in self.queue):
+            return False  # not all launched yet
+        members = [x for x in self.live if x.group == group and not x.opened]
+        if not all(x.state == WorkerState.HELD and x.channel is not None for x in members):
+            return False
+        others = [x for x in self.live if x.group != group or x.opened]
+        if not all(x.quiet_past_window and x.past_window for x in others):
+            return False
+        if not self.host.may_measure(item.unit):
+            return False
+        self.host.tick(self.live, True)  # background work pauses before the warm-ups start
+        for x in members:
+            x.open_turns()
+        self.turns.run_group(members)
+        return True
+
     def _open_gate(self) -> bool:
         """The oldest worker held at its gate goes on once every other one has exited, waits
         at its own gate, or only waits past its window (``Live.quiet_past_window``)."""
         waiting = [x for x in self.live if not x.opened]
+        if self.turns is not None and waiting:
+            self.turns.attach(waiting)
         if not waiting or waiting[0].state != WorkerState.HELD:
             return False  # the oldest one first; nothing measures beside a set-up
         item = waiting[0]
+        if item.group is not None:
+            return self._open_round(item)
         # Only beside a worker of the same scenario: the exit of a scenario's last worker
         # starts its exports, which nothing may measure beside.
         others = [x for x in self.live if x is not item]

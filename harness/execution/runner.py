@@ -284,6 +284,7 @@ class Suite:
         for first)."""
         if self.scheduler.warmer is not None:
             self.scheduler.warmer.close()
+        self.scheduler.close()
         self.exporter.kill()
         self.traced.kill()
         self.launcher.close()
@@ -344,6 +345,9 @@ class Suite:
         else:
             console.print_unprofiled(table, self.cfg.nsys.enabled, self.settings.nsys is not None)
         walls["diagnosis_s"] = time.perf_counter() - t0
+        from harness.kernels.step import run_kernels  # Nsight Compute's row (docs/kernels.md)
+
+        walls["kernels_s"] = run_kernels(run_dir, self.cfg.kernels, say=self._say).wall_s
         t0 = time.perf_counter()
         self.write_tools(run_dir)
         walls["tools_s"] = time.perf_counter() - t0

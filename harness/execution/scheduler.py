@@ -9,18 +9,21 @@ ended unit to the exporter and the records (its progress number included).
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 from harness.core.progress import Progress
 from harness.core.runfolder import Status, Unit
+from harness.execution import wallplan
 from harness.execution.execute import Outcome
 from harness.execution.exporter import Exporter
 from harness.execution.launcher import Launcher
 from harness.execution.records import Records
+from harness.execution.rounds import MoreRounds
 from harness.execution.runloop import Live, RunLoop
 from harness.execution.servers import TracedServers
 from harness.execution.settings import Settings
+from harness.execution.slicing import SlicedRounds
 from harness.execution.warmer import CompileWarmer
 
 
@@ -54,11 +57,99 @@ class Scheduler:
         self._live: list[Live] = []
         #: Each unit's progress number (1-based, in the run's order of units).
         self.numbers: dict[Unit, int] = {}
+        #: Sliced timing rounds (harness.timing.slices), once a unit needs them.
+        self.rounds: SlicedRounds | None = None
+        #: The rounds added where the intervals are wide (harness.timing.max_rounds).
+        self.more: MoreRounds | None = None
+        #: When the run began (``time.perf_counter``): the budget's clock.
+        self.started = time.perf_counter()
 
     def run(self, units: list[Unit]) -> None:
-        """``units`` in order through the run loop."""
+        """``units`` in order through the run loop (sliced rounds where they apply)."""
         s = self.settings
-        RunLoop(self, units, s.overlapping, s.cfg.harness.setup_batch).run()
+        turns = self.sliced_rounds() if any(s.sliced(u) for u in units) else None
+        RunLoop(self, units, s.overlapping, s.cfg.harness.setup_batch, turns=turns).run()
+
+    def sliced_rounds(self) -> SlicedRounds:
+        """The run's sliced rounds and their turn gate (started on first use)."""
+        if self.rounds is None:
+            timing = self.settings.cfg.harness.timing
+            self.rounds = SlicedRounds(
+                timing.slice_s, self.settings.sliced, tick=self.tick, say=self.say,
+                more=self._more_rounds,
+            )  # fmt: skip
+            self.settings.turn_gate = self.rounds.path
+        return self.rounds
+
+    def max_rounds(self) -> int:
+        """harness.timing.max_rounds as it applies here (None: 8 on a GPU, no added rounds
+        on the CPU), never below harness.repeats."""
+        s = self.settings
+        most = s.cfg.harness.timing.max_rounds
+        if most is None:
+            most = 8 if s.device == "cuda" else s.cfg.harness.repeats
+        return max(most, s.cfg.harness.repeats)
+
+    def _more_rounds(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+        """One more round of ``scenario`` where its intervals are wide (harness.execution.rounds),
+        numbered for the progress display."""
+        if self.max_rounds() <= self.settings.cfg.harness.repeats or self.run_dir is None:
+            return []
+        if self.more is None:
+            self.more = MoreRounds(
+                run_dir=self.run_dir, found=self.settings.found,
+                variants=self.settings.variants,
+                target=self.settings.cfg.harness.timing.target_half_width,
+                planned=self.settings.cfg.harness.repeats, max_rounds=self.max_rounds(),
+                fits=self._fits,
+            )  # fmt: skip
+        added = self.more.after(scenario, phase, queue)
+        if added:
+            self._number(added, queue)
+            target = self.settings.cfg.harness.timing.target_half_width
+            got = self.more.decisions[-1].widths
+            wide = ", ".join(f"{p} +-{w:.0%}" for p, w in got.items() if w > target)
+            names = ", ".join(u.variant for u in added)
+            self.say(
+                f"{scenario}: one more timing round of {names} (wider than +-{target:.0%}: {wide})"
+            )
+        return added
+
+    def _fits(
+        self, scenario: str, variants: list[str], queue: Sequence[Unit]
+    ) -> tuple[bool, float]:
+        """Whether one more round fits harness.timing.budget_s (harness.execution.wallplan)."""
+        assert self.run_dir is not None
+        s = self.settings
+        costs = wallplan.learn(self.run_dir, s.found)
+        elapsed = time.perf_counter() - self.started
+        knobs = wallplan.knobs_of_config(s.cfg)
+        budget = s.cfg.harness.timing.budget_s
+        return wallplan.fits(costs, knobs, elapsed, budget, scenario, variants, queue)
+
+    def _number(self, added: list[Unit], queue: list[Unit]) -> None:
+        """Progress numbers for added units: right after the ones that ran, the queued ones
+        moved up; the total grows."""
+        first = min((self.numbers[u] for u in queue if u in self.numbers), default=None)
+        if first is None:
+            first = max(self.numbers.values(), default=0) + 1
+        for u in queue:
+            if u in self.numbers:
+                self.numbers[u] += len(added)
+        for i, u in enumerate(added):
+            self.numbers[u] = first + i
+        self.progress.total += len(added)
+        if self.progress.bar is not None:
+            self.progress.bar.total = self.progress.total
+            self.progress.bar.refresh()
+
+    def close(self) -> None:
+        """The turn gate closed, every stopped worker group continued (the added rounds'
+        record written)."""
+        if self.rounds is not None:
+            self.rounds.close()
+            self.rounds = None
+            self.settings.turn_gate = None
 
     def launch(self, unit: Unit) -> Live | Outcome:
         assert self.run_dir is not None

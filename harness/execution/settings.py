@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,7 @@ from harness.core import nsys as nsys_mod
 from harness.core import runfolder as rf
 from harness.core.config import SuiteConfig, UsageError, discover_scenarios
 from harness.core.runfolder import Unit, write_json
+from harness.execution.pinning import CpuPlan, cpu_plan
 from harness.execution.plan import distributed_skip, plan_units
 from harness.execution.worker import WorkerSpec
 from scenarios import Scenario
@@ -42,14 +43,27 @@ def shares_capture_stop(
 ) -> bool:
     """Whether another worker may measure while this one waits in ``cudaProfilerStop`` past its
     window (``Live.quiet_past_window``): a single profiled process on one node, where
-    ``harness.overlap_capture_stop`` is on. Never a distributed one: nsys takes 35-38 s to write
-    a report of every rank (2 x H200, 2026-11-28), and the three windows measured beside one ran
-    1.6-2.2x slower than their timing, where a single process's stop (3-5 s) costs nothing."""
+    ``harness.overlap_capture_stop`` is on. Never a distributed one: nsys writes a report of every
+    rank while it stops, for tens of seconds, and windows measured beside that ran slower than
+    their timing, where a single process's stop costs nothing (docs/measurement.md)."""
     return profiled and one_node and world <= 1 and overlap_capture_stop
 
 
+@dataclass
+class RunState:
+    """The run's state that changes while it runs, in one place (the rest of :class:`Settings`
+    is fixed once the run starts)."""
+
+    exit_after_capture: bool
+    """nsys.exit_after_capture as it applies now: turned off once an export lacked the GPU
+    activity of a worker that left through os._exit."""
+    turn_gate: str | None = None
+    """The sliced rounds' turn gate (a Unix socket's path), while the run loop has one."""
+
+
 class Settings:
-    """One ``harness run``'s configuration, the scenarios it found and the machine it runs on."""
+    """One ``harness run``'s configuration, the scenarios it found and the machine it runs on;
+    what changes while it runs is :attr:`state`."""
 
     def __init__(self, suite: SuiteConfig, raw: DictConfig) -> None:
         self.cfg = suite
@@ -69,8 +83,26 @@ class Settings:
         self.nsys: nsys_mod.Nsys | None = None
         #: Why nsys cannot import its captures, seen at set-up ('' when it looks able to).
         self.no_importer = ""
-        #: nsys.exit_after_capture, as this run goes on (off once an export lacked GPU work).
-        self.exit_after_capture = suite.nsys.exit_after_capture
+        #: What changes as the run goes on; everything else here is fixed at the start.
+        self.state = RunState(exit_after_capture=suite.nsys.exit_after_capture)
+
+    @property
+    def exit_after_capture(self) -> bool:
+        """nsys.exit_after_capture as this run goes on (:class:`RunState`)."""
+        return self.state.exit_after_capture
+
+    @exit_after_capture.setter
+    def exit_after_capture(self, value: bool) -> None:
+        self.state.exit_after_capture = value
+
+    @property
+    def turn_gate(self) -> str | None:
+        """The sliced rounds' turn gate (:class:`RunState`)."""
+        return self.state.turn_gate
+
+    @turn_gate.setter
+    def turn_gate(self, value: str | None) -> None:
+        self.state.turn_gate = value
 
     def find_nsys(self, say: Callable[[str], None]) -> None:
         """Look for nsys (``nsys.enabled``); without it variants run unprofiled, said once."""
@@ -113,6 +145,20 @@ class Settings:
             last or frozenset(),
             kineto=self.cfg.kineto.enabled,
         )
+
+    def sliced(self, unit: Unit) -> bool:
+        """Whether ``unit`` is timed in a sliced round (harness.timing.slices): a timing round
+        of a single-process scenario on one node."""
+        return (
+            self.cfg.harness.timing.slices
+            and rf.is_timing(unit.phase)
+            and self.found[unit.scenario].world_size <= 1
+            and not self.cfg.dist.multinode
+        )
+
+    def cpu_plan(self) -> CpuPlan | None:
+        """Where a sliced round's threads run (harness.timing.pin)."""
+        return cpu_plan(self.cfg.harness.timing.pin)
 
     def compiling(self, scenario: str) -> list[str]:
         """The scenario's selected variants whose set-up compiles and that run here."""
@@ -203,6 +249,9 @@ class Settings:
             "fork_server": self.cfg.harness.fork_server,
             "fork_ranks": self.forking_ranks,
             "profile_server": self.serving,
+            "slices": self.cfg.harness.timing.slices,
+            "pinned": self.cpu_plan().record() if self.cpu_plan() is not None else None,
+            "budget_s": self.cfg.harness.timing.budget_s,
         }
 
     # -- what a worker is told ---------------------------------------------------------------
@@ -242,9 +291,25 @@ class Settings:
             probe_python_loop=probe.python_loop,
             kineto=asdict(self.cfg.kineto) if unit.is_kineto and not warm_only else None,
         )
+        if self.sliced(unit) and self.turn_gate is not None and not warm_only:
+            self._slice_spec(spec)
         path = out_dir / rf.SPEC
         write_json(path, asdict(spec))
         return path
+
+    def _slice_spec(self, spec: WorkerSpec) -> None:
+        """A sliced round's worker: the turn gate instead of ``.go``, its warm-up and window
+        budgets, and where its threads run."""
+        timing = self.cfg.harness.timing
+        spec.turn_gate = self.turn_gate
+        if timing.warmup_s is not None and spec.max_warmup_s is not None:
+            spec.max_warmup_s = min(spec.max_warmup_s, timing.warmup_s)
+        spec.warmup_min_steps = timing.warmup_min_steps
+        if timing.window_s is not None and spec.max_window_s is not None:
+            spec.max_window_s = min(spec.max_window_s, timing.window_s)
+        spec.min_steps = timing.min_steps
+        plan = self.cpu_plan()
+        spec.cpus = plan.record() if plan is not None else None
 
     def fork_preload(self) -> list[str]:
         """What the fork server imports besides torch (``harness.fork_preload``)."""
@@ -254,8 +319,8 @@ class Settings:
 
     def unforked_preload(self, unit: Unit) -> list[str]:
         """What a worker started as a new interpreter imports with torch: the fork server's
-        list, less Inductor's compiler (``PRELOAD_GPU``, 8 s of a profiled worker's imports on
-        the H100) unless its variant compiles; an explicit ``harness.fork_preload`` is kept."""
+        list, less Inductor's compiler (``PRELOAD_GPU``, seconds of a profiled worker's imports)
+        unless its variant compiles; an explicit ``harness.fork_preload`` is kept."""
         return self.preload(self.found[unit.scenario].variant(unit.variant).compiles)
 
     def preload(self, compiles: bool) -> list[str]:
@@ -268,8 +333,8 @@ class Settings:
 
     def worker_env(self) -> dict[str, str]:
         """Compiler caches in the harness cache folder, shared by every worker and kept between
-        runs: only the first process that compiles a graph pays for it (about 60 s for
-        kernel_flood's compiled variants on the H100, 6 s warm). Variables already set win."""
+        runs: only the first process that compiles a graph pays for it (a cold compile takes about
+        ten times a warm one: docs/measurement.md). Variables already set win."""
         cache = self.cfg.harness.cache_path()
         return {
             "TORCHINDUCTOR_CACHE_DIR": str(cache / "torchinductor"),
@@ -280,7 +345,6 @@ class Settings:
         """A fork server's environment: the parent's, with the workers' compiler caches where
         the parent sets none. Importing Inductor resolves its cache folder (and sets
         TORCHINDUCTOR_CACHE_DIR to /tmp's default where unset), so a server started without
-        them handed its forked workers other caches than the background warmer filled: on the
-        H100 (2026-11-26) the compiled variants' first timing runs still compiled for 57 and
-        64 s after the warmer had filled the harness's cache."""
+        them handed its forked workers other caches than the background warmer filled, and the
+        compiled variants' first timing runs compiled afresh (docs/measurement.md)."""
         return {**self.worker_env(), **os.environ}

@@ -44,27 +44,35 @@ from pathlib import Path
 from typing import Any
 
 from harness.core import runfolder as rf
-from harness.core import schedwait
-from harness.core.atomic import read_json, write_json
+from harness.core.atomic import write_json
 from harness.execution.hostprobe import host_probe, probe_record
-from harness.execution.kineto import Capture, capture_for
+from harness.execution.kineto import capture_for
+from harness.execution.rendezvous import (  # noqa: F401 - re-exported
+    RDZV_FILE_ENV,
+    forked_rendezvous,
+    leave_rendezvous,
+    ranks_ready,
+    wait_at_gate,
+)
+from harness.execution.steps import (  # noqa: F401 - re-exported: the worker's surface
+    MIN_WARMUP_STEPS,
+    WINDOW_MARKER,
+    measure_window,
+    warm_up,
+    warmup_done,
+    window_steps,
+)
 
 #: Set by the parent when it starts a worker (epoch seconds), so the worker can say how long
 #: the interpreter and its wrappers (nsys, torchrun) took to reach ``main``.
 LAUNCHED_AT_ENV = "BOTTLENECK_LAUNCHED_AT"
 _MODULE_LOADED_AT = time.time()
-#: Set by the parent for forked ranks: the file in which rank 0 says the port of the store it
-#: hosts (:func:`forked_rendezvous`).
-RDZV_FILE_ENV = "BOTTLENECK_RDZV_FILE"
 
 #: Exit code of a worker that ran out of memory (host RAM cap or CUDA), so the parent records
 #: 'oom' rather than a generic failure. Wrappers (nsys, torchrun) may change the code, so the
 #: worker also prints OOM_MARKER on stderr, which the parent looks for as well.
 OOM_EXIT_CODE = 3
 OOM_MARKER = "harness-worker: out of memory:"
-#: Printed (stdout, flushed) as the measured window starts: tests wait for it to signal a run
-#: while a worker is inside its window, and a log shows how far a killed worker got.
-WINDOW_MARKER = "harness-worker: window starts:"
 
 
 @dataclass(kw_only=True)
@@ -129,6 +137,16 @@ class WorkerSpec:
     right after the measured window (:mod:`harness.execution.hostprobe`); 0: no host probes."""
     probe_python_loop: int = 300_000
     """harness.host_probe.python_loop: the Python loop probe's iterations."""
+    turn_gate: str | None = None
+    """A timing worker of a sliced round (harness.timing.slices): the parent's turn gate, a
+    Unix socket it connects to once set up, then runs the warm-up, the slices and the end it
+    is sent (:mod:`harness.execution.turns`) instead of waiting for ``.go``."""
+    cpus: dict[str, Any] | None = None
+    """A sliced round's CPU plan (:class:`harness.execution.pinning.CpuPlan` as a record:
+    ``loop``, ``helpers``); None: nothing pinned."""
+    warmup_min_steps: int = MIN_WARMUP_STEPS
+    """The fewest warm-up steps a time-capped warm-up keeps in a sliced round
+    (harness.timing.warmup_min_steps; the back-to-back window keeps ``MIN_WARMUP_STEPS``)."""
     kineto: dict[str, Any] | None = None
     """A kineto unit's PyTorch Profiler settings (the ``kineto`` config section): the window
     runs under ``torch.profiler`` and every rank writes its trace; None: no profiler."""
@@ -137,14 +155,14 @@ class WorkerSpec:
 
     @classmethod
     def load(cls, path: str | Path) -> WorkerSpec:
-        return cls(**read_json(path))
+        return cls(**rf.read_json(path, required=True))
 
 
 def _say_progress(spec: WorkerSpec, state: rf.WorkerState, stage: str | None = None) -> None:
     """Rewrite ``.progress.json`` (rank 0; a failed write is ignored: progress is a hint)."""
     if not (spec.report_progress or spec.gate) or os.environ.get("RANK", "0") != "0":
         return
-    record = {"state": state.value, "stage": stage, "at": time.time()}
+    record = {"state": state.value, "stage": stage, "at": time.time(), "pid": os.getpid()}
     with contextlib.suppress(OSError):
         write_json(Path(spec.out_dir) / rf.PROGRESS, record)
 
@@ -164,101 +182,6 @@ def _publish_stages(spec: WorkerSpec, ctx: Any) -> None:
                 _say_progress(spec, rf.WorkerState.SETUP)
 
     ctx.stage = stage
-
-
-#: A context that does nothing (the window without the PyTorch Profiler's ranges).
-NULL = contextlib.nullcontext()
-#: How often a worker held at the gate looks for ``.go`` (seconds).
-GATE_POLL_S = 0.005
-
-
-def wait_at_gate(spec: WorkerSpec, rank: int = 0) -> float:
-    """Rank 0 says 'held'; every rank waits until the parent creates ``.go``; the seconds
-    waited. Raises RuntimeError when the parent is gone or ``gate_timeout_s`` has passed."""
-    go = Path(spec.out_dir) / rf.GO
-    if rank == 0:
-        _say_progress(spec, rf.WorkerState.HELD)
-    t0 = time.perf_counter()
-    _wait_for(spec, go.exists, "held before the warm-up", GATE_POLL_S)
-    return time.perf_counter() - t0
-
-
-def ranks_ready(spec: WorkerSpec, rank: int, world: int) -> None:
-    """A rank of a gated distributed worker has set up: it says so with a file, and rank 0
-    waits until every rank has (a file poll, not a collective: nothing runs on the GPU while
-    the unit waits), so that 'held' means the whole unit has set up."""
-    folder = Path(spec.out_dir)
-    (folder / rf.ready_marker(rank)).touch()
-    if rank == 0:
-        names = [folder / rf.ready_marker(r) for r in range(world)]
-        every = lambda: all(p.exists() for p in names)  # noqa: E731
-        _wait_for(spec, every, "waiting for the other ranks' set-up", GATE_POLL_S)
-
-
-def _wait_for(spec: WorkerSpec, done: Any, what: str, poll_s: float) -> None:
-    """Poll ``done()`` until true; RuntimeError once the harness is gone or after
-    ``gate_timeout_s``."""
-    t0 = checked = time.perf_counter()
-    while not done():
-        now = time.perf_counter()
-        if now - t0 > spec.gate_timeout_s:
-            raise RuntimeError(f"{what} for {spec.gate_timeout_s:g} s: no go")
-        if now - checked > 1.0:
-            checked = now
-            if spec.parent_pid is not None and not rf.pid_alive(spec.parent_pid):
-                raise RuntimeError("the harness that held this worker is gone")
-        time.sleep(poll_s)
-
-
-def forked_rendezvous(spec: WorkerSpec, dist: Any, rank: int, world: int) -> Any:
-    """For ranks the harness forked (``BOTTLENECK_RDZV_FILE`` set): rank 0 starts the TCP store
-    torchrun's agent would host, on a port the kernel picks, and writes that port to the file;
-    the others wait for it. Sets ``MASTER_PORT``; returns this rank's handle on the store (rank
-    0: the server, kept alive until :func:`leave_rendezvous`), or None under torchrun (no file:
-    nothing to do)."""
-    path = os.environ.get(RDZV_FILE_ENV)
-    if not path:
-        return None
-    timeout = dt.timedelta(seconds=spec.gate_timeout_s)
-    host = os.environ.get("MASTER_ADDR", "127.0.0.1")
-    if rank == 0:
-        store = dist.TCPStore(
-            host, 0, world, is_master=True, timeout=timeout, wait_for_workers=False
-        )
-        port = int(store.port)
-        write_json(Path(path), {"port": port, "pid": os.getpid()})
-    else:
-        found: dict[str, Any] = {}
-
-        def published() -> bool:
-            with contextlib.suppress(OSError, ValueError):
-                found.update(read_json(path) or {})
-            return "port" in found
-
-        _wait_for(spec, published, "waiting for rank 0's rendezvous store", GATE_POLL_S)
-        port = int(found["port"])
-        store = dist.TCPStore(host, port, world, is_master=False, timeout=timeout)
-    os.environ["MASTER_PORT"] = str(port)
-    return store
-
-
-#: The forked ranks' store key counting the ranks done with their process group.
-DONE_KEY = "harness/ranks_done"
-#: The longest rank 0 keeps its store up for the other ranks once done itself (seconds).
-LEAVE_WAIT_S = 60.0
-
-
-def leave_rendezvous(store: Any, rank: int, world: int) -> None:
-    """Forked ranks, their process group destroyed: each counts itself in the store, and rank
-    0, which hosts it, leaves once every rank has (at most ``LEAVE_WAIT_S``), so the store
-    outlives every rank's use of it, as torchrun's agent's does. None (torchrun): nothing."""
-    if store is None:
-        return
-    with contextlib.suppress(RuntimeError):  # the store gone: the harness stops the unit
-        store.add(DONE_KEY, 1)
-        deadline = time.monotonic() + LEAVE_WAIT_S
-        while rank == 0 and store.add(DONE_KEY, 0) < world and time.monotonic() < deadline:
-            time.sleep(GATE_POLL_S)
 
 
 def _env_info(torch_mod: Any, device: Any) -> dict[str, Any]:
@@ -299,101 +222,35 @@ def _device(spec: WorkerSpec, torch: Any) -> tuple[Any, float]:
     return device, time.perf_counter() - t0
 
 
-def _warm_up(
-    spec: WorkerSpec, workload: Any, planned: int, distributed: bool, sync: Any
-) -> tuple[int, float, float]:
-    """Run the warm-up: (steps run, seconds, steady step seconds from its second half)."""
-    import bottlenecks as markers
+@dataclass
+class _Built:
+    """A worker's workload, built and set up, with what it needs to run steps."""
 
-    # Start together: a rank that set up faster must not count its wait at the first barrier
-    # as step time (the window's length is planned from the warm-up).
-    sync()
-    t0 = time.perf_counter()
-    # Ranks must run the same steps (each one holds collectives): no early end there.
-    budget = None if distributed else spec.max_warmup_s
-    ends: list[float] = []
-    for i in range(planned):
-        with markers.phase(markers.STEP):
-            workload.step(i)
-        ends.append(time.perf_counter())
-        if warmup_done(budget, len(ends), ends[-1] - t0):
-            break
-    sync()
-    t_end = time.perf_counter()
-    warmup = len(ends)
-    # Steady-state step time from the second half of the warm-up (the first steps carry
-    # one-off costs: cuDNN autotuning, allocator growth, compilation).
-    mid = warmup // 2
-    t_mid = ends[mid - 1] if mid else t0
-    return warmup, t_end - t0, (t_end - t_mid) / max(1, warmup - mid)
+    torch: Any
+    device: Any
+    ctx: Any
+    variant: Any
+    size: Any
+    workload: Any
+    distributed: bool
+    dist: Any
+    store: Any
+    on_gpu: bool
+    started: dt.datetime
+    timing: dict[str, Any]
+    """The start-up's parts so far (import, CUDA context, set-up seconds)."""
+
+    def sync(self) -> None:
+        """The GPU's work done, and every rank at the same point."""
+        if self.on_gpu:
+            self.torch.cuda.synchronize(self.device)
+        if self.distributed:
+            self.dist.barrier()
 
 
-def _measure(
-    spec: WorkerSpec,
-    workload: Any,
-    torch: Any,
-    first: int,
-    n: int,
-    on_gpu: bool,
-    sync: Any,
-    capture: Capture | None = None,
-) -> tuple[list[float], list[float], float, float, dict[str, Any] | None]:
-    """The measured window of ``n`` steps: (step ms, host ms per step, window seconds, seconds
-    cudaProfilerStop took, its threads' CPU and run-queue wait: :mod:`harness.core.schedwait`). On a GPU, step times come from CUDA events and the window is the
-    cudaProfilerApi range; under nsys the stop returns only once nsys has taken the capture
-    (seconds: ``capture_stop_s``). A kineto unit's ``capture`` (the PyTorch Profiler) starts
-    before the window and is written after it (:mod:`harness.execution.kineto`)."""
-    import bottlenecks as markers
-
-    nvtx_ops = torch.autograd.profiler.emit_nvtx() if spec.emit_nvtx else contextlib.nullcontext()
-    host_ms: list[float] = []
-    events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)] if on_gpu else []
-    if on_gpu:
-        torch.cuda.profiler.start()
-        # nsys's first steps of a capture run slow (a 98 ms step of 40 on the H100): they are
-        # captured but not measured, and the window's NVTX range starts after them
-        for j in range(spec.capture_lead_steps):
-            workload.step(first + j)
-        if spec.capture_lead_steps:
-            sync()
-        first += spec.capture_lead_steps
-    if capture is not None:
-        first = capture.start(workload, first, n, sync)
-    in_trace = capture.window() if capture is not None else NULL
-    workload.start_window()
-    _say_progress(spec, rf.WorkerState.WINDOW)
-    print(f"{WINDOW_MARKER} {n} steps after {first} warm-up steps", flush=True)
-    threads_before = schedwait.snapshot()  # each thread's CPU and run-queue wait so far
-    with nvtx_ops, markers.phase(markers.MEASURE), in_trace:
-        w0 = time.perf_counter()
-        if on_gpu:
-            events[0].record()
-        for j in range(n):
-            s0 = time.perf_counter()
-            with markers.phase(markers.STEP), capture.step_range() if capture else NULL:
-                workload.step(first + j)
-            if on_gpu:
-                events[j + 1].record()
-            host_ms.append((time.perf_counter() - s0) * 1e3)
-            if capture is not None and j < n - 1:
-                capture.step()  # the last step's range ends when the profiler stops
-        sync()
-        window_s = time.perf_counter() - w0
-    sched = schedwait.window_record(threads_before, schedwait.snapshot(), n, window_s)
-    _say_progress(spec, rf.WorkerState.STOPPING)
-    if capture is not None:
-        capture.finish()
-    if not on_gpu:
-        return host_ms, host_ms, window_s, 0.0, sched
-    t_stop = time.perf_counter()
-    torch.cuda.profiler.stop()
-    stop_s = time.perf_counter() - t_stop
-    step_ms = [events[j].elapsed_time(events[j + 1]) for j in range(n)]
-    return step_ms, host_ms, window_s, stop_s, sched
-
-
-def run(spec: WorkerSpec) -> dict[str, Any]:
-    """Build, warm up, measure; return the result record (also written to result.json)."""
+def _build(spec: WorkerSpec) -> _Built:
+    """Import, make the device and the workload, and set it up (its GPU work synchronised
+    before it waits at its gate, beside another worker's window)."""
     _say_progress(spec, rf.WorkerState.IMPORT)
     t_import = time.perf_counter()
     import numpy as np
@@ -419,123 +276,219 @@ def run(spec: WorkerSpec) -> dict[str, Any]:
     device, cuda_init_s = _device(spec, torch)
     torch.manual_seed(spec.seed)
     np.random.seed(spec.seed)
-
     ctx = RunContext(
-        device=device,
-        size_name=spec.size,
-        seed=spec.seed,
-        cache_dir=Path(spec.cache_dir),
-        rank=int(os.environ.get("RANK", "0")),
-        world_size=int(os.environ.get("WORLD_SIZE", "1")),
-    )
+        device=device, size_name=spec.size, seed=spec.seed, cache_dir=Path(spec.cache_dir),
+        rank=int(os.environ.get("RANK", "0")), world_size=int(os.environ.get("WORLD_SIZE", "1")),
+    )  # fmt: skip
     _publish_stages(spec, ctx)
-    distributed = ctx.world_size > 1
+    distributed, dist, store = ctx.world_size > 1, None, None
     if distributed:
         import torch.distributed as dist
 
         store = forked_rendezvous(spec, dist, ctx.rank, ctx.world_size)
         dist.init_process_group(backend="nccl" if device.type == "cuda" else "gloo")
-    workload = build(cfg, size, variant.name, ctx)
-    on_gpu = device.type == "cuda"
-
-    def sync() -> None:
-        if on_gpu:
-            torch.cuda.synchronize(device)
-        if distributed:
-            dist.barrier()
-
+    built = _Built(
+        torch=torch, device=device, ctx=ctx, variant=variant, size=size,
+        workload=build(cfg, size, variant.name, ctx), distributed=distributed, dist=dist,
+        store=store, on_gpu=device.type == "cuda", started=started,
+        timing={"import_s": import_s, "import_torch_s": import_torch_s,
+                "import_preload_s": import_preload_s, "cuda_init_s": cuda_init_s},
+    )  # fmt: skip
     t0 = time.perf_counter()
-    workload.setup()
-    if on_gpu:  # its GPU work done before it waits at its gate, beside another's window
+    built.workload.setup()
+    if built.on_gpu:  # its GPU work done before it waits at its gate, beside another's window
         torch.cuda.synchronize(device)
-    setup_s = time.perf_counter() - t0
-    hold_s = 0.0
+    built.timing["setup_s"] = time.perf_counter() - t0
+    return built
+
+
+@dataclass
+class _Window:
+    """What a worker measured, back to back or in slices."""
+
+    warmup: int
+    warmup_s: float
+    step_ms: list[float]
+    host_ms: list[float]
+    window_s: float
+    stop_s: float
+    sched: dict[str, Any] | None
+    probe_before: dict[str, float] | None
+    probe_after: dict[str, float] | None
+    probe_s: float
+    hold_s: float
+    warmup_started_at: float
+    window_ended_at: float
+    kineto: Any = None
+    slices: dict[str, Any] | None = None
+
+
+def _planned_warmup(b: _Built) -> int:
+    return b.size.warmup_steps + b.workload.extra_warmup_steps
+
+
+def _gated_window(spec: WorkerSpec, b: _Built) -> _Window:
+    """The back-to-back window: wait at the gate, warm up, probe, measure, probe."""
+    say = lambda state: _say_progress(spec, state)  # noqa: E731
+    hold_s = wait_at_gate(spec, b.ctx.rank, say) if spec.gate else 0.0
+    _say_progress(spec, rf.WorkerState.WARMUP)
+    warmup_started_at = time.time()
+    budget = None if b.distributed else spec.max_warmup_s
+    warmup, warmup_s, est_step_s = warm_up(b.workload, _planned_warmup(b), b.sync, budget)
+    # before the window and its capture range; ranks meet again at the all_reduce below
+    t_probe = time.perf_counter()
+    probe_before = _probe(spec, b.torch, b.device)
+    probe_s = time.perf_counter() - t_probe
+    n = whole_periods(
+        window_steps(b.size.steps, est_step_s, spec.max_window_s, spec.min_steps), b.workload
+    )
+    if spec.kineto is not None:  # a kineto unit records a few steps (kineto.max_steps)
+        n = min(n, int(spec.kineto.get("max_steps", n)))
+    if b.distributed:  # every rank must run the same number of steps
+        agreed = b.torch.tensor([n], device=b.device)
+        b.dist.all_reduce(agreed, op=b.dist.ReduceOp.MIN)
+        n = int(agreed.item())
+    capture = capture_for(spec, b.torch, b.on_gpu, b.ctx.rank)
+    step_ms, host_ms, window_s, stop_s, sched = measure_window(
+        spec, b.workload, b.torch, warmup, n, b.on_gpu, b.sync,
+        lambda state: _say_progress(spec, state), capture,
+    )  # fmt: skip
+    window_ended_at = time.time() - stop_s
+    t_probe = time.perf_counter()
+    probe_after = _probe(spec, b.torch, b.device)  # past the window and the capture range
+    probe_s += time.perf_counter() - t_probe
+    return _Window(
+        warmup=warmup, warmup_s=warmup_s, step_ms=step_ms, host_ms=host_ms, window_s=window_s,
+        stop_s=stop_s, sched=sched, probe_before=probe_before, probe_after=probe_after,
+        probe_s=probe_s, hold_s=hold_s, warmup_started_at=warmup_started_at,
+        window_ended_at=window_ended_at, kineto=capture,
+    )  # fmt: skip
+
+
+def whole_periods(n: int, workload: Any) -> int:
+    """``n`` steps rounded down to whole periods of the workload's periodic work
+    (``Workload.period_steps``: a checkpoint every N steps), at least one period: a window
+    holds the periodic work as often as the loop does."""
+    period = max(1, int(getattr(workload, "period_steps", 1) or 1))
+    return max(period, n // period * period)
+
+
+def _sliced_window(spec: WorkerSpec, b: _Built) -> _Window:
+    """A sliced round's window: connect to the parent's turn gate and run what it sends
+    (:mod:`harness.execution.turns`)."""
+    from harness.execution.gate import connect
+    from harness.execution.pinning import CpuPlan
+    from harness.execution.turns import Turns, run_turns
+
+    assert spec.turn_gate is not None
+    _say_progress(spec, rf.WorkerState.HELD)  # before the parent can stop it (on hello)
+    chan = connect(spec.turn_gate, spec.out_dir)
+    cpus = CpuPlan(int(spec.cpus["loop"]), tuple(spec.cpus["helpers"])) if spec.cpus else None
+    turns = Turns(
+        channel=chan, workload=b.workload, torch=b.torch, on_gpu=b.on_gpu, sync=b.sync,
+        warm_up=lambda: warm_up(
+            b.workload, _planned_warmup(b), b.sync, spec.max_warmup_s,
+            max(spec.warmup_min_steps, b.workload.extra_warmup_steps),
+        ),
+        probe=lambda: _probe(spec, b.torch, b.device),
+        window_steps=lambda est: window_steps(b.size.steps, est, spec.max_window_s,
+                                              spec.min_steps),
+        say=lambda state: _say_progress(spec, state),
+        parent_alive=lambda: spec.parent_pid is None or rf.pid_alive(spec.parent_pid),
+        timeout_s=spec.gate_timeout_s, cpus=cpus,
+    )  # fmt: skip
+    try:
+        got = run_turns(turns)
+    finally:
+        chan.close()
+    ended = got.slice_end_s[-1] if got.slice_end_s else time.monotonic()
+    return _Window(
+        warmup=got.warmup_steps, warmup_s=got.warmup_s, step_ms=got.step_ms,
+        host_ms=got.host_ms, window_s=got.window_s, stop_s=0.0, sched=got.sched,
+        probe_before=got.probe_before, probe_after=got.probe_after, probe_s=got.probe_s,
+        hold_s=got.held_s, warmup_started_at=got.warmup_started_at or time.time(),
+        window_ended_at=time.time() - (time.monotonic() - ended),
+        slices=got.slices_record(),
+    )  # fmt: skip
+
+
+def run(spec: WorkerSpec) -> dict[str, Any]:
+    """Build, warm up, measure; return the result record (also written to result.json)."""
+    b = _build(spec)
     try:
         if spec.warm_only:  # the compiler cache is filled: nothing is measured here
-            return {"warm_only": True, "setup_s": setup_s, "import_s": import_s}
-        if spec.gate and distributed:
-            ranks_ready(spec, ctx.rank, ctx.world_size)
+            return {"warm_only": True, "setup_s": b.timing["setup_s"],
+                    "import_s": b.timing["import_s"]}  # fmt: skip
+        if spec.gate and b.distributed:
+            ranks_ready(spec, b.ctx.rank, b.ctx.world_size)
         setup_ended_at = time.time()  # set up: from here it only waits at its gate
-        if spec.gate:
-            hold_s = wait_at_gate(spec, ctx.rank)
-        _say_progress(spec, rf.WorkerState.WARMUP)
-        warmup_started_at = time.time()
-        planned = size.warmup_steps + workload.extra_warmup_steps
-        warmup, warmup_s, est_step_s = _warm_up(spec, workload, planned, distributed, sync)
-        # before the window and its capture range; ranks meet again at the all_reduce below
-        t_probe = time.perf_counter()
-        probe_before = _probe(spec, torch, device)
-        probe_s = time.perf_counter() - t_probe
-        n = window_steps(size.steps, est_step_s, spec.max_window_s, spec.min_steps)
-        if spec.kineto is not None:  # a kineto unit records a few steps (kineto.max_steps)
-            n = min(n, int(spec.kineto.get("max_steps", n)))
-        if distributed:  # every rank must run the same number of steps
-            agreed = torch.tensor([n], device=device)
-            dist.all_reduce(agreed, op=dist.ReduceOp.MIN)
-            n = int(agreed.item())
-        capture = capture_for(spec, torch, on_gpu, ctx.rank)
-        step_ms, host_ms, window_s, stop_s, sched = _measure(
-            spec, workload, torch, warmup, n, on_gpu, sync, capture
-        )
-        window_ended_at = time.time() - stop_s
-        t_probe = time.perf_counter()
-        probe_after = _probe(spec, torch, device)  # past the window and the capture range
-        probe_s += time.perf_counter() - t_probe
+        sliced = spec.turn_gate is not None and not b.distributed
+        w = _sliced_window(spec, b) if sliced else _gated_window(spec, b)
         own = {
-            "rank": ctx.rank, "pid": os.getpid(), "ppid": os.getppid(),
-            "launch_to_main_s": launch_to_main_s(), "import_s": import_s,
-            "import_torch_s": import_torch_s, "cuda_init_s": cuda_init_s, "setup_s": setup_s,
-            "host_probe": probe_record(probe_before, probe_after),
-            "sched": sched,
+            "rank": b.ctx.rank, "pid": os.getpid(), "ppid": os.getppid(),
+            "launch_to_main_s": launch_to_main_s(), "import_s": b.timing["import_s"],
+            "import_torch_s": b.timing["import_torch_s"],
+            "cuda_init_s": b.timing["cuda_init_s"], "setup_s": b.timing["setup_s"],
+            "host_probe": probe_record(w.probe_before, w.probe_after), "sched": w.sched,
         }  # fmt: skip
         ranks = [own]
-        if distributed:  # after the window: each rank's start-up, for timings.csv
-            ranks = [{}] * ctx.world_size
-            dist.all_gather_object(ranks, own)
-        metrics = workload.metrics()
-        if on_gpu:
+        if b.distributed:  # after the window: each rank's start-up, for timings.csv
+            ranks = [{}] * b.ctx.world_size
+            b.dist.all_gather_object(ranks, own)
+        metrics = b.workload.metrics()
+        if b.on_gpu:
             metrics.setdefault(
-                "max_memory_allocated_gib", torch.cuda.max_memory_allocated() / 2**30
+                "max_memory_allocated_gib", b.torch.cuda.max_memory_allocated() / 2**30
             )
     finally:
-        workload.close()
-        if distributed:
-            dist.destroy_process_group()
-    if distributed:
-        leave_rendezvous(store, ctx.rank, ctx.world_size)
+        b.workload.close()
+        if b.distributed:
+            b.dist.destroy_process_group()
+    if b.distributed:
+        leave_rendezvous(b.store, b.ctx.rank, b.ctx.world_size)
     _say_progress(spec, rf.WorkerState.TEARDOWN)
+    return _result(spec, b, w, setup_ended_at, ranks, metrics)
 
+
+def _result(
+    spec: WorkerSpec,
+    b: _Built,
+    w: _Window,
+    setup_ended_at: float,
+    ranks: list[dict[str, Any]],
+    metrics: dict[str, Any],
+) -> dict[str, Any]:
+    """The result record (result.json) of a worker that measured ``w``."""
+    capture = w.kineto
     timing = {
         "launch_to_main_s": launch_to_main_s(),
-        "import_s": import_s,
-        "import_torch_s": import_torch_s,
-        "import_preload_s": import_preload_s,
-        "import_scenarios_s": import_s - import_torch_s - import_preload_s,
-        "cuda_init_s": cuda_init_s,
-        "setup_s": setup_s,
-        "hold_s": hold_s,
-        "warmup_s": warmup_s,
-        "window_s": window_s,
-        "capture_stop_s": stop_s,
-        "probe_s": probe_s,
+        **{k: b.timing[k] for k in ("import_s", "import_torch_s", "import_preload_s")},
+        "import_scenarios_s": b.timing["import_s"] - b.timing["import_torch_s"]
+        - b.timing["import_preload_s"],
+        "cuda_init_s": b.timing["cuda_init_s"], "setup_s": b.timing["setup_s"],
+        "hold_s": w.hold_s, "warmup_s": w.warmup_s, "window_s": w.window_s,
+        "capture_stop_s": w.stop_s, "probe_s": w.probe_s,
         "kineto_start_s": capture.start_s if capture is not None else None,
         "kineto_write_s": capture.write_s if capture is not None else None,
-        "setup_ended_at": setup_ended_at,
-        "warmup_started_at": warmup_started_at,
-        "window_ended_at": window_ended_at,
-        "setup_stages_s": dict(ctx.extras.get("setup_stages_s", {})),
-        "ranks": ranks,
-        "finished_at": time.time(),
-    }
-    record = _record(spec, variant.kind, ctx, workload.samples_per_step, size.steps)
+        "setup_ended_at": setup_ended_at, "warmup_started_at": w.warmup_started_at,
+        "window_ended_at": w.window_ended_at,
+        "setup_stages_s": dict(b.ctx.extras.get("setup_stages_s", {})),
+        "ranks": ranks, "finished_at": time.time(),
+    }  # fmt: skip
+    n = len(w.step_ms)
+    record = _record(spec, b.variant.kind, b.ctx, b.workload.samples_per_step, b.size.steps)
     record.update(
-        warmup_steps=warmup, steps=n, step_ms=step_ms, host_step_ms=host_ms, window_s=window_s,
-        throughput_samples_per_s=record["samples_per_step"] * n / window_s, setup_s=setup_s,
-        warmup_s=warmup_s, timing=timing, metrics={k: float(v) for k, v in metrics.items()},
-        host_probe=probe_record(probe_before, probe_after), sched=sched,
-        env=_env_info(torch, device), started_utc=started.isoformat(),
+        warmup_steps=w.warmup, steps=n, step_ms=w.step_ms, host_step_ms=w.host_ms,
+        window_s=w.window_s,
+        throughput_samples_per_s=record["samples_per_step"] * n / w.window_s,
+        setup_s=b.timing["setup_s"], warmup_s=w.warmup_s, timing=timing,
+        metrics={k: float(v) for k, v in metrics.items()},
+        host_probe=probe_record(w.probe_before, w.probe_after), sched=w.sched,
+        env=_env_info(b.torch, b.device), started_utc=b.started.isoformat(),
         finished_utc=dt.datetime.now(dt.timezone.utc).isoformat(),
     )  # fmt: skip
+    if w.slices is not None:
+        record["slices"] = w.slices
     return record
 
 
@@ -569,23 +522,6 @@ def _probe(spec: WorkerSpec, torch: Any, device: Any) -> dict[str, float] | None
     if spec.probe_launches < 1:
         return None
     return host_probe(torch, device, spec.probe_launches, spec.probe_python_loop)
-
-
-#: The fewest warm-up steps a time-capped warm-up keeps (harness.max_warmup_s).
-MIN_WARMUP_STEPS = 4
-
-
-def warmup_done(budget_s: float | None, steps_done: int, elapsed_s: float) -> bool:
-    """End the warm-up early: only with a budget, past it, and after ``MIN_WARMUP_STEPS``."""
-    return budget_s is not None and steps_done >= MIN_WARMUP_STEPS and elapsed_s > budget_s
-
-
-def window_steps(steps: int, est_step_s: float, max_window_s: float | None, min_steps: int) -> int:
-    """Measured steps: the size's ``steps``, or fewer when they would run past
-    ``max_window_s`` (slow baselines, e.g. 1.3 s steps), but never fewer than ``min_steps``."""
-    if max_window_s is None or est_step_s <= 0 or steps * est_step_s <= max_window_s:
-        return steps
-    return max(min(min_steps, steps), int(max_window_s / est_step_s))
 
 
 def launch_to_main_s() -> float | None:

@@ -13,7 +13,6 @@ and counted in ``not_applicable``: not applicable is never "did not fire".
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 from typing import Any
@@ -26,8 +25,11 @@ from analysis.findings import CLASSES
 from harness.core import nsys as nsys_mod
 from harness.core.atomic import write_frame
 from harness.core.console import fit_table
+from harness.core.errors import InputError
+from harness.core.folder import RunFolder
+from harness.core.metrics import prf
 from harness.judge.evidence import profiled_exports
-from harness.judge.scoring import confusion, decided, fired_counts, prf
+from harness.judge.scoring import confusion, decided, fired_counts
 
 __all__ = [
     "NSYS",
@@ -64,10 +66,10 @@ NA = "n/a"
 def _nsys_for(run_dir: Path) -> tuple[str, str] | None:
     """(path, version) of the nsys that profiled the run (manifest.json), else the one found."""
     try:
-        recorded = json.loads((run_dir / "manifest.json").read_text(encoding="utf-8"))["nsys"]
+        recorded = (RunFolder(run_dir).manifest() or {}).get("nsys")
         if recorded and Path(recorded["path"]).is_file():
             return str(recorded["path"]), str(recorded.get("version", ""))
-    except (OSError, ValueError, KeyError, TypeError):
+    except (InputError, KeyError, TypeError):  # a manifest it cannot read: the nsys found
         pass
     found = nsys_mod.find(None)
     return (found.path, found.version) if found else None
@@ -212,13 +214,13 @@ def write_crosscheck(
     Never raises for nsys's sake: a missing nsys or ``analyze`` is recorded as ``skipped`` with
     the reason in both files; a failing rule is an ``error`` row.
     """
-    cfg = load_thresholds().get("expert_rules", {})
-    budget = cfg.get("budget_s")
+    cfg = load_thresholds().expert_rules
+    budget = cfg.budget_s
     rules, skip = expert_rules_table(
         run_dir,
         diag,
         runs,
-        timeout_s=float(cfg.get("timeout_s", 300)),
+        timeout_s=float(cfg.timeout_s),
         budget_s=None if budget is None else float(budget),
     )
     scores = crosscheck(diag, rules)

@@ -14,10 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import lzma
 import math
-import subprocess
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -25,40 +22,10 @@ from typing import Any
 from analysis import expert_rules as E
 from analysis.detect import diagnose
 from analysis.findings import PREDICTION_FIELDS
-from analysis.trace import TraceError, open_trace, unxz
 from harness.core import nsys as nsys_mod
 from harness.core.console import WIDTH, wrap
-
-
-class DiagnoseError(RuntimeError):
-    """A report could not be read or exported; the message says which and why."""
-
-
-def _sqlite_for(path: Path, tmp: Path) -> Path:
-    if not path.exists():
-        raise DiagnoseError(f"{path}: no such file")
-    if path.suffix == ".xz":  # an xz-compressed export, as the corpus and the fixtures keep them
-        try:
-            return unxz(path, tmp)
-        except lzma.LZMAError as exc:
-            raise DiagnoseError(f"{path}: not a readable .xz file ({exc})") from exc
-    if path.suffix != ".nsys-rep":
-        return path
-    found = nsys_mod.find(None)
-    if found is None:
-        raise DiagnoseError(f"{path}: exporting a .nsys-rep needs nsys, and none was found")
-    out = tmp / (path.stem + ".sqlite")
-    proc = subprocess.run(
-        nsys_mod.export_command(found, path, out),
-        capture_output=True,
-        text=True,
-        timeout=900,
-        check=False,
-    )
-    if proc.returncode != 0 or not out.is_file():
-        said = (proc.stdout + proc.stderr).strip()[-400:]
-        raise DiagnoseError(f"{path}: nsys export failed (exit {proc.returncode}): {said}")
-    return out
+from harness.judge.export import ExportError, open_report
+from harness.judge.predictions import SPEEDUP_FIELDS
 
 
 def _clean(value: Any) -> Any:
@@ -95,7 +62,7 @@ def diagnose_report(
     step_ms: float | None = None,
     host_speed: float | None = None,
 ) -> dict[str, Any]:
-    """The JSON-shaped diagnosis of one report (raises DiagnoseError when unreadable); with
+    """The JSON-shaped diagnosis of one report (raises :class:`ExportError`, naming it, when it cannot be read); with
     ``expert_rules``, an ``expert_rules`` key with nsys's rules on the same export.
     ``thresholds``: the detectors' settings (default: conf/diagnosis/default.yaml);
     ``step_ms``: the program's mean step measured without nsys (calibrates the predictions);
@@ -106,13 +73,11 @@ def diagnose_report(
         from harness.core.config import diagnosis_thresholds
 
         thresholds = diagnosis_thresholds()
-    with tempfile.TemporaryDirectory(prefix="bottleneck-diagnose-") as tmp:
-        db = _sqlite_for(path, Path(tmp))
-        try:
-            with open_trace(db) as trace:
-                findings = diagnose(trace, thresholds, step_ms=step_ms, host_speed=host_speed)
-        except TraceError as exc:
-            raise DiagnoseError(str(exc)) from exc
+    with (
+        tempfile.TemporaryDirectory(prefix="bottleneck-diagnose-") as tmp,
+        open_report(path, Path(tmp)) as (db, trace),
+    ):
+        findings = diagnose(trace, thresholds, step_ms=step_ms, host_speed=host_speed)
         if expert_rules:
             rules = expert_rules_for(db)
     fired = [f for f in findings if f.fired]
@@ -183,7 +148,7 @@ def _finding_lines(f: dict[str, Any]) -> list[str]:
     metrics = wrap(shown, WIDTH - len(head))
     lines = [(head + metrics[0]).rstrip(), *(" " * len(head) + m for m in metrics[1:])]
     said = [f.get("reason") or ""]
-    if f.get("predicted_speedup") is not None and f["state"] != "not_judged":
+    if f.get(SPEEDUP_FIELDS[0]) is not None and f["state"] != "not_judged":
         said.append(_predicted(f))
     for text in filter(None, said):
         lines += ["        " + line for line in wrap(text, WIDTH - 8)]
@@ -191,13 +156,27 @@ def _finding_lines(f: dict[str, Any]) -> list[str]:
 
 
 def _predicted(f: dict[str, Any]) -> str:
-    """'removed entirely: 1.40x [1.38-1.43], 29.4 ms a step': the finding's prediction."""
-    text = f"removed entirely: {f['predicted_speedup']:.2f}x"
-    lo, hi = f.get("predicted_speedup_ci_low"), f.get("predicted_speedup_ci_high")
+    """The finding's prediction in words: the speedup with its 95% interval (or why there is
+    none), the step it leaves as the program runs without nsys, and what it rests on, e.g.
+    'predicted, the cause removed entirely: 1.40x [1.38-1.43] (95% interval over the steady
+    iterations), leaving a step of 29.4 ms untraced (nsys's own cost per call taken off);
+    basis: replay of 12 steady iterations, ...'."""
+    sp, lo, hi = (f.get(k) for k in SPEEDUP_FIELDS)
+    text = f"predicted, the cause removed entirely: {sp:.2f}x"
     if lo is not None and hi is not None:
-        text += f" [{lo:.2f}-{hi:.2f}]"
+        text += f" [{lo:.2f}-{hi:.2f}] (95% interval over the steady iterations)"
+    else:
+        text += " (no interval: too few measured iterations to resample)"
     if f.get("predicted_step_ms") is not None:
-        text += f", {f['predicted_step_ms']:.3g} ms a step (untraced)"
+        text += (
+            f", leaving a step of {f['predicted_step_ms']:.3g} ms untraced (as the program runs "
+            "without nsys: nsys's own cost per call taken off)"
+        )
+    clamp = f.get("prediction_clamp")
+    if clamp and clamp != "none":
+        text += f"; raised to the {clamp} floor (prediction_clamp)"
+    if f.get("prediction_note"):
+        text += f"; basis: {f['prediction_note']}"
     return text
 
 
@@ -278,31 +257,33 @@ _ratio = _positive_number("ratio")
 
 
 def main(argv: list[str]) -> int:
+    """Each report's diagnosis as it is made (text: one block each; json: at the end), then
+    one line per report that could not be read: exit 2 if any could not, else 0."""
     args = parser().parse_args(argv)
     from harness.core.config import UsageError, diagnosis_thresholds, parse_overrides
+    from harness.core.errors import say
 
     try:
         thresholds = diagnosis_thresholds(parse_overrides(args.set))
     except UsageError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
-    results = []
+        return say(exc)
+    results, failed = [], 0
     for path in args.paths:
         try:
-            results.append(
-                diagnose_report(
-                    path,
-                    expert_rules=args.expert_rules,
-                    thresholds=thresholds,
-                    step_ms=args.step_ms,
-                    host_speed=args.host_speed,
-                )
+            result = diagnose_report(
+                path,
+                expert_rules=args.expert_rules,
+                thresholds=thresholds,
+                step_ms=args.step_ms,
+                host_speed=args.host_speed,
             )
-        except (DiagnoseError, subprocess.TimeoutExpired) as exc:
-            print(f"error: cannot diagnose {path}: {exc}", file=sys.stderr)
-            return 2
-    if args.format == "json":
-        print(json.dumps(results[0] if len(results) == 1 else results, indent=2))
-    else:
-        print("\n\n".join(format_text(r) for r in results))
-    return 0
+        except ExportError as exc:
+            failed += 1
+            say(f"cannot diagnose {exc.input}: {exc.problem}")
+            continue
+        if args.format == "text":  # as it comes: a long list shows progress, a failure its place
+            print(("\n" if results else "") + format_text(result), flush=True)
+        results.append(result)
+    if args.format == "json" and results:
+        print(json.dumps(results[0] if len(args.paths) == 1 else results, indent=2))
+    return 2 if failed else 0

@@ -22,6 +22,7 @@ from harness.core.atomic import write_frame
 from harness.judge.evidence import Evidence
 from harness.judge.predictions import PREDICTION_COLUMNS
 from harness.judge.truth import OffTarget, OffTargetState, Truth
+from harness.judge.witness import NOT_READ, Witness
 
 __all__ = [
     "DIAGNOSIS_COLUMNS",
@@ -51,6 +52,8 @@ class Judged:
     """Fired classes other than the scenario's own, held to the measured gap."""
     prediction: Mapping[str, Any] = field(default_factory=dict)
     """The :data:`PREDICTION_COLUMNS` of the variant."""
+    witness: Witness = NOT_READ
+    """The Nsight Compute row's witness of its truth (:mod:`harness.judge.witness`)."""
 
     @property
     def scenario(self) -> str:
@@ -106,6 +109,8 @@ DIAGNOSIS_COLUMNS: tuple[str, ...] = (
     "primary",
     "observed",
     "match",
+    "witness",
+    "witness_reason",
     *PREDICTION_COLUMNS,
     *(f"{k}_{part}" for k in CLASSES for part in ("state", "impact", "off_target", "reason")),
     "error",
@@ -140,6 +145,8 @@ def diagnosis_row(j: Judged) -> dict[str, Any]:
         "expected_because": t.because,
         "primary": j.primary,
         "match": j.match,
+        "witness": j.witness.state.value,
+        "witness_reason": j.witness.reason,
         **j.prediction,
         "trace_only_speedup": e.trace_only_speedup,
         "error": e.error,

@@ -15,8 +15,7 @@ from typing import Any
 
 import pandas as pd
 
-from analysis.detect import diagnose
-from analysis.detect.predict import PROBE_KEYS, host_speed, trace_only
+from analysis.detect import PROBE_KEYS, diagnose, host_speed, trace_only
 from analysis.findings import Finding
 from analysis.gpu_work import add_side_bound, gpu_work
 from analysis.trace import TraceError, open_trace

@@ -13,12 +13,52 @@ file on 2 GPUs; ``device`` is the ``--device`` every run and profile of the entr
 
 from __future__ import annotations
 
+import csv
 from collections.abc import Mapping
+from pathlib import Path
 
-__all__ = ["DEVICES", "entry_device", "entry_source", "parse_removes"]
+__all__ = [
+    "DEVICES",
+    "FILE",
+    "REQUIRED",
+    "LabelsError",
+    "entry_device",
+    "entry_source",
+    "parse_removes",
+    "read_labels",
+]
 
+#: The file's name in a corpus folder.
+FILE = "labels.csv"
+#: The columns every reader needs.
+REQUIRED = ("script", "label")
 #: ``device`` values; ``auto`` (or empty) passes no ``--device``.
 DEVICES = ("auto", "cpu", "cuda")
+
+
+class LabelsError(ValueError):
+    """A labels.csv that cannot be read (``str()``: ``FILE: WHY``, one line)."""
+
+
+def read_labels(path: str | Path) -> list[dict[str, str]]:
+    """The one reader of a labels.csv: its rows in order, every cell a string ("" where
+    empty); :class:`LabelsError` naming the file on one that is missing, unreadable, not UTF-8
+    CSV, or lacks a :data:`REQUIRED` column or a script name."""
+    try:
+        with open(path, newline="", encoding="utf-8") as fh:
+            reader = csv.DictReader(fh)
+            rows = [{k: v or "" for k, v in r.items() if k is not None} for r in reader]
+            columns = reader.fieldnames or []
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        raise LabelsError(f"{path}: cannot be read as CSV ({exc})") from None
+    missing = [c for c in REQUIRED if c not in columns]
+    if missing:
+        raise LabelsError(f"{path}: no column {', '.join(missing)} (its columns: "
+                          f"{', '.join(columns) or 'none'})")  # fmt: skip
+    unnamed = [i + 2 for i, r in enumerate(rows) if not r["script"].strip()]
+    if unnamed:
+        raise LabelsError(f"{path}: line {unnamed[0]} names no script")
+    return rows
 
 
 def parse_removes(text: str | None) -> dict[str, str]:

@@ -24,7 +24,7 @@ and the nsys expert-rules cross-check. Nothing is written and read back on the w
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +35,7 @@ from bottlenecks import SPECS
 from harness.core import runfolder as rf
 from harness.core.results import VariantResults
 from harness.judge import evidence as E
-from harness.judge import scoring
+from harness.judge import scoring, witness
 from harness.judge.diagnosis_table import (
     Judged,
     diagnosis_frame,
@@ -100,10 +100,10 @@ def judge_variant(
         scen, e.variant, saving, bar_of(cfg, scen.bottleneck), why,
         wait_share=extra_wait_share(scen, e.variant, timed),
         cpu_share=extra_cpu_share(scen, e.variant, timed) if ASLEEP[scen.bottleneck] else None,
-        oversubscribed_min_share=float(cfg.get("oversubscribed_min_share", 0.5)),
+        oversubscribed_min_share=cfg.oversubscribed_min_share,
     )  # fmt: skip
     findings = e.findings or {}
-    tolerance = float(cfg["predict"]["tolerance_share"])
+    tolerance = cfg.predict.tolerance_share
     return Judged(
         evidence=e,
         truth=truth,
@@ -127,6 +127,7 @@ def judge_run(
     steps = {(s, v): r.step_ms_mean for s, by in timed.items() for v, r in by.items()}
     evidence = E.gather(run_dir, found, runs, cfg, steps)
     judged = tuple(judge_variant(e, found[e.scenario], timed[e.scenario], cfg) for e in evidence)
+    judged = _witnessed(run_dir, judged)
     diag = diagnosis_frame([diagnosis_row(j) for j in judged])
     matrix, scores = scoring.confusion(diag)
     return JudgedRun(
@@ -134,10 +135,24 @@ def judge_run(
         diagnosis=diag,
         findings=findings_frame([row for e in evidence for row in finding_rows(e)]),
         gpu_work=E.gpu_work_frame(evidence, found, steps),
-        verdicts=verdicts(judged, runs, found, min_ci_low=cfg.get("verdict_min_ci_low")),
+        verdicts=witness.apply_verdicts(
+            verdicts(judged, runs, found, min_ci_low=cfg.verdict_min_ci_low),
+            {(j.scenario, j.variant): j.witness for j in judged},
+        ),
         confusion=matrix,
         scores=scores,
     )
+
+
+def _witnessed(run_dir: Path, judged: tuple[Judged, ...]) -> tuple[Judged, ...]:
+    """Each judged variant with the kernels row's witness of its truth (absent, with the
+    reason, where the run has no row yet: the kernels step brings it in after)."""
+    tables = witness.read_tables(run_dir)
+    return tuple(
+        replace(j, witness=witness.witness_of(
+            j.truth.klass, str(j.truth.state), tables, j.scenario, j.variant))
+        for j in judged
+    )  # fmt: skip
 
 
 def write_judged(
@@ -158,8 +173,7 @@ def write_judged(
     matrix = judged.confusion.reset_index(names="expected")
     rf.write_frame(rf.table_path(run_dir, "confusion"), matrix)
     rf.write_frame(rf.table_path(run_dir, "detector_scores"), judged.scores)
-    rules = load_thresholds(thresholds).get("expert_rules", {})
-    if crosscheck and bool(rules.get("enabled", True)):
+    if crosscheck and load_thresholds(thresholds).expert_rules.enabled:
         from harness.judge.crosscheck import write_crosscheck
 
         write_crosscheck(run_dir, judged.diagnosis, runs)

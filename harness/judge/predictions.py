@@ -1,6 +1,6 @@
 """Checking every prediction against what was measured in the same run.
 
-A finding predicts the speedup of removing its cause entirely (``analysis.detect.predict``).
+A finding predicts the speedup of removing its cause entirely (``analysis.detect.decide``).
 The suite measured that removal: each scenario names the variant that removes its cause
 (``Scenario.removed_by``: ``ideal``, or ``limit`` for a limit measured of each variant). On
 every variant whose measured truth is ``fires`` or ``either`` (:mod:`harness.judge.truth`),
@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from enum import Enum
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from analysis.findings import Finding
+from analysis.findings import PREDICTION_FIELDS, Finding
+from harness.core.enums import StrEnum
 from harness.judge.measure import LIMIT
 from harness.judge.truth import Truth, TruthState
 from scenarios import Scenario
@@ -42,23 +42,23 @@ __all__ = [
 ]
 
 
-class Check(str, Enum):
+class Check(StrEnum):
     """Whether a prediction held."""
 
     WITHIN = "within"
     OUTSIDE = "outside"
     NOT_CHECKED = "not_checked"
 
-    def __str__(self) -> str:
-        return self.value
 
+#: A finding's predicted speedup and its 95% interval: the first three of
+#: :data:`analysis.findings.PREDICTION_FIELDS`, the names every table and reader uses.
+SPEEDUP_FIELDS: tuple[str, str, str] = PREDICTION_FIELDS[:3]  # type: ignore[assignment]
+SPEEDUP, SPEEDUP_CI_LOW, SPEEDUP_CI_HIGH = SPEEDUP_FIELDS
 
 #: The columns diagnosis.csv gains (after ``match``), in order.
 PREDICTION_COLUMNS: tuple[str, ...] = (
     "predicted_class",
-    "predicted_speedup",
-    "predicted_speedup_ci_low",
-    "predicted_speedup_ci_high",
+    *SPEEDUP_FIELDS,
     "predicted_step_ms",
     "measured_speedup",
     "measured_speedup_ci_low",
@@ -94,7 +94,7 @@ def prediction_columns(
     out["predicted_class"] = scen.bottleneck
     f = (findings or {}).get(scen.bottleneck)
     if f is not None:
-        for k in ("predicted_speedup", "predicted_speedup_ci_low", "predicted_speedup_ci_high"):
+        for k in SPEEDUP_FIELDS:
             out[k] = getattr(f, k)
         out["predicted_step_ms"] = f.predicted_step_ms
     s = truth.saving
@@ -149,9 +149,7 @@ CORPUS_COLUMNS: tuple[str, ...] = (
     "report",
     "class",
     "switch",
-    "predicted_speedup",
-    "predicted_speedup_ci_low",
-    "predicted_speedup_ci_high",
+    *SPEEDUP_FIELDS,
     "measured_speedup",
     "measured_speedup_min",
     "measured_speedup_max",
@@ -179,7 +177,7 @@ def corpus_checks(
         have = report in by_report.index
         for klass, switch in by_class.items():
             row: dict[str, Any] = {"report": report, "class": klass, "switch": switch}
-            for k in ("predicted_speedup", "predicted_speedup_ci_low", "predicted_speedup_ci_high"):
+            for k in SPEEDUP_FIELDS:
                 col = f"{k}:{klass}"
                 row[k] = _num(by_report.at[report, col]) if have and col in by_report else None
             hit = measured[(measured["script"] == report) & (measured["fix"] == switch)]

@@ -21,10 +21,8 @@ from __future__ import annotations
 import argparse
 import shlex
 import subprocess
-import sys
 import tempfile
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -32,18 +30,24 @@ from typing import Any
 import pandas as pd
 import yaml
 
-from analysis.detect import diagnose, load_thresholds
-from analysis.detect.predict import trace_only
+from analysis.detect import diagnose, load_thresholds, trace_only
 from analysis.expert_rules import RULES
 from analysis.findings import Finding
-from analysis.trace import TraceError, open_trace, unxz
 from bottlenecks import CLASSES, SPECS
-from harness.core.config import UsageError, diagnosis_thresholds, parse_overrides
+from harness.core import runfolder as rf
+from harness.core.config import diagnosis_thresholds, parse_overrides
 from harness.core.console import fit_table
+from harness.core.errors import InputError
+from harness.core.folder import RunFolder, read_table
+from harness.core.metrics import prf
 from harness.judge import predictions as P
-from harness.judge.labels import parse_removes
+from harness.judge.export import ExportError, open_report
+from harness.judge.labels import FILE as LABELS_FILE
+from harness.judge.labels import LabelsError, parse_removes, read_labels
 
 NONE = "none"
+#: A report's primary where its export could not be read (its row's ``error`` says why).
+UNREADABLE = "unreadable"
 
 #: A cell where a tool could not judge the report (nsys's rules without CUDA data), and the truth
 #: of a run-folder report whose expectation was undecided.
@@ -81,18 +85,18 @@ def _find_export(root: Path, name: str) -> Path | None:
 
 def corpus_items(root: Path) -> list[Labelled]:
     """The labelled exports of a corpus folder: ``labels.csv`` (columns ``script``, ``label``)
-    or ``labels.yaml`` (name -> {label: class}); exports named after the entries."""
-    if (root / "labels.csv").is_file():
-        table = pd.read_csv(root / "labels.csv", dtype=str).fillna("")
-        entries = dict(zip(table["script"], table["label"], strict=True))
-        also = dict(zip(table["script"], table.get("also", [""] * len(table)), strict=True))
-        removes = dict(zip(table["script"], table.get("removes", [""] * len(table)), strict=True))
+    or ``labels.yaml`` (name -> {label: class}); exports named after the entries. A file that
+    cannot be read raises :class:`~harness.core.errors.InputError` naming it."""
+    if (root / LABELS_FILE).is_file():
+        try:
+            table = read_labels(root / LABELS_FILE)
+        except LabelsError as exc:
+            raise InputError(root / LABELS_FILE, str(exc).partition(": ")[2]) from None
+        entries = {r["script"]: r["label"] for r in table}
+        also = {r["script"]: r.get("also", "") for r in table}
+        removes = {r["script"]: r.get("removes", "") for r in table}
     else:
-        data = yaml.safe_load((root / "labels.yaml").read_text(encoding="utf-8")) or {}
-        entries = {
-            k: (v.get("label", NONE) if isinstance(v, dict) else str(v)) for k, v in data.items()
-        }
-        also, removes = {}, {}
+        entries, also, removes = _yaml_labels(root / "labels.yaml"), {}, {}
     steps = untraced_steps(root / "timing.csv")
     items = []
     for name, label in entries.items():
@@ -107,13 +111,25 @@ def corpus_items(root: Path) -> list[Labelled]:
     return items
 
 
+def _yaml_labels(path: Path) -> dict[str, str]:
+    """labels.yaml's entries: name -> its class (``{label: class}`` or the class itself)."""
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    except (OSError, UnicodeDecodeError, yaml.YAMLError) as exc:
+        raise InputError(path, f"cannot be read as YAML ({exc})") from None
+    if not isinstance(data, dict):
+        raise InputError(path, f"not a mapping of entry -> label (a {type(data).__name__})")
+    return {k: (v.get("label", NONE) if isinstance(v, dict) else str(v)) for k, v in data.items()}
+
+
 def untraced_steps(timing_csv: Path) -> dict[str, float]:
     """Per corpus script, its mean ``none`` step (ms) from the rounds timed with its capture:
     rounds named by a number (``ingest_corpus.py --add`` prefixes the rounds it adds, which
     came from another session, often another machine). Empty without a timing.csv."""
-    if not timing_csv.is_file():
+    columns = ("script", "fix", "repeat", "rc", "step_ms")
+    t = read_table(timing_csv, columns=columns, dtype={"repeat": str})
+    if t is None:
         return {}
-    t = pd.read_csv(timing_csv, dtype={"repeat": str})
     own = t[(t["fix"] == "none") & t["repeat"].str.isdigit() & (t["rc"] == 0)]
     own = own[pd.to_numeric(own["step_ms"], errors="coerce") > 0]
     return own.groupby("script")["step_ms"].mean().astype(float).to_dict()
@@ -123,59 +139,60 @@ def run_items(root: Path) -> list[Labelled]:
     """The profiled variants of a run folder, labelled with their expected class."""
     from harness.judge.scoring import is_decided
 
-    diag = pd.read_csv(root / "diagnosis.csv")
+    run = RunFolder(root)
+    diag = run.table("diagnosis", columns=("scenario", "variant"))
+    if diag is None:
+        return []
     decided = is_decided(diag) if not diag.empty else pd.Series(dtype=bool)
-    col = "expected" if "expected" in diag else "injected"
-    steps: dict[tuple[str, str], float] = {}
-    if (root / "runs.csv").is_file():
-        runs = pd.read_csv(root / "runs.csv")
-        for r in runs.itertuples():
-            step = pd.to_numeric(getattr(r, "step_ms_mean", None), errors="coerce")
-            if pd.notna(step) and step > 0:
-                steps[(str(r.scenario), str(r.variant))] = float(step)
+    steps = {(r.scenario, r.variant): r.step_ms_mean for r in run.runs()}
     items = []
-    for i, r in zip(diag.index, diag.itertuples(), strict=True):
-        path = _find_export(root / str(r.scenario) / str(r.variant), f"{r.scenario}__{r.variant}")
+    for i, r in zip(diag.index, run.diagnosis(), strict=True):
+        path = _find_export(root / r.scenario / r.variant, f"{r.scenario}__{r.variant}")
         if path is not None:
-            truth = str(getattr(r, col)) if bool(decided.loc[i]) else NA
-            step = steps.get((str(r.scenario), str(r.variant)))
-            items.append(Labelled(f"{r.scenario}/{r.variant}", truth, path, step_ms=step))
+            truth = r.expected if bool(decided.loc[i]) else NA
+            step = steps.get((r.scenario, r.variant))
+            step = step if step is not None and step > 0 else None
+            items.append(Labelled(r.name, truth, path, step_ms=step))
     return items
 
 
 def labelled(root: Path) -> list[Labelled]:
-    """Corpus or run folder, whichever ``root`` is."""
-    if (root / "labels.csv").is_file() or (root / "labels.yaml").is_file():
+    """Corpus or run folder, whichever ``root`` is (an InputError says neither)."""
+    if (root / LABELS_FILE).is_file() or (root / "labels.yaml").is_file():
         return corpus_items(root)
-    if (root / "diagnosis.csv").is_file():
+    if rf.table_path(root, "diagnosis").is_file():
         return run_items(root)
-    raise FileNotFoundError(
-        f"{root}: neither a corpus (labels.yaml) nor a run folder (diagnosis.csv)"
+    what = (
+        "no such folder"
+        if not root.exists()
+        else "not a folder"
+        if not root.is_dir()
+        else ("neither a corpus (labels.csv or labels.yaml) nor a run folder (diagnosis.csv)")
     )
+    raise InputError(root, what)
 
 
-@contextmanager
-def sqlite_of(path: Path, tmp: Path) -> Iterator[Path]:
-    """The export itself, or an ``.xz`` one decompressed into ``tmp``."""
-    if path.suffix != ".xz":
-        yield path
-        return
-    out = unxz(path, tmp)
-    try:
-        yield out
-    finally:
-        out.unlink(missing_ok=True)
+def command_output(template: str, sqlite: Path, timeout_s: float = 600) -> str:
+    """What another diagnosis command says of an export: run ``template`` ({sqlite}, {out}
+    filled in) and read the file {out} if it wrote one, else its stdout."""
+    with tempfile.TemporaryDirectory(prefix="bottleneck-tool-") as tmp:
+        out = Path(tmp) / "tool-output"
+        cmd = [a.format(sqlite=sqlite, out=out) for a in shlex.split(template)]
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
+        return out.read_text(errors="replace") if out.is_file() else proc.stdout
+
+
+def words_found(text: str) -> dict[str, list[str]]:
+    """Per class, the words of :data:`TOOL_WORDS` that ``text`` uses (case-insensitive)."""
+    low = text.lower()
+    return {k: [w for w in words if w in low] for k, words in TOOL_WORDS.items()}
 
 
 def tool_classes(template: str, sqlite: Path, tmp: Path, timeout_s: float = 600) -> set[str]:
-    """Classes another diagnosis command flags: run ``template`` ({sqlite}, {out} filled in)
-    and look for each class's words in what it wrote (the file {out}, else its stdout)."""
-    out = tmp / "tool-output"
-    out.unlink(missing_ok=True)
-    cmd = [a.format(sqlite=sqlite, out=out) for a in shlex.split(template)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s, check=False)
-    text = (out.read_text(errors="replace") if out.is_file() else proc.stdout).lower()
-    return {k for k, words in TOOL_WORDS.items() if any(w in text for w in words)}
+    """Classes another diagnosis command flags: those whose words its output uses."""
+    del tmp  # the command's output goes to a folder of its own
+    found = words_found(command_output(template, sqlite, timeout_s))
+    return {k for k, words in found.items() if words}
 
 
 def expert_classes(sqlite: Path) -> set[str] | None:
@@ -201,44 +218,44 @@ def score_reports(
     tools: Sequence[str] = (),
 ) -> pd.DataFrame:
     """One row per report: name, truth, primary, fired, not_judged (classes the detectors
-    could not judge there), and each other tool's classes (``n/a``: it could not judge)."""
-    rows = []
+    could not judge there), and each other tool's classes (``n/a``: it could not judge). A
+    report that cannot be read is a row with primary ``unreadable`` and its ``error``."""
     cfg = load_thresholds(thresholds)
-    with tempfile.TemporaryDirectory(prefix="bottleneck-score-") as tmp_s:
-        tmp = Path(tmp_s)
-        for it in items:
-            row: dict[str, Any] = {"report": it.name, "truth": it.truth, "also": it.also}
-            with sqlite_of(it.path, tmp) as db:
-                try:
-                    with open_trace(db) as trace:
-                        found = diagnose(trace, cfg, step_ms=it.step_ms)
-                        row |= predicted_columns(found)
-                        row |= {
-                            f"trace_only_speedup:{f.klass}": trace_only(trace, cfg, f)
-                            for f in found
-                        }
-                except TraceError as exc:
-                    row.update(primary="unreadable", fired="", not_judged=";".join(CLASSES))
-                    rows.append({**row, "error": str(exc)})
-                    continue
-                fired = [f.klass for f in found if f.fired]
-                row["primary"] = fired[0] if fired else NONE
-                row["fired"] = ";".join(fired)
-                row["not_judged"] = ";".join(f.klass for f in found if not f.judged)
-                if expert_rules:
-                    ex = expert_classes(db)
-                    row["nsys_rules"] = ";".join(sorted(ex)) if ex is not None else "n/a"
-                for i, template in enumerate(tools):
-                    row[f"tool{i + 1}"] = ";".join(sorted(tool_classes(template, db, tmp)))
-            rows.append(row)
-    return pd.DataFrame(rows)
+    with tempfile.TemporaryDirectory(prefix="bottleneck-score-") as tmp:
+        return pd.DataFrame([_score_one(it, cfg, Path(tmp), expert_rules, tools) for it in items])
+
+
+def _score_one(
+    it: Labelled, cfg: dict[str, Any], tmp: Path, expert_rules: bool, tools: Sequence[str]
+) -> dict[str, Any]:
+    """One report's row of :func:`score_reports`."""
+    row: dict[str, Any] = {"report": it.name, "truth": it.truth, "also": it.also}
+    try:
+        with open_report(it.path, tmp) as (db, trace):
+            found = diagnose(trace, cfg, step_ms=it.step_ms)
+            row |= predicted_columns(found)
+            row |= {f"trace_only_speedup:{f.klass}": trace_only(trace, cfg, f) for f in found}
+            fired = [f.klass for f in found if f.fired]
+            row["primary"] = fired[0] if fired else NONE
+            row["fired"] = ";".join(fired)
+            row["not_judged"] = ";".join(f.klass for f in found if not f.judged)
+            if expert_rules:
+                ex = expert_classes(db)
+                row["nsys_rules"] = ";".join(sorted(ex)) if ex is not None else "n/a"
+            for i, template in enumerate(tools):
+                row[f"tool{i + 1}"] = ";".join(sorted(tool_classes(template, db, tmp)))
+    except ExportError as exc:
+        for key in [k for k in row if ":" in k]:
+            del row[key]
+        row.update(primary=UNREADABLE, fired="", not_judged=";".join(CLASSES), error=str(exc))
+    return row
 
 
 def predicted_columns(found: Sequence[Finding]) -> dict[str, float | None]:
     """``predicted_speedup:<class>`` and its interval per class, for the prediction checks."""
     out: dict[str, float | None] = {}
     for f in found:
-        for k in ("predicted_speedup", "predicted_speedup_ci_low", "predicted_speedup_ci_high"):
+        for k in P.SPEEDUP_FIELDS:
             out[f"{k}:{f.klass}"] = getattr(f, k)
     return out
 
@@ -250,7 +267,7 @@ def prediction_table(items: Sequence[Labelled], reports: pd.DataFrame, tolerance
     measured_csv = [r / "measured.csv" for r in roots if (r / "measured.csv").is_file()]
     if not measured_csv:
         return None
-    measured = pd.read_csv(measured_csv[0])
+    measured = read_table(measured_csv[0])
     removes = {it.name: parse_removes(it.removes) for it in items if it.removes}
     return P.corpus_checks(removes, reports, measured, tolerance)
 
@@ -310,13 +327,9 @@ def class_scores(reports: pd.DataFrame) -> pd.DataFrame:
                 int((~truth & ~second & flag).sum()),
                 int((truth & ~flag).sum()),
             )
-            p = tp / (tp + fp) if tp + fp else float("nan")
-            r = tp / (tp + fn) if tp + fn else float("nan")
-            f1 = 2 * p * r / (p + r) if tp else (0.0 if (tp + fp + fn) else float("nan"))
             name = "detectors" if tool == "fired" else tool
             rows.append({"tool": name, "class": k, "tp": tp, "fp": fp, "fn": fn,
-                         "not_judged": int((~use).sum()), "precision": p, "recall": r,
-                         "f1": f1})  # fmt: skip
+                         "not_judged": int((~use).sum()), **prf(tp, fp, fn)})  # fmt: skip
     return pd.DataFrame(rows)
 
 
@@ -361,40 +374,6 @@ def parser() -> argparse.ArgumentParser:
     return ap
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = parser().parse_args(argv)
-    try:
-        items = labelled(args.path)
-    except (FileNotFoundError, OSError, yaml.YAMLError, KeyError) as exc:
-        print(f"score: {exc}", file=sys.stderr)
-        return 2
-    if not items:
-        print(f"score: {args.path}: no labelled exports found", file=sys.stderr)
-        return 2
-    try:
-        thresholds = _thresholds(args.set)
-    except UsageError as exc:
-        print(f"score: {exc}", file=sys.stderr)
-        return 2
-    reports = score_reports(
-        items, thresholds=thresholds, expert_rules=not args.no_expert_rules, tools=args.tool
-    )
-    classes = class_scores(reports)
-    tolerance = float(load_thresholds(thresholds)["predict"]["tolerance_share"])
-    checks = prediction_table(items, reports, tolerance)
-    print_scores(reports, classes, checks, tolerance)
-    if args.out:
-        from harness.core.atomic import write_text
-
-        args.out.mkdir(parents=True, exist_ok=True)
-        write_text(args.out / "score_reports.csv", reports.to_csv(index=False))
-        write_text(args.out / "score_classes.csv", classes.to_csv(index=False))
-        if checks is not None:
-            write_text(args.out / "score_predictions.csv", checks.to_csv(index=False))
-            _prediction_png(checks, tolerance, args.out / "score_predictions.png")
-    return 0
-
-
 def _thresholds(items: Sequence[str]) -> dict[str, Any] | None:
     """The --set overrides, validated as ``harness diagnose --set`` validates them (a
     UsageError naming the key), or None without any."""
@@ -434,8 +413,7 @@ def checks_view(checks: pd.DataFrame) -> pd.DataFrame:
         alone = _speedup(r.get("trace_only_speedup"))
         rows.append({
             "report": r["report"], "class": r["class"],
-            "predicted": _speedup(r["predicted_speedup"], r["predicted_speedup_ci_low"],
-                                  r["predicted_speedup_ci_high"]),
+            "predicted": _speedup(*(r[k] for k in P.SPEEDUP_FIELDS)),
             "measured": _speedup(r["measured_speedup"], r["measured_speedup_min"],
                                  r["measured_speedup_max"]),
             "error": _percent(r["prediction_error"]), "prediction": str(r["prediction"]),
@@ -484,9 +462,9 @@ def _prediction_png(checks: pd.DataFrame, tolerance: float, path: Path) -> None:
 
     from analysis.plots.prediction import prediction_figure
 
-    rows = checks.rename(columns={"predicted_speedup": "predicted", "measured_speedup": "measured",
-                                  "predicted_speedup_ci_low": "predicted_ci_low",
-                                  "predicted_speedup_ci_high": "predicted_ci_high",
+    rows = checks.rename(columns={P.SPEEDUP: "predicted", "measured_speedup": "measured",
+                                  P.SPEEDUP_CI_LOW: "predicted_ci_low",
+                                  P.SPEEDUP_CI_HIGH: "predicted_ci_high",
                                   "measured_speedup_min": "measured_ci_low",
                                   "measured_speedup_max": "measured_ci_high"})  # fmt: skip
     rows = rows.assign(label=rows["report"] + " " + rows["class"], group=rows["class"])

@@ -18,10 +18,11 @@ from __future__ import annotations
 import pandas as pd
 
 from analysis.findings import CLASSES, State
+from harness.core.metrics import prf
 from harness.judge.diagnosis_table import UNREADABLE
 from harness.judge.truth import OffTargetState, TruthState
 
-__all__ = ["SCORE_COLUMNS", "confusion", "decided", "fired_counts", "is_decided", "judged", "prf"]
+__all__ = ["SCORE_COLUMNS", "confusion", "decided", "fired_counts", "is_decided", "judged"]
 
 #: detector_scores.csv's columns (``either``: readable reports of the class whose measured
 #: saving straddled its bar, left out of the other columns).
@@ -34,20 +35,6 @@ SCORE_COLUMNS: tuple[str, ...] = (
     "recall",
     "f1",
 )
-
-
-def prf(tp: int, fp: int, fn: int) -> dict[str, float]:
-    """Precision, recall and F1 from counts (NaN where undefined; F1 0 when a class was missed
-    or only falsely found)."""
-    support = tp + fn
-    precision = tp / (tp + fp) if tp + fp else float("nan")
-    recall = tp / (tp + fn) if tp + fn else float("nan")
-    f1 = (
-        2 * precision * recall / (precision + recall)
-        if tp and (precision + recall)
-        else (0.0 if support or fp else float("nan"))
-    )
-    return {"precision": precision, "recall": recall, "f1": f1}
 
 
 def is_decided(diag: pd.DataFrame) -> pd.Series:

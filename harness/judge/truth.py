@@ -35,10 +35,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from enum import Enum
 from typing import Any
 
 from analysis.findings import Finding, State
+from harness.core.runfolder import OffTargetState, TruthState
 from harness.judge.measure import Saving
 from scenarios import Scenario
 
@@ -61,51 +61,18 @@ __all__ = [
 ]
 
 
-class TruthState(str, Enum):
-    """A variant's measured truth for its scenario's class."""
-
-    FIRES = "fires"
-    CLEAR = "clear"
-    EITHER = "either"
-    NOT_TAKEN = "not_taken"
-    NO_REMOVAL = "no_removal"
-    OVERSUBSCRIBED = "oversubscribed"
-
-    def __str__(self) -> str:
-        return self.value
-
-    @property
-    def decided(self) -> bool:
-        """The class should fire or should not: the findings are judged against it."""
-        return self in (TruthState.FIRES, TruthState.CLEAR)
-
-
-class OffTargetState(str, Enum):
-    """A fired class other than the scenario's own, held to the measured gap."""
-
-    SECOND_CAUSE = "second_cause"
-    """Its predicted saving fits within the gap (its interval reaches the gap's)."""
-    FALSE_POSITIVE = "false_positive"
-    """Its predicted saving exceeds the gap beyond both intervals."""
-    UNCHECKED = "unchecked"
-    """No measured gap to hold it to."""
-
-    def __str__(self) -> str:
-        return self.value
-
-
 #: The threshold of a class's section that is its saving bar, first found wins (exposed_comm
 #: states its bar as the exposed share of the window, the same currency).
 BAR_KEYS: tuple[str, ...] = ("min_saving_share", "min_nccl_exposed_share")
 
 
-def bar_of(thresholds: Mapping[str, Any], klass: str) -> float | None:
+def bar_of(thresholds: Any, klass: str) -> float | None:
     """The saving share at which ``klass``'s detector fires, from the run's composed
-    thresholds (the ``diagnosis`` group as a dict); None when its section has no bar."""
-    section = thresholds.get(klass) or {}
+    thresholds (``analysis.detect.load_thresholds``); None when its section has no bar."""
+    section = getattr(thresholds, klass, None)
     for key in BAR_KEYS:
-        if key in section and section[key] is not None:
-            return float(section[key])
+        if getattr(section, key, None) is not None:
+            return float(getattr(section, key))
     return None
 
 

@@ -61,16 +61,24 @@ def describe(j: Judged) -> str:
 
 
 def _not_judged_why(j: Judged) -> str:
+    """Why the variant's own class was not judged (without the variant's name)."""
     if not j.evidence.readable:
-        return f"{j.variant}: export unreadable"
+        return "export unreadable"
     t = j.truth
-    if t.state is TruthState.NOT_TAKEN:
-        return f"{j.variant}: {t.because}"
-    if t.state is TruthState.NO_REMOVAL:
-        return f"{j.variant}: {t.because}"
+    if t.state in (TruthState.NOT_TAKEN, TruthState.NO_REMOVAL):
+        return t.because
     f = (j.evidence.findings or {}).get(t.klass)
     reason = f.reason if f is not None else ""
-    return f"{j.variant}: {t.klass} not judged" + (f" ({reason})" if reason else "")
+    return f"{t.klass} not judged" + (f" ({reason})" if reason else "")
+
+
+def _grouped(judged: Sequence[Judged]) -> str:
+    """'baseline, ideal: WHY; fix: OTHER': variants that share a reason say it once (a CPU
+    capture's missing kernel table is the same sentence for every variant)."""
+    by_why: dict[str, list[str]] = {}
+    for j in judged:
+        by_why.setdefault(_not_judged_why(j), []).append(j.variant)
+    return "; ".join(f"{', '.join(names)}: {why}" for why, names in by_why.items())
 
 
 def _verdict(judged: Sequence[Judged], best_low: float, min_ci_low: float) -> tuple[str, str]:
@@ -82,7 +90,7 @@ def _verdict(judged: Sequence[Judged], best_low: float, min_ci_low: float) -> tu
         return "refuted", "; ".join(describe(j) for j in wrong)
     unjudged = [j for j in judged if j.match is None and j.truth.state not in SHOWN]
     if unjudged:
-        return "inconclusive", "not judged: " + "; ".join(_not_judged_why(j) for j in unjudged)
+        return "inconclusive", "not judged: " + _grouped(unjudged)
     if not best_low >= min_ci_low:
         return "inconclusive", f"best fix's speedup CI lower bound {best_low:.3g} < {min_ci_low}"
     said = [describe(j) for j in judged if j.truth.state in (TruthState.FIRES, *SHOWN)]

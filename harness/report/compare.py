@@ -11,8 +11,12 @@ those may be the tracked ``results/reference/``):
   makes the numbers not comparable (different sizes, severities, or driver, torch or nsys
   versions);
 - ``compare/*.png``: the pictures;
+- ``compare_host.csv``: the numbers that carry between hosts (the step and the loop's CPU time
+  in launch-probe units, the GPU's busy time per step), host-bound variants first: the page
+  leads with them (:func:`harness.report.repeat.host_free_table`);
 - ``compare_repeat.csv`` (where two runs share a GPU model and size): per fix, whether each
-  run's speedup lies inside the other's interval and, where not, how far the host probes moved
+  run's speedup lies inside the other's interval, whether the two agree within their combined
+  noise (``agree``), and, where not inside, how far the host probes moved
   (:mod:`harness.report.repeat`). Each run's host probes are shown beside its environment.
 """
 
@@ -30,7 +34,7 @@ import pandas as pd
 from harness.report.doc import Badge, Code, Doc, Link
 from harness.report.fmt import figure_context, rel, section
 from harness.report.load import RunFolder, scenario_info
-from harness.report.repeat import host_probes, repeat_table
+from harness.report.repeat import host_free_table, host_probes, repeat_table
 from harness.report.write import write_doc
 
 __all__ = ["build_compare", "main", "parser", "write_compare"]
@@ -219,8 +223,54 @@ _REPEAT_HEADER = [
     "speedup a [CI]",
     "speedup b [CI]",
     "inside each other's CI",
+    "agree (t test)",
     "host drift a -> b (baseline; fix)",
 ]
+
+
+def gpu_work_tables(runs: list[RunFolder], labels: list[str]) -> dict[str, pd.DataFrame | None]:
+    """Each run's gpu_work.csv (None where it has none: an unprofiled run)."""
+    import harness.core.runfolder as rf
+
+    out: dict[str, pd.DataFrame | None] = {}
+    for lab, r in zip(labels, runs, strict=True):
+        path = rf.table_path(r.path, "gpu_work")
+        out[lab] = pd.read_csv(path) if path.is_file() else None
+    return out
+
+
+def host_free(runs: list[RunFolder], labels: list[str]) -> pd.DataFrame:
+    """:func:`harness.report.repeat.host_free_table` of the runs."""
+    tables = {lab: r.runs for lab, r in zip(labels, runs, strict=True) if r.runs is not None}
+    return host_free_table(tables, gpu_work_tables(runs, labels))
+
+
+def _host_free(doc: Doc, table: pd.DataFrame, labels: list[str]) -> None:
+    """The numbers that carry between hosts, host-bound variants first, one column per run."""
+    if table.empty:
+        doc.note("no run has timed variants", kind="missing")
+        return
+
+    def cell(g: pd.DataFrame, lab: str) -> str:
+        row = g[g["run"] == lab]
+        if row.empty:
+            return "–"
+        r = row.iloc[0]
+        return " · ".join(_g(float(r[c])) for c in
+                          ("step_launches", "loop_cpu_launches", "gpu_busy_ms_per_step"))  # fmt: skip
+
+    rows = []
+    for (scen, var), g in table.groupby(["scenario", "variant"], sort=False):
+        bound = Badge("host-bound", "inconclusive") if g["host_bound"].any() else ""
+        rows.append([scen, var, bound, *[cell(g, lab) for lab in labels]])
+    doc.table(["scenario", "variant", "", *labels], rows)
+    doc.p(
+        "Each cell: the mean step in launch-probe units (the step over the run's own launch "
+        "probe, per round, median) · the step loop's CPU time per step in the same units · the "
+        "GPU's busy time per step in the profiled trace (ms). A host-bound variant's step moves "
+        "with the host's speed; these do not. compare_host.csv holds the columns.",
+        cls="sub",
+    )
 
 
 def _repeat(doc: Doc, table: pd.DataFrame) -> None:
@@ -241,9 +291,10 @@ def _repeat(doc: Doc, table: pd.DataFrame) -> None:
                 if ok is None
                 else Badge(*(("yes", "ok") if ok else ("no", "refuted")))
             )
-            rows.append(
-                [r["scenario"], r["variant"], sp(r, "a"), sp(r, "b"), mark, r["host_drift"] or "–"]
-            )
+            same = r.get("agree")
+            agreed = "–" if same is None or same != same else ("yes" if same else "no")
+            rows.append([r["scenario"], r["variant"], sp(r, "a"), sp(r, "b"), mark, agreed,
+                         r["host_drift"] or "–"])  # fmt: skip
         doc.p(f"{a} (a) against {b} (b):")
         doc.table(_REPEAT_HEADER, rows)
     doc.p(
@@ -275,6 +326,8 @@ def build_compare(
         cls="sub",
     )
     section(doc, "caveats", lambda: _caveats(doc, runs, labels))
+    doc.h(2, "Host-independent numbers", "host-free")
+    section(doc, "host-free", lambda: _host_free(doc, host_free(runs, labels), labels))
     doc.h(2, "Speedup matrix by GPU", "matrix")
     section(doc, "matrix", lambda: _matrix(doc, cells, by_label, found, columns))
     doc.h(2, "Table", "table")
@@ -313,6 +366,10 @@ def write_compare(run_dirs: list[Path], out_dir: Path, *, columns: str = "auto")
     table = meta.merge(table, on="gpu", how="right")
     write_frame(csv, table)
     written = [html, md, csv]
+    free = host_free(runs, labels)
+    if not free.empty:
+        written.append(out_dir / "compare_host.csv")
+        write_frame(written[-1], free)
     repeat = repeat_tables(runs, labels)
     if not repeat.empty:
         written.append(out_dir / "compare_repeat.csv")

@@ -20,8 +20,16 @@ from bottlenecks import SPECS
 from harness.core.config import MAIN_METRIC
 from harness.core.runfolder import Status
 from harness.report.doc import Badge, Cell, Doc, Tip
-from harness.report.fmt import num, pct, x
-from harness.report.load import RunFolder, class_state, truthy
+from harness.report.fmt import metric_value, num, share, speedup_of
+from harness.report.load import (
+    CLEAR,
+    FALSE_POSITIVE,
+    FIRES,
+    UNCHECKED,
+    RunFolder,
+    class_state,
+    truthy,
+)
 
 __all__ = [
     "MAIN_METRIC",
@@ -49,6 +57,13 @@ NA = "n/a"
 #: Cell colour kinds (doc.Cell / the PNG figure).
 MATCH, MISMATCH, NOT_JUDGED = "match", "mismatch", "notjudged"
 
+#: What the match column and the grid's overall column say, per colour kind.
+OUTCOME_WORDS = {MATCH: "match", MISMATCH: "mismatch", NOT_JUDGED: "not judged"}
+
+#: The decided truth states: the scenario's own detector is judged against these only (the
+#: judge's ``judge_own``); the others are shown apart.
+DECIDED = (FIRES, CLEAR)
+
 
 def _expected(row: Mapping[str, Any]) -> tuple[str, str, str]:
     """(expected class or "none", role, because) of a diagnosis row, old tables included."""
@@ -66,6 +81,77 @@ def _expected(row: Mapping[str, Any]) -> tuple[str, str, str]:
     return injected, role, "diagnosis.csv has no expected column: the injected class is used"
 
 
+def _truth(row: Mapping[str, Any]) -> str:
+    """diagnosis.csv's measured truth of the variant (``fires``, ``either``, ...), "" before
+    the truth was measured."""
+    t = row.get("truth_state")
+    return t if isinstance(t, str) else ""
+
+
+def own_class(row: Mapping[str, Any]) -> str:
+    """The scenario's class: what the truth is about (``predicted_class``, else ``expected``)."""
+    for col in ("predicted_class", "expected", "injected"):
+        v = row.get(col)
+        if isinstance(v, str) and v and v != "none":
+            return v
+    return ""
+
+
+def truth_text(row: Mapping[str, Any]) -> str:
+    """What the variant should show, as the report writes it everywhere: the scenario's class
+    and its measured truth (``data_stall either``), the declared role beside it where the
+    measurement says otherwise; a table made before the truth: ``expected (role)``."""
+    truth = _truth(row)
+    if not truth:
+        exp, role, _ = _expected(row)
+        return f"{exp} ({role})" if role else exp
+    text = f"{own_class(row) or 'none'} {truth}"
+    declared = row.get("expected_role")
+    if truth_agrees(row) is False and isinstance(declared, str) and declared:
+        text += f" (declared {declared})"
+    return text
+
+
+def truth_agrees(row: Mapping[str, Any]) -> bool | None:
+    """diagnosis.csv's ``declared_agrees``: None where the truth is undecided."""
+    v = row.get("declared_agrees")
+    if v is None or (not isinstance(v, str) and pd.isna(v)) or v == "":
+        return None
+    return truthy(v)
+
+
+def _judged(outcome: Any) -> str:
+    """diagnosis.csv's ``match`` (the judge's verdict on the variant) as a colour kind."""
+    if outcome is None or (not isinstance(outcome, str) and pd.isna(outcome)) or outcome == "":
+        return NOT_JUDGED
+    return MATCH if truthy(outcome) else MISMATCH
+
+
+def class_outcome(row: Mapping[str, Any], klass: str) -> str:
+    """MATCH / MISMATCH / NOT_JUDGED of one detector on one variant, by the rules the judge's
+    ``match`` follows, so that no cell contradicts the row: the scenario's own class against
+    the measured truth (not judged where the truth is undecided: ``either``, ...), another
+    class wrong only where it fired beyond the measured gap (``<class>_off_target``)."""
+    state = class_state(row, klass)
+    if state is None or state is State.NOT_JUDGED:
+        return NOT_JUDGED
+    fired = state is State.FIRED
+    truth = _truth(row)
+    if not truth:  # a table made before the truth: against the expected class
+        exp = _expected(row)[0]
+        return MATCH if fired == (klass == exp) else MISMATCH
+    if klass == own_class(row):
+        if truth not in DECIDED:
+            return NOT_JUDGED
+        return MATCH if fired == (truth == FIRES) else MISMATCH
+    if not fired:
+        return MATCH
+    off = str(row.get(f"{klass}_off_target", "") or "")
+    if off == FALSE_POSITIVE:
+        return MISMATCH
+    return NOT_JUDGED if off == UNCHECKED else MATCH
+
+
 def _outcome(row: Mapping[str, Any], expected: str) -> tuple[str, list[str]]:
     """(MATCH / MISMATCH / NOT_JUDGED, fired classes) of one diagnosis row.
 
@@ -76,10 +162,7 @@ def _outcome(row: Mapping[str, Any], expected: str) -> tuple[str, list[str]]:
     states = {k: class_state(row, k) for k in CLASSES}
     fired = [k for k, s in states.items() if s is State.FIRED]
     if "match" in row:
-        m = row.get("match")
-        if m is None or (not isinstance(m, str) and pd.isna(m)) or m == "":
-            return NOT_JUDGED, fired
-        return (MATCH if truthy(m) else MISMATCH), fired
+        return _judged(row.get("match")), fired
     judged = [k for k, s in states.items() if s not in (None, State.NOT_JUDGED)]
     if (expected != "none" and states.get(expected) is State.NOT_JUDGED) or not (judged or fired):
         return NOT_JUDGED, fired
@@ -88,12 +171,15 @@ def _outcome(row: Mapping[str, Any], expected: str) -> tuple[str, list[str]]:
 
 def expectation_table(run: RunFolder) -> pd.DataFrame:
     """One row per diagnosed variant: scenario, variant, kind, expected, role, because,
-    observed (';'-joined fired classes), outcome (match / mismatch / notjudged), and each
-    class's state (``<class>``: fired / clear / not_judged, "" where the column is absent)."""
+    truth (:func:`truth_text`), observed (';'-joined fired classes), outcome (match /
+    mismatch / notjudged: the judge's ``match``), each class's state (``<class>``: fired /
+    clear / not_judged, "" where the column is absent) and its outcome (``<class>:outcome``,
+    :func:`class_outcome`)."""
     diag = run.tables.get("diagnosis.csv")
-    cols = ["scenario", "variant", "kind", "expected", "role", "because", "observed", "outcome"]
+    cols = ["scenario", "variant", "kind", "expected", "role", "because", "truth", "observed",
+            "outcome", *CLASSES, *(f"{k}:outcome" for k in CLASSES)]  # fmt: skip
     if diag is None or diag.empty:
-        return pd.DataFrame(columns=cols + list(CLASSES))
+        return pd.DataFrame(columns=cols)
     rows = []
     for r in diag.to_dict("records"):
         exp, role, because = _expected(r)
@@ -103,39 +189,46 @@ def expectation_table(run: RunFolder) -> pd.DataFrame:
         rows.append({
             "scenario": str(r.get("scenario")), "variant": str(r.get("variant")),
             "kind": str(r.get("kind", "")), "expected": exp, "role": role, "because": because,
-            "observed": obs if isinstance(obs, str) else ";".join(fired), "outcome": outcome,
+            "truth": truth_text(r), "outcome": outcome,
+            "observed": obs if isinstance(obs, str) else ";".join(fired),
             **{k: (str(s) if s is not None else "") for k, s in states.items()},
+            **{f"{k}:outcome": class_outcome(r, k) for k in CLASSES},
         })  # fmt: skip
-    return pd.DataFrame(rows, columns=cols + list(CLASSES))
+    return pd.DataFrame(rows, columns=cols)
 
 
-def _class_cell(r: Mapping[str, Any], k: str, exp: str, role: str) -> Any:
+#: A class cell's colour kind in the table, by its outcome and whether it fired.
+_FIRED_KIND = {MATCH: "fired-good", MISMATCH: "fired-bad", NOT_JUDGED: "notjudged"}
+
+
+def _class_cell(r: Mapping[str, Any], k: str, outcome: str) -> Any:
+    """One detector on one variant: the same word and colour as the grid's cell."""
     if f"{k}_state" not in r and f"{k}_fired" not in r:
         return "–"
     state = class_state(r, k)
     reason = str(r.get(f"{k}_reason", "") or "")
     if state is State.FIRED:
         impact = num(r.get(f"{k}_impact"))
-        txt = f"fired {impact:.0%}" if math.isfinite(impact) else "fired"
-        return Badge(txt, "fired-good" if k == exp else "fired-bad", reason)
+        txt = f"fired {share(impact)}" if math.isfinite(impact) else "fired"
+        return Badge(txt, _FIRED_KIND[outcome], reason)
     if state is State.NOT_JUDGED:
         if f"{k}_state" not in r:
             reason = (
                 "this diagnosis.csv predates <class>_state: a detector that did not fire may "
                 f"have been clear or unable to judge. {reason}"
             )
-        return Tip("not judged", reason)
-    return Tip("no", reason) if reason else "no"
+        return Cell(Tip("not judged", reason), NOT_JUDGED)
+    word = "clear" if outcome != MISMATCH else "clear (missed)"
+    return Cell(Tip(word, reason) if reason else word, outcome)
 
 
 def _expectation_cells(e: Mapping[str, Any]) -> list[Any]:
-    role = e["role"]
     tip = e["because"] or ""
-    expected = f"{e['expected']} ({role})" if role else e["expected"]
-    word = {MATCH: "match", MISMATCH: "mismatch", NOT_JUDGED: "not judged"}[e["outcome"]]
-    kind = e["outcome"] + (" partial" if role == "partial" else "")
+    word = OUTCOME_WORDS[e["outcome"]]
+    kind = e["outcome"] + (" partial" if e["role"] == "partial" else "")
     observed = e["observed"] or "none"
-    return [Tip(expected, tip) if tip else expected, Cell(observed, kind, tip), Cell(word, kind)]
+    truth = Tip(e["truth"], tip) if tip else e["truth"]
+    return [truth, Cell(observed, kind, tip), Cell(word, kind)]
 
 
 def detectors_section(doc: Doc, run: RunFolder) -> None:
@@ -152,29 +245,33 @@ def detectors_section(doc: Doc, run: RunFolder) -> None:
         primary: Any = r.get("primary")
         if isinstance(r.get("error"), str) and r.get("error"):
             primary = Tip(str(primary), str(r["error"]))
-        cells = [_class_cell(r, k, e["expected"], e["role"]) for k in CLASSES]
+        cells = [_class_cell(r, k, e[f"{k}:outcome"]) for k in CLASSES]
         rows.append([r.get("scenario"), r.get("variant"), r.get("kind"),
                      *_expectation_cells(e), primary, *cells])  # fmt: skip
     doc.image(
         "diagnosis_matrix",
         expectation_figure(exp),
         "expected against observed detector outcome per variant",
-        "One row per profiled variant, a column per detector. Green: the detector did what the "
-        "suite expects on that variant (fired on the class it injects, stayed clear elsewhere); "
-        "red: it did not (missed or false alarm); grey: it could not judge. Hatched: a partial "
-        "fix, expected to leave part of its baseline's bottleneck. Right column: the variant's "
-        "overall match.",
+        "One row per profiled variant (in brackets: its measured truth, the scenario's class and "
+        "its state), a column per detector. Green: the detector did what the measured truth "
+        "asks (fired where removing the cause saved more than its bar, clear where it saved "
+        "less, clear on the other classes or fired within the measured gap); red: it did not "
+        "(missed or false alarm); grey: not judged (the export lacks what it needs, or the "
+        "truth is undecided: either, oversubscribed, not_taken, no_removal). Hatched: a fix "
+        "declared partial. Right column: the variant's overall match (diagnosis.csv's match).",
         width_px=0,
     )
-    header = ["scenario", "variant", "kind", "expected", "observed", "match", "primary", *CLASSES]
+    header = ["scenario", "variant", "kind", "truth", "observed", "match", "primary", *CLASSES]
     doc.table(header, rows)
     doc.p(
-        "expected / observed: the class the suite expects the detectors to find on the variant "
-        "(none on a clean fix; a partial fix may still show it) against the classes that fired; "
-        "green match, red mismatch, grey not judged. Per detector: 'fired N%' gives the impact "
-        "(share of step time the bottleneck explains), green where it is the expected class, "
-        "red elsewhere; 'not judged': the export lacks what the detector needs (CPU capture). "
-        "Hover for the reasons.",
+        "truth: the scenario's class and its measured state on the variant (fires: removing the "
+        "cause saved at least the class's bar; clear: less; either: the interval straddles the "
+        "bar; the declared role beside it where the measurement disagrees) against the classes "
+        "that fired; match as diagnosis.csv says: green match, red mismatch, grey not judged. "
+        "Per detector, coloured as in the picture above: 'fired N%' gives the impact (share of "
+        "step time the bottleneck explains); 'clear (missed)': the truth says it should fire; "
+        "'not judged': the export lacks what the detector needs (a CPU capture) or the truth "
+        "is undecided. Hover for the reasons.",
         cls="sub",
     )
     class_legend(doc, main_metrics(run))
@@ -241,6 +338,7 @@ def fix_effect_table(
         "baseline",
         "removed",
         "speedup",
+        "speedup_text",
     ]
     runs = run.runs
     rows: list[dict[str, Any]] = []
@@ -267,7 +365,8 @@ def fix_effect_table(
             )
             rows.append({"scenario": str(scen), "klass": klass, "metric": metric, "variant": v,
                          "kind": str(kinds.loc[i]), "value": val, "baseline": base,
-                         "removed": removed, "speedup": num(r.get("speedup"))})  # fmt: skip
+                         "removed": removed, "speedup": num(r.get("speedup")),
+                         "speedup_text": speedup_of(r)})  # fmt: skip
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -275,7 +374,7 @@ def _chain(g: pd.DataFrame) -> str:
     """``data_load_share 95% → 62% (async_dataloader) → 13% (dali)``."""
     metric = str(g["metric"].iloc[0])
     steps = [
-        (pct(r.value, metric) if math.isfinite(r.value) else "not measured")
+        (metric_value(r.value, metric) if math.isfinite(r.value) else "not measured")
         + ("" if r.kind == "baseline" else f" ({r.variant})")
         for r in g.itertuples()
     ]
@@ -311,16 +410,12 @@ def fix_effect_section(
             doc.p(Badge(str(scen), ""), " ", _chain(g))
     rows = []
     for r in t.itertuples():
-        removed = (
-            "baseline"
-            if r.kind == "baseline"
-            else (f"{r.removed:.0%}" if math.isfinite(r.removed) else "–")
-        )
+        removed = "baseline" if r.kind == "baseline" else share(r.removed)
         rows.append([r.scenario, r.klass, r.metric or "–", r.variant, r.kind,
-                     pct(r.value, r.metric), removed,
-                     "1 (reference)" if r.kind == "baseline" else x(r.speedup)])  # fmt: skip
+                     metric_value(r.value, r.metric), removed,
+                     "1 (reference)" if r.kind == "baseline" else r.speedup_text])  # fmt: skip
     doc.table(
-        ["scenario", "class", "main metric", "variant", "kind", "value", "removed of baseline's", "speedup"],
+        ["scenario", "class", "main metric", "variant", "kind", "value on its export", "removed of baseline's", "speedup [95% CI]"],
         rows,
         numeric={5, 6, 7},
     )  # fmt: skip

@@ -1,34 +1,59 @@
-"""Small pieces every report section uses: number formatting, relative links, and the guard
-that turns a failing section into a visible note instead of a lost report."""
+"""Small pieces every report section uses: the number formats, relative links, and the guard
+that turns a failing section into a visible note instead of a lost report.
+
+Every number the report writes goes through :mod:`analysis.plots.numbers` (passed on here), the
+one module that writes numbers for the report's tables, the end-of-run text and the pictures:
+a number shown twice reads the same both times."""
 
 from __future__ import annotations
 
+import datetime as dt
 import math
 import os
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from analysis.plots.numbers import (
+    DASH,
+    g3,
+    metric_value,
+    ratio_ci,
+    share,
+    share_ci,
+    share_fine,
+    signed_share,
+    speedup,
+    speedup_ci,
+)
 from harness.report.doc import Doc
 from harness.report.load import warn
 
 __all__ = [
     "BY_REPORT",
     "BY_RUN",
+    "DASH",
     "VERDICT_KINDS",
     "RemoteError",
     "clip",
     "figure_context",
     "g3",
+    "metric_value",
     "num",
-    "pct",
+    "ratio_ci",
     "rel",
     "section",
-    "speedup_text",
-    "x",
+    "share",
+    "share_ci",
+    "share_fine",
+    "signed_share",
+    "speedup",
+    "speedup_ci",
+    "speedup_of",
+    "written",
 ]
 
 #: Which command wrote a report (its subtitle says so): ``harness report`` or ``harness run``.
@@ -36,6 +61,11 @@ BY_REPORT = "python -m harness report"
 BY_RUN = "python -m harness run"
 
 VERDICT_KINDS = {"confirmed": "confirmed", "refuted": "refuted", "inconclusive": "inconclusive"}
+
+
+def written(writer: str) -> str:
+    """A report's subtitle end: ``written <date> <time> UTC by <the command>``."""
+    return f"written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by {writer}"
 
 
 def rel(target: Path, out_dir: Path) -> str:
@@ -49,24 +79,6 @@ def num(v: Any) -> float:
     return float(n) if pd.notna(n) else math.nan
 
 
-def g3(v: float) -> str:
-    return f"{v:.3g}" if abs(v) < 1000 else f"{v:,.0f}"
-
-
-def x(v: float) -> str:
-    """A speedup: ``1.32x``, ``13.7x``; an en dash where unknown."""
-    if not math.isfinite(v):
-        return "–"
-    return f"{v:.2f}x" if abs(v) < 10 else f"{v:.1f}x"
-
-
-def pct(v: float, metric: str = "_share") -> str:
-    """A metric value: a percentage for ``*_share``, else 3 significant digits."""
-    if not math.isfinite(v):
-        return "–"
-    return f"{v:.0%}" if metric.endswith("_share") else f"{v:.3g}"
-
-
 def clip(text: str, width: int = 200) -> str:
     """``text`` whole when it fits in ``width`` characters, else cut at the last space before
     the limit (never inside a word) with an ellipsis."""
@@ -78,13 +90,9 @@ def clip(text: str, width: int = 200) -> str:
     return (head[:cut] if cut > width // 2 else head).rstrip(" ,;:") + "…"
 
 
-def speedup_text(r: Any) -> str:
-    """``1.32x [1.28–1.35]`` from a row with speedup and speedup_ci_low/high."""
-    s, lo, hi = num(r.get("speedup")), num(r.get("speedup_ci_low")), num(r.get("speedup_ci_high"))
-    if not math.isfinite(s):
-        return "–"
-    ci = f" [{lo:.2f}–{hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
-    return x(s) + ci
+def speedup_of(r: Mapping[str, Any], sep: str = " ") -> str:
+    """A runs.csv row's speedup with its interval (``speedup``, ``speedup_ci_low/high``)."""
+    return speedup_ci(r.get("speedup"), r.get("speedup_ci_low"), r.get("speedup_ci_high"), sep)
 
 
 class RemoteError(Exception):

@@ -1,9 +1,10 @@
 """The run report's "Host speed" section: the host probes of every worker, per variant and over
 run time, and the variants whose timing rounds spread (``unstable``) with their probes beside.
 
-Why: on one H200 (a KVM guest) host-bound baselines moved by up to 38% between two runs minutes
-apart while GPU-bound variants repeated within 0-3%. Every timing and profiled worker probes
-the host right before and right after its window (timings.csv's ``probe_launch_us_before`` ...
+Why: a host's speed can change between runs and within one, and a host-bound variant's step
+time moves with it while a GPU-bound one's does not (docs/reports.md, "Host speed", has the
+measurement). Every timing and profiled worker probes the host right before and right after
+its window (timings.csv's ``probe_launch_us_before`` ...
 ``probe_python_ms_after``); this section lays them out so a reader can tell a host that
 drifted from a variant that changed. The values are read from the tables, never recomputed.
 """
@@ -18,7 +19,7 @@ import pandas as pd
 
 from harness.core import runfolder as rf
 from harness.report.doc import Badge, Doc, Link
-from harness.report.fmt import g3, num
+from harness.report.fmt import g3, share
 from harness.report.load import RunFolder, truthy
 
 __all__ = ["host_speed_section", "probe_points", "read_timings", "variant_probes"]
@@ -30,17 +31,7 @@ WHEN = ("before", "after")
 
 def read_timings(run: RunFolder) -> pd.DataFrame | None:
     """The run's timings.csv, or None where it is absent or unreadable."""
-    path = rf.table_path(run.path, "timings")
-    if not path.is_file():
-        return None
-    try:
-        frame = pd.read_csv(path)
-    except (OSError, ValueError, pd.errors.ParserError):
-        return None
-    for col in ("scenario", "variant", "phase"):
-        if col in frame:
-            frame[col] = frame[col].astype(str)
-    return frame
+    return run.read("timings", text=("scenario", "variant", "phase"))
 
 
 def _has_probes(timings: pd.DataFrame | None) -> bool:
@@ -106,9 +97,10 @@ def _runs_row(run: RunFolder, scen: str, var: str) -> dict[str, Any]:
 
 
 def _spread_cells(r: dict[str, Any]) -> list[Any]:
-    spread = num(r.get("round_spread"))
-    shown = f"{spread:.0%}" if math.isfinite(spread) else "–"
-    return [shown, Badge("unstable", "inconclusive") if truthy(r.get("unstable")) else ""]
+    return [
+        share(r.get("round_spread")),
+        Badge("unstable", "inconclusive") if truthy(r.get("unstable")) else "",
+    ]
 
 
 def host_speed_section(doc: Doc, run: RunFolder, out_dir: Path) -> None:
@@ -129,13 +121,13 @@ def host_speed_section(doc: Doc, run: RunFolder, out_dir: Path) -> None:
         rows.append(
             [Link(p["scenario"], f"#scenario-{p['scenario']}"), p["variant"],
              _series(p["timing_launch_us"]), _series(p["timing_python_ms"]),
-             g3(p["profile_launch_us"]) if math.isfinite(p["profile_launch_us"]) else "–",
-             g3(p["profile_python_ms"]) if math.isfinite(p["profile_python_ms"]) else "–",
+             g3(p["profile_launch_us"]), g3(p["profile_python_ms"]),
              *_spread_cells(r)]
         )  # fmt: skip
     doc.table(
-        ["scenario", "variant", "launch µs (timing rounds, run order)", "Python loop ms (rounds)",
-         "launch µs (profiled)", "Python loop ms (profiled)", "round spread", ""],
+        ["scenario", "variant", "launch µs per timing round (mean of before and after)",
+         "Python loop ms per round (mean)", "launch µs, profiled (mean)",
+         "Python loop ms, profiled (mean)", "round spread (max / min - 1)", ""],
         rows,
         numeric={4, 5, 6},
     )  # fmt: skip
@@ -186,7 +178,7 @@ def _unstable(doc: Doc, run: RunFolder, per: pd.DataFrame) -> None:
             )
         doc.note(
             f"{key[0]}/{key[1]} is unstable: its timing rounds' mean step times spread by "
-            f"{num(r.get('round_spread')):.0%}{said}. Its speedups are paired within "
+            f"{share(r.get('round_spread'))}{said}. Its speedups are paired within "
             "rounds, but its step time moved by that much within this run.",
             kind="caveat",
         )

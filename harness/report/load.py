@@ -20,8 +20,16 @@ from analysis.findings import State
 from harness.core import runfolder as rf
 
 __all__ = [
+    "CLEAR",
+    "EITHER",
+    "FALSE_POSITIVE",
+    "FIRES",
+    "NOT_CHECKED",
+    "OUTSIDE",
     "SWEEP_MARKER",
     "TABLES",
+    "UNCHECKED",
+    "WITHIN",
     "RunFolder",
     "class_state",
     "find_run_folders",
@@ -32,13 +40,29 @@ __all__ = [
     "warn",
 ]
 
+#: The values of diagnosis.csv's state columns the report reads: ``truth_state``
+#: (harness.judge.truth.TruthState), ``<class>_off_target`` (OffTargetState) and ``prediction``
+#: (harness.judge.predictions.Check). The judge defines them; the report imports harness.core
+#: only (tests/test_imports.py), so it names them here, once, and tests/test_report_agrees.py
+#: holds them equal to the judge's.
+FIRES, CLEAR, EITHER = "fires", "clear", "either"
+FALSE_POSITIVE, UNCHECKED = "false_positive", "unchecked"
+WITHIN, OUTSIDE, NOT_CHECKED = "within", "outside", "not_checked"
+
 #: Marker a ``harness run -m`` job leaves in its Hydra job folder: which run folder it made.
 SWEEP_MARKER = "harness-run.json"
 
 #: The tables the report reads, by file name (runfolder.table_path builds their paths).
 TABLES = tuple(
     f"{n}.csv"
-    for n in ("runs", "verdicts", "diagnosis", "findings", "confusion", "detector_scores")
+    for n in (
+        "runs",
+        "verdicts",
+        "diagnosis",
+        "findings",
+        "confusion",
+        "detector_scores",
+    )
 )
 
 _WHAT = {
@@ -66,11 +90,11 @@ def read_json(path: Path) -> tuple[dict[str, Any] | None, str]:
     return (data, "") if isinstance(data, dict) else (None, f"{path.name} is not a JSON object")
 
 
-def _read_csv(path: Path) -> tuple[pd.DataFrame | None, str]:
+def _read_csv(path: Path, **opts: Any) -> tuple[pd.DataFrame | None, str]:
     if not path.is_file():
         return None, ""
     try:
-        return pd.read_csv(path), ""
+        return pd.read_csv(path, **opts), ""
     except pd.errors.EmptyDataError:
         return pd.DataFrame(), ""
     except (OSError, ValueError) as exc:
@@ -209,6 +233,24 @@ class RunFolder:
             return None
         sel = diag[(diag["scenario"] == scenario) & (diag["variant"] == variant)]
         return sel.iloc[0].to_dict() if not sel.empty else None
+
+    def read(
+        self, name: str, *, text: tuple[str, ...] = (), literal_na: bool = False
+    ) -> pd.DataFrame | None:
+        """Another table of the folder by name (``timings``, ``tools_calls``; a table the run
+        folder's layout does not know yet, such as ``kernels``, by its file ``<name>.csv``),
+        read as the others are; None where absent or unreadable. ``text``: columns read as
+        text, "" where empty; ``literal_na``: cells such as ``n/a`` stay text."""
+        path = (
+            rf.table_path(self.path, name) if name in rf.TABLE_NAMES else self.path / f"{name}.csv"
+        )
+        opts = {"keep_default_na": False, "na_values": [""]} if literal_na else {}
+        df, _ = _read_csv(path, **opts)
+        _str_keys(df)
+        for col in text:
+            if df is not None and col in df:
+                df[col] = df[col].fillna("").astype(str)
+        return df
 
     def metric(self, scenario: str, variant: str, klass: str, metric: str) -> float:
         """One detector metric of one variant from ``findings.csv``; NaN where absent."""

@@ -1,10 +1,16 @@
 """Two runs on the same GPU model: does each fix's speedup repeat, and where not, how far did
-the host move? (``harness compare``'s "Repeatability" section and ``compare_repeat.csv``.)
+the host move? And for any runs, the numbers that carry between hosts. (``harness compare``'s
+"Repeatability" and "Host-independent numbers" sections, ``compare_repeat.csv`` and
+``compare_host.csv``.)
 
-Why: two runs of the same code on one H200, minutes apart, put 4 of 5 best-fix speedups
-outside the other run's 95% interval, and host-bound baselines moved by up to 38%; the host
-probes each worker ran around its window (runs.csv's ``probe_launch_us``, ``probe_python_ms``)
-measured the host's side of that. Every sentence here is built from the table's columns.
+Why: a lent guest's speed changes between runs, and a host-bound variant's step moves with it;
+the host probes each worker ran around its window (runs.csv's ``probe_launch_us``,
+``probe_python_ms``) measure the host's side of that. Whether a speedup repeats is asked two
+ways: each run's point inside the other's interval (``a_in_b``, ``b_in_a``), and the two runs'
+estimates agreeing within their combined noise (``agree``: Welch's t test on the logs,
+:func:`harness.core.stats.agree`). What does not move with the host is the step counted in
+launch-probe units, the loop's own CPU time in the same units, and the GPU's busy time per step
+(:func:`host_free_table`). Every sentence here is built from the tables' columns.
 """
 
 from __future__ import annotations
@@ -14,9 +20,10 @@ from typing import Any
 
 import pandas as pd
 
+from harness.core.stats import agree, log_se
 from harness.report.fmt import g3, num
 
-__all__ = ["drift_text", "host_probes", "repeat_table"]
+__all__ = ["HOST_FREE", "drift_text", "host_free_table", "host_probes", "repeat_table"]
 
 #: runs.csv's host probe columns (a variant's timing rounds' median) and their units.
 PROBES = {"probe_launch_us": "us", "probe_python_ms": "ms"}
@@ -41,6 +48,16 @@ def _inside(x: float, lo: float, hi: float) -> bool | None:
 
 def _side(r: dict[str, Any]) -> tuple[float, float, float]:
     return num(r.get("speedup")), num(r.get("speedup_ci_low")), num(r.get("speedup_ci_high"))
+
+
+def _agree(r: dict[str, Any], other: dict[str, Any]) -> bool | None:
+    """Welch's test on two runs' speedups (None for a run without ``paired_rounds``)."""
+    (sa, la, ha), (sb, lb, hb) = _side(r), _side(other)
+    na, nb = num(r.get("paired_rounds")), num(other.get("paired_rounds"))
+    if not (math.isfinite(na) and math.isfinite(nb)):
+        return None
+    se_a, se_b = log_se(la, ha, int(na)), log_se(lb, hb, int(nb))
+    return agree(sa, se_a, int(na), sb, se_b, int(nb))
 
 
 def _probes_of(runs: pd.DataFrame, scenario: str, variant: str) -> dict[str, float]:
@@ -71,6 +88,7 @@ def repeat_table(a: pd.DataFrame, b: pd.DataFrame) -> pd.DataFrame:
             "ci_high_a": ha, "speedup_b": sb, "ci_low_b": lb, "ci_high_b": hb,
             "a_in_b": a_in_b, "b_in_a": b_in_a,
             "repeats": None if a_in_b is None or b_in_a is None else a_in_b and b_in_a,
+            "agree": _agree(r, other),
             "baseline": _baseline(a, key[0]),
         }  # fmt: skip
         for who, variant in (("fix", key[1]), ("base", row["baseline"])):
@@ -119,3 +137,43 @@ def drift_text(row: dict[str, Any]) -> str:
             f"{row['scenario']}/{variant}: " + (", ".join(said) if said else "no host probes")
         )
     return "; ".join(parts) if any_probe else "no host probes in either run"
+
+
+#: The columns that carry between hosts (runs.csv's, and gpu_work.csv's GPU busy time).
+HOST_FREE = ("step_launches", "loop_cpu_launches", "gpu_busy_ms_per_step")
+
+#: A variant is host-bound where its GPU is busy less than this share of its step.
+HOST_BOUND_BUSY = 0.8
+
+
+def host_free_table(
+    runs: dict[str, pd.DataFrame], gpu_work: dict[str, pd.DataFrame | None]
+) -> pd.DataFrame:
+    """One row per run x scenario x variant: the numbers that do not move with the host's
+    speed (:data:`HOST_FREE`) beside the mean step, and ``host_bound`` (the GPU busy less than
+    :data:`HOST_BOUND_BUSY` of the step in that run's trace); host-bound variants first."""
+    rows = []
+    for label, table in runs.items():
+        work = gpu_work.get(label)
+        busy = {}
+        if work is not None and "gpu_busy_ms_per_step" in work:
+            busy = {(r["scenario"], r["variant"]): num(r["gpu_busy_ms_per_step"])
+                    for r in work.to_dict("records")}  # fmt: skip
+        for r in table.to_dict("records"):
+            step = num(r.get("step_ms_mean"))
+            if not math.isfinite(step):
+                continue
+            gpu = busy.get((r["scenario"], r["variant"]), math.nan)
+            rows.append({
+                "run": label, "scenario": r["scenario"], "variant": r["variant"],
+                "step_ms_mean": step, "step_launches": num(r.get("step_launches")),
+                "loop_cpu_launches": num(r.get("loop_cpu_launches")),
+                "gpu_busy_ms_per_step": gpu,
+                "host_bound": bool(math.isfinite(gpu) and gpu < HOST_BOUND_BUSY * step),
+            })  # fmt: skip
+    out = pd.DataFrame(rows)
+    if out.empty:
+        return out
+    bound = out.groupby(["scenario", "variant"])["host_bound"].transform("any")
+    out = out.assign(_bound=~bound).sort_values(["_bound", "scenario", "variant", "run"])
+    return out.drop(columns="_bound").reset_index(drop=True)

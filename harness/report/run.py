@@ -2,15 +2,15 @@
 
 from __future__ import annotations
 
-import datetime as dt
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 from harness.report.diagnosis import detectors_section, fix_effect_section, main_metrics
 from harness.report.doc import Doc, Link
-from harness.report.fmt import BY_REPORT, figure_context, section
+from harness.report.fmt import BY_REPORT, figure_context, section, written
 from harness.report.hostspeed import host_speed_section
+from harness.report.kernels import kernels_section
 from harness.report.load import RunFolder, scenario_info
 from harness.report.prediction import prediction_section
 from harness.report.sections import (
@@ -30,7 +30,7 @@ from harness.report.variants import (
 )
 from harness.report.write import write_doc
 
-__all__ = ["build_run_report", "write_run_report"]
+__all__ = ["RunReportOptions", "build_run_report", "write_run_report"]
 
 
 def tolerance(run: RunFolder) -> float:
@@ -41,7 +41,7 @@ def tolerance(run: RunFolder) -> float:
     except (KeyError, TypeError, ValueError):
         from analysis.detect import load_thresholds
 
-        return float(load_thresholds()["predict"]["tolerance_share"])
+        return load_thresholds().predict.tolerance_share
 
 
 def _timeline_jobs(run: RunFolder, scen: list[str], steps: int) -> list[Job]:
@@ -112,8 +112,7 @@ def _build(
     doc = Doc(f"bottleneck-suite report: {name}")
     doc.h(1, f"bottleneck-suite report: {name}", "top")
     doc.p(
-        f"{run.gpu_name} · size {run.size} · state {run.state_name} · "
-        f"written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC by {writer}",
+        f"{run.gpu_name} · size {run.size} · state {run.state_name} · {written(writer)}",
         cls="sub",
     )
     scen = run.scenarios()
@@ -129,13 +128,15 @@ def _build(
         ("Predicted against measured", "predictions",
          lambda: prediction_section(doc, run, tolerance(run))),
         ("Tools against the ground truth", "tools", lambda: tools_section(doc, run)),
+        ("Kernels (Nsight Compute)", "kernels", lambda: kernels_section(doc, run)),
         ("Variants: timings, probe effect, profiles", "variants",
          lambda: variants_section(doc, run, out_dir)),
         ("Host speed", "host-speed", lambda: host_speed_section(doc, run, out_dir)),
     ]  # fmt: skip
     nav: list[Any] = []
     short = {"detectors": "Detectors", "fix-effect": "Fix effect", "confusion": "Confusion",
-             "predictions": "Predictions", "tools": "Tools", "variants": "Variants"}  # fmt: skip
+             "predictions": "Predictions", "tools": "Tools", "kernels": "Kernels",
+             "variants": "Variants"}  # fmt: skip
     for title, anchor, _ in sections:
         nav += [Link(short.get(anchor, title), f"#{anchor}"), " · "]
     for s in scen:
@@ -161,30 +162,22 @@ def _build(
     return doc
 
 
+class RunReportOptions(TypedDict, total=False):
+    """:func:`build_run_report`'s keyword arguments, which :func:`write_run_report` passes on."""
+
+    steps: int
+    timelines: bool
+    found: dict[str, Any] | None
+    main_metric: Mapping[str, str] | None
+    writer: str
+    workers: int | None
+
+
 def write_run_report(
-    run_dir: Path,
-    out_dir: Path | None = None,
-    *,
-    steps: int = 2,
-    timelines: bool = True,
-    found: dict[str, Any] | None = None,
-    main_metric: Mapping[str, str] | None = None,
-    writer: str = BY_REPORT,
-    workers: int | None = None,
+    run_dir: Path, out_dir: Path | None = None, **options: Unpack[RunReportOptions]
 ) -> tuple[Path, Path]:
-    """Write ``report.html``, ``report.md`` and ``report/*.png`` for one run folder
-    (``writer``: the command that asked for it, named in the subtitle; ``workers``: as
-    :func:`build_run_report`)."""
+    """Write ``report.html``, ``report.md`` and ``report/*.png`` for one run folder (into
+    ``out_dir``, default the run folder); ``options`` as :func:`build_run_report`'s."""
     run = RunFolder.load(Path(run_dir))
     out = Path(out_dir) if out_dir is not None else run.path
-    doc = build_run_report(
-        run,
-        out,
-        steps=steps,
-        timelines=timelines,
-        found=found,
-        main_metric=main_metric,
-        writer=writer,
-        workers=workers,
-    )
-    return write_doc(doc, out)
+    return write_doc(build_run_report(run, out, **options), out)

@@ -112,10 +112,11 @@ def matrix_section(doc: Doc, run: RunFolder, found: dict[str, Any]) -> None:
         "speedup_matrix",
         fig,
         "speedup matrix: scenarios by fixes and ideal",
-        "Each cell: the variant's mean step time over its scenario's baseline from the same run "
-        "(= throughput ratio) with the 95% CI in brackets (hierarchical bootstrap over rounds "
-        "and steps); a CI that contains 1x means no measurable change. Colour: log speedup, "
-        "red slower, green faster. Grey hatched: 'n/a' where the scenario has no such variant, "
+        "Each cell: the variant's speedup, its scenario's baseline's mean step time over the "
+        "variant's, from the same run (= the throughput ratio; above 1x the variant is faster), "
+        "with the 95% CI in brackets (hierarchical bootstrap over rounds and steps); a CI that "
+        "contains 1x means no measurable change. The same numbers as the variants table below. "
+        "Colour: log speedup, red slower, green faster. Grey hatched: 'n/a' where the scenario has no such variant, "
         "else the status of a variant that did not finish (skipped, failed, oom, ...).",
     )
     if int(fig.cells["speedup"].notna().sum()) == 0:
@@ -179,9 +180,10 @@ def confusion_section(doc: Doc, run: RunFolder) -> None:
         "confusion",
         confusion_figure(mat),
         "confusion matrix: expected class by primary finding",
-        "Rows: the class the suite expects on each variant (baselines their scenario's class, "
-        "fixes and ideal 'none', a partial fix its class); columns: the detectors' primary "
-        "finding on its export. Counts on the diagonal (outlined) are right. Only variants whose "
+        "Rows: what each variant should show by its measured truth (diagnosis.csv's expected: "
+        "the scenario's class where removing its cause saved at least the class's bar, "
+        "'none' where it saved less); columns: the detectors' primary finding on "
+        "its export. Counts on the diagonal (outlined) are right. Only variants whose "
         "expectation could be judged are counted.",
         width_px=620,
     )

@@ -8,12 +8,11 @@ The metric comes from each run's ``findings.csv`` and whether the detector fired
 
 from __future__ import annotations
 
-import datetime as dt
 import math
 import textwrap
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict, Unpack
 
 import pandas as pd
 
@@ -21,11 +20,21 @@ from analysis.findings import State
 from harness.core.runfolder import Status
 from harness.report.diagnosis import MAIN_METRIC, main_metrics
 from harness.report.doc import Badge, Doc, Link, Tip
-from harness.report.fmt import BY_REPORT, figure_context, num, rel, section, speedup_text
+from harness.report.fmt import (
+    BY_REPORT,
+    figure_context,
+    g3,
+    metric_value,
+    num,
+    rel,
+    section,
+    speedup_ci,
+    written,
+)
 from harness.report.load import RunFolder, class_state, scenario_info, warn
 from harness.report.write import write_doc
 
-__all__ = ["build_sweep_report", "dose_data", "write_sweep_report"]
+__all__ = ["SweepReportOptions", "build_sweep_report", "dose_data", "write_sweep_report"]
 
 _SPEED_COLS = ["severity", "run", "variant", "kind", "speedup", "ci_low", "ci_high", "status", "step_ms_mean"]  # fmt: skip
 _DETECT_COLS = ["severity", "run", "variant", "kind", "value", "fired", "reason", "source"]
@@ -34,8 +43,9 @@ _DETECT_COLS = ["severity", "run", "variant", "kind", "value", "fired", "reason"
 def _thresholds() -> dict[str, Any]:
     try:
         from analysis.detect import load_thresholds
+        from analysis.detect.config import diagnosis_dict
 
-        return load_thresholds()
+        return diagnosis_dict(load_thresholds())
     except Exception as exc:
         warn(f"detector thresholds unavailable: {exc}")
         return {}
@@ -146,7 +156,7 @@ def _fired_cell(d: dict[str, Any], kind: str) -> Any:
         return Tip("not judged", str(d.get("reason", "")))
     if pd.isna(fired):
         return "–"
-    return Badge("fired", "fired-good" if kind == "baseline" else "fired-bad") if fired else "no"
+    return Badge("fired", "fired-good" if kind == "baseline" else "fired-bad") if fired else "clear"
 
 
 def _dose_table(doc: Doc, speed: pd.DataFrame, det: pd.DataFrame, metric: str) -> None:
@@ -157,13 +167,11 @@ def _dose_table(doc: Doc, speed: pd.DataFrame, det: pd.DataFrame, metric: str) -
     for r in speed.to_dict("records"):
         d = dmap.get((r["severity"], r["variant"]), {})
         val = d.get("value", math.nan)
-        shown = "–"
-        if isinstance(val, float) and math.isfinite(val):
-            shown = f"{val:.1%}" if metric.endswith("_share") else f"{val:.3g}"
-        sp = "1 (reference)" if r["kind"] == "baseline" else speedup_text(
-            {"speedup": r["speedup"], "speedup_ci_low": r["ci_low"], "speedup_ci_high": r["ci_high"]})  # fmt: skip
+        shown = metric_value(val, metric)
+        sp = "1 (reference)" if r["kind"] == "baseline" else speedup_ci(
+            r["speedup"], r["ci_low"], r["ci_high"])  # fmt: skip
         rows.append([f"{r['severity']:g}", r["run"], r["variant"], Badge(r["status"], r["status"]),
-                     r["step_ms_mean"], sp, shown, _fired_cell(d, r["kind"])])  # fmt: skip
+                     g3(r["step_ms_mean"]), sp, shown, _fired_cell(d, r["kind"])])  # fmt: skip
     header = ["severity", "run", "variant", "status", "mean step ms", "speedup [95% CI]"]
     doc.table([*header, metric or "metric", "fired"], rows, numeric={0, 4, 5, 6})
 
@@ -269,8 +277,7 @@ def build_sweep_report(
     doc = Doc(f"bottleneck-suite sweep report: {name}")
     doc.h(1, f"bottleneck-suite sweep report: {name}", "top")
     doc.p(
-        f"{len(runs)} run folders · written {dt.datetime.now(dt.timezone.utc):%Y-%m-%d %H:%M} UTC "
-        f"by {writer}",
+        f"{len(runs)} run folders · {written(writer)}",
         cls="sub",
     )
     doc.h(2, "Runs", "runs")
@@ -290,17 +297,17 @@ def build_sweep_report(
     return doc
 
 
+class SweepReportOptions(TypedDict, total=False):
+    """:func:`build_sweep_report`'s keyword arguments, which :func:`write_sweep_report` passes on."""
+
+    title: str
+    main_metric: Mapping[str, str] | None
+    writer: str
+
+
 def write_sweep_report(
-    run_dirs: list[Path],
-    out_dir: Path,
-    *,
-    title: str = "",
-    main_metric: Mapping[str, str] | None = None,
-    writer: str = BY_REPORT,
+    run_dirs: list[Path], out_dir: Path, **options: Unpack[SweepReportOptions]
 ) -> tuple[Path, Path]:
     """Write the sweep's report.html, report.md and report/*.png into ``out_dir``."""
     runs = [RunFolder.load(p) for p in run_dirs]
-    doc = build_sweep_report(
-        runs, Path(out_dir), title=title, main_metric=main_metric, writer=writer
-    )
-    return write_doc(doc, Path(out_dir))
+    return write_doc(build_sweep_report(runs, Path(out_dir), **options), Path(out_dir))

@@ -56,6 +56,8 @@ class Job:
     fix_name: str
     why: str
     steps: int
+    speedup: str = ""
+    """The fix's measured speedup as the report's tables write it (runs.csv), for its panel."""
 
 
 @dataclass(frozen=True)
@@ -88,32 +90,37 @@ def draw(job: Job) -> Picture:
     from harness.report.fmt import figure_context
 
     figure_context()
-    scen, steps, fix_name, why = job.scen, job.steps, job.fix_name, job.why
+    scen, steps, fix_name = job.scen, job.steps, job.fix_name
     b = load_timeline(job.base, steps=steps)
     if job.fix is None:
         fig = plot_timeline(b, title=f"{scen} · baseline")
-        return Picture(f"timeline_{scen}", fig_png(fig), f"{scen} timeline, baseline", why)
+        caption = f"baseline: {b.describe()}. {job.why}. {_HOW}"
+        return Picture(f"timeline_{scen}", fig_png(fig), f"{scen} timeline, baseline", caption)
     f = load_timeline(job.fix, steps=steps)
     zoom = f.span_ms > 0 and b.span_ms / f.span_ms >= 4
-    fig = plot_pair(
-        b, f, labels=("baseline", fix_name), title=f"{scen}: baseline above {fix_name}", zoom=zoom
-    )
-    idle = [d.idle_share for d in (b, f)]
-    idle_txt = (
-        f" GPU idle {idle[0]:.0%} of the baseline's steps against {idle[1]:.0%} with {fix_name}."
-        if all(i is not None for i in idle)
-        else " No GPU activity in these exports (CPU capture): only host rows are drawn."
-    )
-    return Picture(
-        f"timeline_{scen}",
-        fig_png(fig),
-        f"{scen} timeline: baseline above {fix_name}",
+    note = f"{fix_name}: {job.speedup} faster (runs.csv, unprofiled)" if job.speedup else ""
+    fig = plot_pair(b, f, labels=("baseline", fix_name), zoom=zoom, note=note,
+                    title=f"{scen}: baseline above {fix_name}")  # fmt: skip
+    caption = (
         f"{len(b.step_indices) or steps} steady-state steps from the middle of each measured "
-        f"window, drawn from the SQLite exports; {fix_name} is the fastest fix with an export, on "
-        "the baseline's time scale" + (" and again zoomed" if zoom else "") + "." + idle_txt
-        + " Rows: NVTX ranges per host thread, its CUDA API calls, kernels and copies per GPU "
-        "stream; hatched red: GPU idle.",
-    )  # fmt: skip
+        f"window, drawn from the SQLite exports; {fix_name} is the fastest fix with an export"
+        + (f" ({job.speedup} in the tables)" if job.speedup else "")
+        + ", on the baseline's time scale"
+        + (" and again zoomed" if zoom else "")
+        + f". baseline: {b.describe()}; {fix_name}: {f.describe()}. {_HOW}"
+    )
+    return Picture(f"timeline_{scen}", fig_png(fig), f"{scen} timeline: baseline above "
+                   f"{fix_name}", caption)  # fmt: skip
+
+
+#: How to read a timeline (every caption ends with it).
+_HOW = (
+    "Rows: NVTX ranges per host thread and its CUDA API calls over the shown steps, then the "
+    "GPU work those steps launched, per stream, where it ran (the host runs ahead of the GPU: "
+    "the GPU rows start at the end of the previous step's work); calls and GPU work are drawn "
+    "per pixel, as tall as the share of the pixel's time they were busy; hatched red: the GPU "
+    "idle, the rest of the row that holds all its streams."
+)
 
 
 # --- the workers ---------------------------------------------------------------------------------

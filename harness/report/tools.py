@@ -16,7 +16,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 
 from bottlenecks import CLASSES
-from harness.core import runfolder as rf
+from harness.report.diagnosis import truth_text
 from harness.report.doc import Doc, Tip
 from harness.report.load import RunFolder
 
@@ -24,17 +24,6 @@ __all__ = ["f1_grid", "tools_heatmap", "tools_section", "variant_calls"]
 
 #: tools_calls.csv's flag values (harness.tools.base.Flag).
 FLAGGED, NA = "flagged", "n/a"
-
-
-def _table(run: RunFolder, name: str) -> pd.DataFrame | None:
-    path = rf.table_path(run.path, name)
-    if not path.is_file():
-        return None
-    frame = pd.read_csv(path, keep_default_na=False, na_values=[""])
-    for col in ("report", "tool", "class", "flag", "evidence"):
-        if col in frame:
-            frame[col] = frame[col].fillna("").astype(str)
-    return frame
 
 
 def f1_grid(scores: pd.DataFrame) -> pd.DataFrame:
@@ -92,18 +81,18 @@ def variant_calls(calls: pd.DataFrame) -> pd.DataFrame:
 
 
 def _truth_of(run: RunFolder, report: str) -> str:
-    """diagnosis.csv's measured truth for the variant (``host_sync fires``), or ''."""
+    """diagnosis.csv's measured truth for the variant (``host_sync fires``), as the detector
+    table writes it, or ''."""
     scenario, _, variant = report.partition("/")
     row = run.diag_row(scenario, variant) if variant else None
-    if not row:
-        return ""
-    state = row.get("truth_state")
-    return f"{row.get('expected')} ({state})" if isinstance(state, str) else str(row["expected"])
+    return truth_text(row) if row else ""
 
 
 def tools_section(doc: Doc, run: RunFolder) -> None:
     """The section (see the module's doc)."""
-    scores, calls = _table(run, "tools_scores"), _table(run, "tools_calls")
+    text = ("report", "tool", "class", "flag", "evidence")
+    scores = run.read("tools_scores", text=text, literal_na=True)
+    calls = run.read("tools_calls", text=text, literal_na=True)
     if scores is None or calls is None or scores.empty:
         doc.note(
             "no tools_scores.csv: the run's tools step did not run (a run written before it, "

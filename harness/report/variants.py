@@ -12,7 +12,18 @@ import pandas as pd
 
 from harness.core import runfolder as rf
 from harness.report.doc import Badge, Code, Doc, Link, Tip
-from harness.report.fmt import VERDICT_KINDS, clip, g3, num, rel, section, speedup_text
+from harness.report.fmt import (
+    DASH,
+    VERDICT_KINDS,
+    clip,
+    g3,
+    num,
+    ratio_ci,
+    rel,
+    section,
+    share_ci,
+    speedup_of,
+)
 from harness.report.load import TABLES, RunFolder
 from harness.report.timelines import Job, Timelines, draw
 
@@ -21,29 +32,26 @@ __all__ = ["environment_section", "scenario_section", "timeline_job", "variants_
 
 def _probe_cell(r: dict[str, Any]) -> Any:
     pe = num(r.get("probe_effect"))
-    if not math.isfinite(pe):
-        return "–"
-    lo, hi = num(r.get("probe_effect_ci_low")), num(r.get("probe_effect_ci_high"))
-    ci = f" [{lo:.2f}–{hi:.2f}]" if math.isfinite(lo) and math.isfinite(hi) else ""
-    if abs(pe - 1) > 0.1:
-        return Tip(f"{pe:.2f}{ci} ⚠", "nsys changed this variant's mean step time by more than 10%")
-    return f"{pe:.2f}{ci}"
+    text = ratio_ci(pe, r.get("probe_effect_ci_low"), r.get("probe_effect_ci_high"))
+    if math.isfinite(pe) and abs(pe - 1) > 0.1:
+        return Tip(f"{text} ⚠", "nsys changed this variant's mean step time by more than 10%")
+    return text
 
 
 def _variant_row(run: RunFolder, r: dict[str, Any], out_dir: Path) -> list[Any]:
     st = str(r.get("status", ""))
     p10, p90 = num(r.get("step_ms_p10")), num(r.get("step_ms_p90"))
-    spread = f"{g3(p10)}–{g3(p90)}" if math.isfinite(p10) and math.isfinite(p90) else "–"
+    spread = f"{g3(p10)}-{g3(p90)}" if math.isfinite(p10) and math.isfinite(p90) else DASH
     err = r.get("error")
     err_cell: Any = "–"
     if isinstance(err, str) and err:
         err_cell = Tip(clip(err), err)
-    share = num(r.get("share_of_ideal"))
     return [
         Link(str(r["scenario"]), f"#scenario-{r['scenario']}"), r["variant"], r.get("kind"),
-        Badge(st, st), num(r.get("step_ms_median")), spread, num(r.get("throughput_samples_per_s")),
-        speedup_text(r), f"{share:.0%}" if math.isfinite(share) else "–", _probe_cell(r),
-        profile_links(run, r, out_dir), err_cell,
+        Badge(st, st), g3(r.get("step_ms_mean")), g3(r.get("step_ms_median")), spread,
+        g3(r.get("throughput_samples_per_s")), speedup_of(r),
+        share_ci(r.get("share_of_ideal"), r.get("share_of_ideal_ci_low"), r.get("share_of_ideal_ci_high")),
+        _probe_cell(r), profile_links(run, r, out_dir), err_cell,
     ]  # fmt: skip
 
 
@@ -58,12 +66,20 @@ def variants_section(doc: Doc, run: RunFolder, out_dir: Path) -> None:
     rows = [_variant_row(run, r, out_dir) for r in runs.to_dict("records")]
     doc.table(
         [
-            "scenario", "variant", "kind", "status", "median step ms", "p10–p90 ms", "samples/s",
-            "speedup [95% CI]", "share of ideal", "probe effect", "profile (nsys GUI)", "error",
+            "scenario", "variant", "kind", "status", "mean step ms", "median step ms",
+            "p10-p90 step ms", "samples/s", "speedup [95% CI]", "share of ideal [95% CI]",
+            "probe effect [95% CI]", "profile (nsys GUI)", "error",
         ],
         rows,
-        numeric={4, 5, 6, 7, 8, 9},
+        numeric={4, 5, 6, 7, 8, 9, 10},
     )  # fmt: skip
+    doc.p(
+        "Step times over every timed step of every round. speedup: the baseline's mean step "
+        "time over the variant's, paired within timing rounds (a ratio of means, so it is not "
+        "the ratio of the medians beside it); share of ideal: ideal's mean step time over the "
+        "variant's.",
+        cls="sub",
+    )
     doc.p(
         "Probe effect: the profiled run's mean step time over the unprofiled mean (with its 95% "
         "CI where the run recorded one); above 1 nsys slowed the variant down, and far from 1 "
@@ -237,7 +253,11 @@ def timeline_job(run: RunFolder, scen: str, steps: int) -> tuple[Job | None, str
     base, fix, fix_name, why = best_pair(run, scen)
     if base is None:
         return None, why
-    return Job(scen, base, fix, fix_name, why, steps), why  # paths as given: workers share our cwd
+    rows = _scenario_rows(run, scen)
+    sel = rows[rows["variant"] == fix_name] if fix is not None else rows.iloc[0:0]
+    speedup = speedup_of(sel.iloc[0].to_dict()) if not sel.empty else ""
+    # paths as given: workers share our cwd
+    return Job(scen, base, fix, fix_name, why, steps, speedup), why
 
 
 def _timeline(

@@ -7,15 +7,15 @@ import importlib
 import pkgutil
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from enum import Enum
 from pathlib import Path
 from typing import Any, Protocol
 
 from bottlenecks import CLASSES
+from harness.core.enums import StrEnum
 from harness.core.tools_config import ToolsConfig
 
 
-class Flag(str, Enum):
+class Flag(StrEnum):
     """What a tool said about one class on one report."""
 
     FLAGGED = "flagged"
@@ -25,9 +25,6 @@ class Flag(str, Enum):
     NA = "n/a"
     """The tool cannot see the class (no analysis for it), or could not read this report's
     traces: left out of its scores, never counted as a miss."""
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -8,18 +8,20 @@ before."""
 from __future__ import annotations
 
 import argparse
-import sys
+import os
+import shlex
+import shutil
 from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from analysis.detect import load_thresholds
-from harness.core.config import UsageError, parse_overrides
 from harness.core.console import fit_table
-from harness.core.tools_config import ToolsConfig, tools_config
+from harness.core.errors import InputError, UsageError, say
+from harness.core.tools_config import ToolsConfig, parse_tool_overrides, tools_config
 from harness.judge import score as S
+from harness.judge.score import Labelled
 from harness.tools.base import Context, adapters
 from harness.tools.hta import CACHED, cached_numbers
 from harness.tools.table import f1_grid, table_view, tool_calls, tool_scores, verdict_view
@@ -45,39 +47,71 @@ def parser() -> argparse.ArgumentParser:
 def tools_ctx(items: Sequence[str], thresholds: dict | None) -> Context:
     """The adapters' settings from ``--tool-set`` (a UsageError names a bad key)."""
     try:
-        cfg = tools_config(parse_overrides(items)) if items else ToolsConfig()
+        cfg = tools_config(parse_tool_overrides(items)) if items else ToolsConfig()
     except ValueError as exc:
-        raise UsageError(str(exc)) from exc
+        raise UsageError(f"--tool-set: {exc}") from exc
     return Context(tools=cfg, diagnosis=thresholds)
 
 
+def check_templates(templates: Sequence[str], known: Sequence[str]) -> None:
+    """Each ``--tool`` that names no adapter must be a command that can run: a UsageError
+    names one that cannot be parsed or whose program is not found."""
+    for template in templates:
+        try:
+            words = shlex.split(template)
+        except ValueError as exc:
+            raise UsageError(f"--tool {template!r}: cannot be read as a command ({exc})") from None
+        try:
+            [w.format(sqlite="export.sqlite", out="out") for w in words]
+        except (ValueError, KeyError, IndexError) as exc:
+            raise UsageError(
+                f"--tool {template!r}: only {{sqlite}} and {{out}} are filled in ({exc!r})"
+            ) from None
+        program = words[0] if words else ""
+        runnable = bool(program) and (
+            shutil.which(program) is not None
+            or (Path(program).is_file() and os.access(program, os.X_OK))
+        )
+        if not runnable:
+            raise UsageError(
+                f"--tool {template!r}: neither a tool ({', '.join(sorted(known))}) nor a "
+                f"command found on the PATH"
+            )
+
+
+def _check_out(out: Path | None) -> None:
+    """``--out`` is a folder that can be made and written, before anything is scored."""
+    if out is None:
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"--out {out}", f"cannot make the folder ({exc.strerror or exc})"
+        ) from None
+    if not os.access(out, os.W_OK):
+        raise InputError(f"--out {out}", "the folder is not writable")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    """Score the detectors (and ``--tool``s) on a labelled folder; exit 2 on a bad input (one
+    line naming it), or when some report's export could not be read (its row says
+    ``unreadable``; one line each after the tables)."""
     args = parser().parse_args(argv)
     known = adapters()
     named = [t for t in args.tool if t in known]
     templates = [t for t in args.tool if t not in known]
     try:
+        check_templates(templates, list(known))
+        _check_out(args.out)
         items = items_of(args.path)
         thresholds = S._thresholds(args.set)
         ctx = tools_ctx(args.tool_set, thresholds)
-    except (FileNotFoundError, OSError, yaml.YAMLError, KeyError, UsageError) as exc:
-        print(f"score: {exc}", file=sys.stderr)
-        return 2
+    except UsageError as exc:
+        return say(exc, prefix="score")
     if not items:
-        print(f"score: {args.path}: no labelled exports found", file=sys.stderr)
-        return 2
-    rules = not args.no_expert_rules and "nsys-rules" not in named
-    exported = [it for it in items if has_export(it)]
-    tolerance = float(load_thresholds(thresholds)["predict"]["tolerance_share"])
-    reports = classes = checks = None
-    if exported:
-        reports = S.score_reports(exported, thresholds=thresholds, expert_rules=rules,
-                                  tools=templates)  # fmt: skip
-        classes = S.class_scores(reports)
-        checks = S.prediction_table(exported, reports, tolerance)
-        S.print_scores(reports, classes, checks, tolerance)
-    else:
-        print(f"{args.path}: no nsys export (a Kineto-only run): the detectors are not scored")
+        return say(InputError(args.path, "no labelled exports found"), prefix="score")
+    reports = _detectors(args, items, thresholds, named, templates)
     calls = scores = None
     if named:
         tools = [OURS, *[t for t in named if t != OURS]]
@@ -86,8 +120,45 @@ def main(argv: Sequence[str] | None = None) -> int:
         scores = tool_scores(calls, truth_table(args.path, items))
         print_tools(calls, scores)
     if args.out:
-        write_out(args.out, reports, classes, checks, tolerance, calls, scores)
-    return 0
+        try:
+            write_out(args.out, *reports, calls, scores)
+        except OSError as exc:  # a disk that filled meanwhile
+            return say(InputError(f"--out {args.out}", str(exc)), prefix="score")
+    unreadable = [] if reports[0] is None else _unreadable(reports[0])
+    for line in unreadable:
+        say(line, prefix="score")
+    return 2 if unreadable else 0
+
+
+def _detectors(
+    args: argparse.Namespace,
+    items: Sequence[Labelled],
+    thresholds: dict | None,
+    named: Sequence[str],
+    templates: Sequence[str],
+) -> tuple[pd.DataFrame | None, pd.DataFrame | None, pd.DataFrame | None, float]:
+    """The detectors scored and printed: (reports, classes, prediction checks, tolerance);
+    None for the tables where no item has an nsys export."""
+    rules = not args.no_expert_rules and "nsys-rules" not in named
+    exported = [it for it in items if has_export(it)]
+    tolerance = float(load_thresholds(thresholds).predict.tolerance_share)
+    if not exported:
+        print(f"{args.path}: no nsys export (a Kineto-only run): the detectors are not scored")
+        return None, None, None, tolerance
+    reports = S.score_reports(exported, thresholds=thresholds, expert_rules=rules,
+                              tools=templates)  # fmt: skip
+    classes = S.class_scores(reports)
+    checks = S.prediction_table(exported, reports, tolerance)
+    S.print_scores(reports, classes, checks, tolerance)
+    return reports, classes, checks, tolerance
+
+
+def _unreadable(reports: pd.DataFrame) -> list[str]:
+    """One line per report whose export could not be read (``REPORT: WHY``)."""
+    if "error" not in reports:
+        return []
+    bad = reports[reports["primary"] == S.UNREADABLE]
+    return [f"cannot score {r}: {e}" for r, e in zip(bad["report"], bad["error"], strict=True)]
 
 
 def print_tools(calls: pd.DataFrame, scores: pd.DataFrame) -> None:

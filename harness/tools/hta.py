@@ -27,6 +27,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from bottlenecks import Klass
+from harness.core import runfolder as rf
 from harness.core.tools_config import HtaRules
 from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, register
 
@@ -34,8 +36,8 @@ NO_GPU = "the trace has no GPU kernels: HTA's analyses are of GPU time"
 
 #: Classes HTA has no analysis for, and why.
 UNSEEN: dict[str, str] = {
-    "gil_contention": "HTA reads no thread states or GIL waits",
-    "pageable_copy": "HTA's breakdowns do not tell a copy's memory kind (pinned or pageable)",
+    Klass.GIL_CONTENTION: "HTA reads no thread states or GIL waits",
+    Klass.PAGEABLE_COPY: "HTA's breakdowns do not tell a copy's memory kind (pinned or pageable)",
 }
 
 
@@ -92,12 +94,16 @@ def numbers_from_dict(d: dict[str, Any]) -> HtaNumbers:
 
 
 def cached_numbers(root: Path) -> dict[str, HtaNumbers]:
-    """A corpus's cached HTA numbers by entry (empty without ``hta_numbers.json``)."""
+    """A corpus's cached HTA numbers by entry (empty without ``hta_numbers.json``; a
+    CorruptFileError names one that is not JSON or not the cache's shape)."""
     path = root / CACHE
-    if not path.is_file():
+    doc = rf.read_json(path)
+    if doc is None:
         return {}
-    doc = json.loads(path.read_text())
-    return {name: numbers_from_dict(e["numbers"]) for name, e in doc["entries"].items()}
+    try:
+        return {name: numbers_from_dict(e["numbers"]) for name, e in doc["entries"].items()}
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise rf.CorruptFileError(path, f"not an HTA numbers cache ({exc!r})") from None
 
 
 def write_cache(root: Path, entries: dict[str, tuple[tuple[Path, ...], HtaNumbers]]) -> Path:
@@ -234,28 +240,28 @@ def hta_calls(n: HtaNumbers, rules: HtaRules) -> Calls:
     idle_s = "n/a" if idle is None else f"{idle:.1f}%"
     out: Calls = {k: Call(Flag.NA, why) for k, why in UNSEEN.items()}
     launch = _launch(n, idle, rules)
-    out["launch_bound"] = launch
+    out[Klass.LAUNCH_BOUND] = launch
     if idle is None or n.host_wait_share is None:
-        out["data_stall"] = Call(Flag.NA, "HTA gave no idle time breakdown")
+        out[Klass.DATA_STALL] = Call(Flag.NA, "HTA gave no idle time breakdown")
     else:
         stall = (idle >= rules.stall_min_idle_pct
                  and n.host_wait_share >= rules.stall_min_host_wait_share
                  and launch.flag is not Flag.FLAGGED)  # fmt: skip
-        out["data_stall"] = Call(Flag.FLAGGED if stall else Flag.CLEAR,
+        out[Klass.DATA_STALL] = Call(Flag.FLAGGED if stall else Flag.CLEAR,
                                  f"GPU idle {idle_s}, host wait {n.host_wait_share:.0%} of it")  # fmt: skip
     if idle is None or n.queue_p75 is None:
-        out["host_sync"] = Call(Flag.NA, "HTA gave no queue length")
+        out[Klass.HOST_SYNC] = Call(Flag.NA, "HTA gave no queue length")
     else:
         sync = idle >= rules.min_idle_pct and n.queue_p75 <= rules.sync_max_queue_p75
-        out["host_sync"] = Call(Flag.FLAGGED if sync else Flag.CLEAR,
+        out[Klass.HOST_SYNC] = Call(Flag.FLAGGED if sync else Flag.CLEAR,
                                 f"queue length p75 {n.queue_p75:g}, GPU idle {idle_s}")  # fmt: skip
     if n.comm_overlap_pct is None:
-        out["exposed_comm"] = Call(Flag.CLEAR, "no communication kernels")
+        out[Klass.EXPOSED_COMM] = Call(Flag.CLEAR, "no communication kernels")
     else:
         exposed = n.comm_overlap_pct <= rules.comm_max_overlap_pct
-        out["exposed_comm"] = Call(Flag.FLAGGED if exposed else Flag.CLEAR,
+        out[Klass.EXPOSED_COMM] = Call(Flag.FLAGGED if exposed else Flag.CLEAR,
                                    f"comm-comp overlap {n.comm_overlap_pct:.1f}%")  # fmt: skip
-    out["stage_imbalance"] = _imbalance(n, rules)
+    out[Klass.STAGE_IMBALANCE] = _imbalance(n, rules)
     return out
 
 

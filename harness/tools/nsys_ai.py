@@ -21,20 +21,21 @@ import logging
 import sqlite3
 from typing import Any
 
+from bottlenecks import Klass
 from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, every_class, register
 
 #: nsys-ai's root-cause pattern -> the class it stands for (patterns not listed map to none).
 PATTERNS: dict[str, str] = {
-    "GPU Bubbles (Pipeline Stalls)": "data_stall",
-    "Pageable Memory in Async Memcpy": "pageable_copy",
-    "Small Kernel Overhead": "launch_bound",
-    "Excessive Synchronization": "host_sync",
-    "Synchronous Memcpy": "host_sync",
-    "Synchronous Memset": "host_sync",
-    "NCCL Serialization": "exposed_comm",
-    "Compute-Communication Imbalance": "exposed_comm",
-    "Inefficient NCCL Communicator": "exposed_comm",
-    "Pipeline Imbalance": "stage_imbalance",
+    "GPU Bubbles (Pipeline Stalls)": Klass.DATA_STALL,
+    "Pageable Memory in Async Memcpy": Klass.PAGEABLE_COPY,
+    "Small Kernel Overhead": Klass.LAUNCH_BOUND,
+    "Excessive Synchronization": Klass.HOST_SYNC,
+    "Synchronous Memcpy": Klass.HOST_SYNC,
+    "Synchronous Memset": Klass.HOST_SYNC,
+    "NCCL Serialization": Klass.EXPOSED_COMM,
+    "Compute-Communication Imbalance": Klass.EXPOSED_COMM,
+    "Inefficient NCCL Communicator": Klass.EXPOSED_COMM,
+    "Pipeline Imbalance": Klass.STAGE_IMBALANCE,
 }
 
 #: Severities that flag a class.

@@ -22,6 +22,8 @@ from analysis.detect.config import MAIN_METRIC
 from analysis.findings import State
 from bottlenecks import CLASSES
 from harness.core import runfolder as rf
+from harness.core.errors import InputError
+from harness.core.folder import RunFolder
 from harness.core.tools_config import ToolsConfig
 from harness.tools.base import Call, Calls, Context, Flag, adapters
 from harness.tools.hta import CACHED, cached_numbers
@@ -39,10 +41,9 @@ FIRED, CLEAR = str(State.FIRED), str(State.CLEAR)
 def recorded_rules(run_dir: Path) -> dict[str, list[E.RuleResult]]:
     """expert_rules.csv's rules per report (``scenario/variant``), as the rules returned them;
     empty without the table (nsys-rules then runs them itself)."""
-    path = rf.table_path(run_dir, "expert_rules")
-    if not path.is_file():
+    t = RunFolder(run_dir).table("expert_rules", columns=("scenario", "variant", "rule"))
+    if t is None:
         return {}
-    t = pd.read_csv(path)
     out: dict[str, list[E.RuleResult]] = {}
     for r in t.to_dict("records"):
         rows = pd.to_numeric(r.get("rows"), errors="coerce")
@@ -60,14 +61,13 @@ def recorded_findings(run_dir: Path) -> dict[str, Calls]:
     """The detectors' calls per report from the run's diagnosis (diagnosis.csv's
     ``<class>_state``/``_impact``/``_reason``, findings.csv's main metric), as the ``ours``
     adapter makes them; empty without diagnosis.csv (``ours`` then runs the detectors)."""
-    path = rf.table_path(run_dir, "diagnosis")
-    if not path.is_file():
+    run = RunFolder(run_dir)
+    diag = run.table("diagnosis", columns=("scenario", "variant"))
+    if diag is None:
         return {}
-    diag = pd.read_csv(path)
     metric: dict[tuple[str, str], float] = {}
-    found = rf.table_path(run_dir, "findings")
-    if found.is_file():
-        f = pd.read_csv(found)
+    f = run.table("findings", columns=("scenario", "variant", "class", "metric", "value"))
+    if f is not None:
         main = f[f["metric"] == f["class"].map(MAIN_METRIC)]
         for r in main.to_dict("records"):
             metric[(f"{r['scenario']}/{r['variant']}", str(r["class"]))] = float(r["value"])
@@ -104,8 +104,10 @@ def run_tools(
         return None
     try:
         items = items_of(run_dir)
-    except FileNotFoundError:
-        items = []
+    except InputError:
+        if RunFolder(run_dir).has("diagnosis"):
+            raise  # a table it cannot read: said, not read as an empty run
+        items = []  # neither exports nor a diagnosis (a node of a multi-node run)
     if not items:
         say("tools: no nsys export nor Kineto trace in the run: no tool scored")
         return None

@@ -11,13 +11,16 @@ f1) how it scored. A report counts for a tool and class only where the truth is 
 from __future__ import annotations
 
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import pandas as pd
 
 from bottlenecks import CLASSES
-from harness.judge.score import Labelled, sqlite_of
+from harness.core.metrics import prf
+from harness.judge.export import ExportError, sqlite_of
+from harness.judge.score import Labelled
 from harness.tools.base import Adapter, Context, Flag, Traces, adapters, all_na, checked
 from harness.tools.truth import TruthState, has_export, kineto_of
 
@@ -59,20 +62,45 @@ def tool_calls(
     rows = []
     with tempfile.TemporaryDirectory(prefix="bottleneck-tools-") as tmp:
         for it in items:
-            with sqlite_of(it.path, Path(tmp)) as db:
-                traces = Traces(it.name, sqlite=db if has_export(it) else None,
-                                kineto=kineto_of(root, it), step_ms=it.step_ms)  # fmt: skip
+            with _export_of(it, Path(tmp)) as (db, unreadable):
+                traces = Traces(it.name, sqlite=db, kineto=kineto_of(root, it),
+                                step_ms=it.step_ms)  # fmt: skip
                 for column, adapter, command in tools:
                     more = {k: v[it.name] for k, v in (extra or {}).items() if it.name in v}
                     t = Traces(**{**traces.__dict__, "extra": {"command": command, **more}})
-                    try:
-                        calls = checked(adapter.name, adapter.judge(t, ctx))
-                    except Exception as exc:  # one tool failing leaves its cells n/a, says why
-                        calls = all_na(f"{adapter.name} failed: {type(exc).__name__}: {exc}")
-                    rows += [{"report": it.name, "tool": column, "class": k,
-                              "flag": str(c.flag), "evidence": c.evidence}
-                             for k, c in calls.items()]  # fmt: skip
+                    rows += _calls_rows(it.name, column, adapter, t, ctx, unreadable)
     return pd.DataFrame(rows, columns=list(CALL_COLUMNS))
+
+
+@contextmanager
+def _export_of(item: Labelled, tmp: Path) -> Iterator[tuple[Path | None, str]]:
+    """(the item's SQLite export or None, why it cannot be read or ""): a kineto-only item
+    has no export; an export that cannot be read leaves every tool that needs it n/a."""
+    if not has_export(item):
+        yield None, ""
+        return
+    with ExitStack() as stack:
+        try:
+            db = stack.enter_context(sqlite_of(item.path, tmp))
+        except ExportError as exc:
+            yield None, str(exc)
+            return
+        yield db, ""
+
+
+def _calls_rows(
+    report: str, column: str, adapter: Adapter, traces: Traces, ctx: Context, unreadable: str
+) -> list[dict[str, str]]:
+    """One tool's rows (:data:`CALL_COLUMNS`) on one report."""
+    if unreadable and adapter.reads == "sqlite":
+        calls = all_na(f"unreadable export: {unreadable}")
+    else:
+        try:
+            calls = checked(adapter.name, adapter.judge(traces, ctx))
+        except Exception as exc:  # one tool failing leaves its cells n/a, says why
+            calls = all_na(f"{adapter.name} failed: {type(exc).__name__}: {exc}")
+    return [{"report": report, "tool": column, "class": k, "flag": str(c.flag),
+             "evidence": c.evidence} for k, c in calls.items()]  # fmt: skip
 
 
 def tool_scores(calls: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
@@ -90,28 +118,16 @@ def tool_scores(calls: pd.DataFrame, truth: pd.DataFrame) -> pd.DataFrame:
             hit = use["flag"] == str(Flag.FLAGGED)
             tp, fp, fn = int((pos & hit).sum()), int((~pos & hit).sum()), int((pos & ~hit).sum())
             rows.append({"tool": tool, "class": k, "tp": tp, "fp": fp, "fn": fn,
-                         "judged_reports": len(use), "na_reports": int(na.sum()), **prf(tp, fp, fn,
-                                                                                        len(use))})  # fmt: skip
+                         "judged_reports": len(use), "na_reports": int(na.sum()), **prf(tp, fp, fn)})  # fmt: skip
     return pd.DataFrame(rows, columns=list(SCORE_COLUMNS))
 
 
-def prf(tp: int, fp: int, fn: int, judged: int) -> dict[str, float]:
-    """Precision, recall, F1; NaN where undefined (F1: no report judged, or no positive in
-    the truth nor in the calls)."""
-    nan = float("nan")
-    p = tp / (tp + fp) if tp + fp else nan
-    r = tp / (tp + fn) if tp + fn else nan
-    if not judged or not (tp + fp + fn):
-        f1 = nan
-    else:
-        f1 = 2 * tp / (2 * tp + fp + fn)
-    return {"precision": p, "recall": r, "f1": f1}
-
-
-def f1_grid(scores: pd.DataFrame) -> pd.DataFrame:
-    """class x tool F1 (NaN: n/a), in the suite's class order and the tools' order."""
+def f1_grid(scores: pd.DataFrame, *, every_class: bool = True) -> pd.DataFrame:
+    """class x tool F1 (NaN: n/a), in the suite's class order and the tools' order
+    (tools_f1.csv, the report's heatmap); ``every_class=False``: only the classes scored."""
     grid = scores.pivot(index="class", columns="tool", values="f1")
-    return grid.reindex(index=list(CLASSES), columns=list(dict.fromkeys(scores["tool"])))
+    classes = [k for k in CLASSES if every_class or k in grid.index]
+    return grid.reindex(index=classes, columns=list(dict.fromkeys(scores["tool"])))
 
 
 def table_view(scores: pd.DataFrame) -> pd.DataFrame:

@@ -20,8 +20,10 @@ import pandas as pd
 
 from bottlenecks import CLASSES
 from harness.core import runfolder as rf
+from harness.core.folder import RunFolder
+from harness.core.runfolder import OffTargetState, TruthState
+from harness.judge.labels import FILE as LABELS_FILE
 from harness.judge.score import NA, NONE, Labelled, labelled
-from harness.judge.truth import TruthState  # one vocabulary: the measured truth's states
 
 #: truth_table's columns.
 TRUTH_COLUMNS = ("report", "class", "truth_state")
@@ -31,12 +33,11 @@ def items_of(root: Path) -> list[Labelled]:
     """The labelled reports of a corpus or run folder (what the tools read): its exports, or
     for a run without any (``nsys.enabled=false``) its variants with Kineto traces
     (:func:`kineto_items`)."""
-    try:
-        return labelled(root)
-    except FileNotFoundError:
-        if not rf.table_path(root, "runs").is_file():
-            raise
+    run = RunFolder(root)
+    corpus = any((root / name).is_file() for name in (LABELS_FILE, "labels.yaml"))
+    if not corpus and not run.has("diagnosis") and run.has("runs"):
         return kineto_items(root)
+    return labelled(root)
 
 
 def kineto_items(root: Path) -> list[Labelled]:
@@ -46,21 +47,19 @@ def kineto_items(root: Path) -> list[Labelled]:
     class ``either`` (an ``also``). Their ``path`` is the kineto unit folder (no export)."""
     from harness.core.config import discover_scenarios
 
-    runs = pd.read_csv(rf.table_path(root, "runs"))
+    run = RunFolder(root)
     found = discover_scenarios()
     items = []
-    for r in runs.itertuples():
-        scenario, variant = str(r.scenario), str(r.variant)
-        if not rf.kineto_traces(root, scenario, variant) or scenario not in found:
+    for r in run.runs():
+        if not run.kineto_traces(r.scenario, r.variant) or r.scenario not in found:
             continue
-        scen = found[scenario]
-        role = scen.variant(variant).expectation.role
+        scen = found[r.scenario]
+        role = scen.variant(r.variant).expectation.role
         truth = scen.bottleneck if role == "bottleneck" else NONE
         also = scen.bottleneck if role == "partial" else ""
-        step = pd.to_numeric(getattr(r, "step_ms_mean", None), errors="coerce")
-        items.append(Labelled(f"{scenario}/{variant}", truth,
-                              rf.kineto_dir(root, scenario, variant), also,
-                              step_ms=float(step) if pd.notna(step) and step > 0 else None))  # fmt: skip
+        step = r.step_ms_mean if r.step_ms_mean is not None and r.step_ms_mean > 0 else None
+        items.append(Labelled(r.name, truth, rf.kineto_dir(root, r.scenario, r.variant), also,
+                              step_ms=step))  # fmt: skip
     return items
 
 
@@ -80,36 +79,30 @@ def kineto_of(root: Path, item: Labelled) -> tuple[Path, ...]:
     return tuple(sorted(folder.glob(f"*{rf.KINETO_SUFFIX}"))) if folder.is_dir() else ()
 
 
-#: ``<class>_off_target`` values (harness.judge.truth.OffTargetState) under which another class
-#: than the variant's own is not scored: a measured second cause, or nothing to hold it to.
-NOT_SCORED_OFF_TARGET = ("second_cause", "unchecked")
+#: ``<class>_off_target`` values under which another class than the variant's own is not
+#: scored: a measured second cause, or nothing to hold it to.
+NOT_SCORED_OFF_TARGET = (OffTargetState.SECOND_CAUSE, OffTargetState.UNCHECKED)
 
 
-def _per_variant(root: Path, diag: pd.DataFrame, report: pd.Series) -> pd.DataFrame:
+def _per_variant(run: RunFolder) -> pd.DataFrame:
     """The measured truth as diagnosis.csv writes it (harness/judge, issue 41): one
     ``truth_state`` per variant for its scenario's class (runs.csv's ``bottleneck``; else
     ``expected``, which is ``none`` where the class is clear); any other class is ``clear``,
     except where our detectors fired it as a measured second cause or with nothing to hold it
     to (``<class>_off_target``: ``second_cause``, ``unchecked``), which is ``either``
     (flagging it is no false positive, missing it no miss)."""
-    own: dict[str, str] = {}
-    runs = rf.table_path(root, "runs")
-    if runs.is_file():
-        t = pd.read_csv(runs)
-        if "bottleneck" in t:
-            keys = t["scenario"].astype(str) + "/" + t["variant"].astype(str)
-            own = dict(zip(keys, t["bottleneck"].astype(str), strict=True))
+    own = {r.name: r.bottleneck for r in run.runs() if "bottleneck" in r.cells}
     rows = []
-    for name, r in zip(report, diag.to_dict("records"), strict=True):
-        klass = own.get(name, str(r.get("expected")))
+    for r in run.diagnosis():
+        klass = own.get(r.name, r.expected)
         for k in CLASSES:
             if k == klass:
-                state = str(r.get("truth_state") or TruthState.EITHER)
-            elif str(r.get(f"{k}_off_target")) in NOT_SCORED_OFF_TARGET:
-                state = str(TruthState.EITHER)
+                state = r.truth_state or TruthState.EITHER
+            elif r.off_target.get(k) in NOT_SCORED_OFF_TARGET:
+                state = TruthState.EITHER
             else:
-                state = str(TruthState.CLEAR)
-            rows.append({"report": name, "class": k, "truth_state": state})
+                state = TruthState.CLEAR
+            rows.append({"report": r.name, "class": k, "truth_state": state})
     return pd.DataFrame(rows, columns=list(TRUTH_COLUMNS))
 
 
@@ -117,23 +110,32 @@ def _measured(root: Path) -> pd.DataFrame | None:
     """diagnosis.csv's measured truth where it has one: per variant (``expected``,
     ``truth_state``: :func:`_per_variant`), long (``class``, ``truth_state``) or wide
     (``truth_state:<class>``), keyed ``scenario/variant``."""
-    path = root / "diagnosis.csv"
-    if not path.is_file():
+    run = RunFolder(root)
+    diag = run.table("diagnosis", columns=("scenario", "variant"))
+    if diag is None:
         return None
-    diag = pd.read_csv(path)
     report = diag["scenario"].astype(str) + "/" + diag["variant"].astype(str)
     if {"expected", "truth_state"} <= set(diag.columns) and "class" not in diag.columns:
-        return _per_variant(root, diag, report)
+        return _per_variant(run)
     if {"class", "truth_state"} <= set(diag.columns):
         return pd.DataFrame({"report": report, "class": diag["class"],
-                             "truth_state": diag["truth_state"]})  # fmt: skip
+                             "truth_state": diag["truth_state"].map(_state)})  # fmt: skip
     wide = [c for c in diag.columns if c.startswith("truth_state:")]
     if not wide:
         return None
     long = diag.assign(report=report).melt(id_vars="report", value_vars=wide,
                                            var_name="class", value_name="truth_state")  # fmt: skip
     long["class"] = long["class"].str.removeprefix("truth_state:")
+    long["truth_state"] = long["truth_state"].map(_state)
     return long
+
+
+def _state(value: object) -> TruthState:
+    """A truth_state cell as its state; an empty or unknown one is ``either`` (not scored)."""
+    try:
+        return TruthState(str(value))
+    except ValueError:
+        return TruthState.EITHER
 
 
 def _from_labels(items: Sequence[Labelled]) -> pd.DataFrame:
@@ -149,7 +151,7 @@ def _from_labels(items: Sequence[Labelled]) -> pd.DataFrame:
                 state = TruthState.EITHER
             else:
                 state = TruthState.CLEAR
-            rows.append({"report": it.name, "class": k, "truth_state": str(state)})
+            rows.append({"report": it.name, "class": k, "truth_state": state})
     return pd.DataFrame(rows, columns=list(TRUTH_COLUMNS))
 
 

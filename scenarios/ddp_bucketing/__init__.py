@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bottlenecks import Klass
 from scenarios._base import (
     Scenario,
     ScenarioConfig,
@@ -55,9 +56,8 @@ class DdpSize(Size):
     data_batches: int = 2
     """Distinct device-resident batches per rank; step i uses batch i % data_batches."""
     bucket_cap_mb: float = 100.0
-    """tuned_buckets' DDP bucket size in MB (DDP's own default is 25). 100 from the sweep in
-    scripts/device/ddp-sizing.sh on 2 x H200 at the earlier size (48 blocks of width 1024: 5 / 25
-    / 100 MB gave 53.4 / 47.6 / 47.1 ms per step; 14 buckets instead of 50). At 6 blocks of width
+    """tuned_buckets' DDP bucket size in MB (DDP's own default is 25). 100 from the bucket-size
+    sweep of scripts/device/ddp-sizing.sh (docs/scenario-measurements.md). At 6 blocks of width
     3072 each weight (151 MB) is a bucket of its own at either size; 100 MB gathers the small
     tensors into fewer buckets."""
     sweep_mb: list[float] = field(default_factory=list)
@@ -112,22 +112,21 @@ class DdpConfig(ScenarioConfig):
     )
     """CPU size: 2 gloo processes, 52 parameter tensors, well under a second per variant."""
     full: DdpSize = field(default_factory=lambda: DdpSize(warmup_steps=10, steps=40))
-    """GPU size (2 x H100/H200, NVLink): 6 blocks of width 3072, 40 tensors, 1.8 GB of fp32
-    gradients, 2048 tokens per rank in bf16, GPU-bound under nsys as well. Why, from the 2 x H200
-    run of 2026-11-28 (48 blocks of width 1024, 4096 tokens): ~1,430 kernels a step per rank at
-    ~45 us a launch under nsys made the traced step host-bound (probe effect 1.4-1.7), so the
-    profile judged another program; a quarter of the blocks at three times the width keeps the
-    gradient bytes (and so the all-reduce, ~5.5 ms at the 330 GB/s measured here) with ~200
-    launches a step. Estimates for an H100 (not yet measured at this size): matmuls ~8.4 ms,
-    elementwise ~2.5 ms, fused AdamW over 453 M parameters ~4 ms: ideal ~15 ms; the baseline adds
-    the whole all-reduce (~21 ms, 1.4x); backward (~6 ms) is long enough for DDP to hide most of
-    it. Tokens per rank set the balance: the backward of T tokens outlasts the all-reduce of its
-    gradients when T > bf16 FLOP/s / bus bandwidth (~2,000 tokens on these GPUs)."""
+    """GPU size (2 GPUs, NVLink): 6 blocks of width 3072, 40 tensors, 1.8 GB of fp32 gradients,
+    2048 tokens per rank in bf16, GPU-bound under nsys as well. Why: many narrow blocks make a
+    step of thousands of kernels, whose launches under nsys turn the traced step host-bound (the
+    profile would judge another program); a quarter of the blocks at three times the width
+    keeps the gradient bytes, and so the all-reduce, with ~200 launches a step. Estimates:
+    matmuls ~8.4 ms, elementwise ~2.5 ms, fused AdamW over 453 M parameters ~4 ms: ideal ~15
+    ms; the baseline adds the whole all-reduce (~21 ms, 1.4x); backward (~6 ms) is long enough
+    for DDP to hide most of it. Tokens per rank set the balance: the backward of T tokens
+    outlasts the all-reduce of its gradients when T > bf16 FLOP/s / bus bandwidth (~2,000
+    tokens on NVLink-connected GPUs)."""
 
 
 SCENARIO = Scenario(
     name="ddp_bucketing",
-    bottleneck="exposed_comm",
+    bottleneck=Klass.EXPOSED_COMM,
     title="Gradient all-reduce after backward, one collective per parameter tensor",
     variants=(
         Variant(

@@ -18,7 +18,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.nn.parallel import DistributedDataParallel as DDP
 
-from bottlenecks import phase
+from bottlenecks import BACKWARD, COMM, DATA_LOAD, FORWARD, OPTIMIZER, phase
 from scenarios._base import (
     RunContext,
     Workload,
@@ -163,12 +163,12 @@ class _Trainer(Workload):
 
     def forward_backward(self, index: int) -> torch.Tensor:
         """Forward, backward and gradient averaging; the gradients are ready for the optimizer."""
-        with phase("data_load"):
+        with phase(DATA_LOAD):
             k = index % self.size.data_batches
             x, y = self.inputs[k], self.targets[k]
-        with phase("forward"), self._amp():
+        with phase(FORWARD), self._amp():
             loss = F.mse_loss(self.train_model(x), y)  # autocast runs mse_loss in fp32
-        with phase("backward"):
+        with phase(BACKWARD):
             loss.backward()
         self.after_backward()
         return loss
@@ -178,7 +178,7 @@ class _Trainer(Workload):
 
     def step(self, index: int) -> None:
         self.forward_backward(index)
-        with phase("optimizer"):
+        with phase(OPTIMIZER):
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
         if self.measuring:
@@ -232,7 +232,7 @@ class Baseline(_Trainer):
         return len(self.groups)
 
     def after_backward(self) -> None:
-        with phase("comm"):
+        with phase(COMM):
             if self.measuring and self.on_gpu:
                 start, end = (
                     torch.cuda.Event(enable_timing=True),

@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bottlenecks import phase
+from bottlenecks import BACKWARD, DATA_LOAD, FORWARD, METRICS, OPTIMIZER, SYNC, phase
 from scenarios._base import (
     RunContext,
     Workload,
@@ -111,20 +111,20 @@ class _Trainer(Workload):
 
     def step(self, index: int) -> None:
         t0 = time.perf_counter()
-        with phase("data_load"):
+        with phase(DATA_LOAD):
             k = index % self.size.data_batches
             x, y = self.inputs[k], self.targets[k]
-        with phase("forward"), self._amp():
+        with phase(FORWARD), self._amp():
             loss = F.mse_loss(self.model(x), y)  # autocast runs mse_loss in fp32
         m0 = time.perf_counter()
         syncs = self.after_forward(index, loss)
         metrics_s = time.perf_counter() - m0
-        with phase("backward"):
+        with phase(BACKWARD):
             loss.backward()
         m0 = time.perf_counter()
         syncs += self.after_backward(index)
         metrics_s += time.perf_counter() - m0
-        with phase("optimizer"):
+        with phase(OPTIMIZER):
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
         m0 = time.perf_counter()
@@ -189,7 +189,7 @@ class Baseline(_Trainer):
     def check_block(self, block: int, out: torch.Tensor) -> None:
         if not self.checking:
             return
-        with phase("sync"):
+        with phase(SYNC):
             # bool() on a device tensor copies it to the host: the CPU waits for this block.
             if not torch.isfinite(out).all():
                 raise FloatingPointError(f"inf/NaN in the output of block {block}")
@@ -203,7 +203,7 @@ class Baseline(_Trainer):
     def after_forward(self, index: int, loss: torch.Tensor) -> int:
         if not self.checking:
             return 0
-        with phase("sync"):
+        with phase(SYNC):
             if torch.isnan(loss):
                 raise FloatingPointError(f"NaN loss at step {index}")
         return 1 + self.hook_syncs
@@ -211,7 +211,7 @@ class Baseline(_Trainer):
     def after_backward(self, index: int) -> int:
         if not self.checking:
             return 0
-        with phase("sync"):
+        with phase(SYNC):
             for name, p in self.model.named_parameters():
                 self.grad_norms[name] = p.grad.norm().item()  # one host round trip each
                 self.grad_norm_sums[name] = (
@@ -222,7 +222,7 @@ class Baseline(_Trainer):
     def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
         if not self.checking:
             return 0
-        with phase("sync"):
+        with phase(SYNC):
             self.losses.append(loss.item())  # waits for backward + optimizer to finish
             syncs = 1
             if self.on_gpu:
@@ -272,25 +272,25 @@ class SyncFree(_Trainer):
     def keep_output(self, block: int, out: torch.Tensor) -> None:
         """The block output's norm, queued on the device (one reduction, no NVTX range, no
         sync). Only the 0-d norm is kept: a reference to the output itself kept every block's
-        activation alive across the step (out of memory on the H100 at batch 8192)."""
+        activation alive across the step (out of memory at the full size)."""
         if block == 0:
             self.outputs.clear()
         self.outputs.append(torch.linalg.vector_norm(out.detach(), dtype=torch.float32))
 
     def after_forward(self, index: int, loss: torch.Tensor) -> int:
-        with phase("metrics"):
+        with phase(METRICS):
             self.act_norm_sum.add_(torch.stack(self.outputs))
             self.outputs.clear()
         return 0
 
     def after_backward(self, index: int) -> int:
-        with phase("metrics"):
+        with phase(METRICS):
             norms = torch._foreach_norm(self.grads())
             self.norm_sum.add_(torch.stack(norms).float())
         return 0
 
     def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
-        with phase("metrics"):
+        with phase(METRICS):
             self.loss_sum.add_(loss)
             self.steps_done += 1
             if self.steps_done % self.size.flush_every == 0:

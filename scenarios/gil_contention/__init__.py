@@ -12,19 +12,10 @@ optimizer step; the metrics thread takes it each time, and the training thread w
 switch interval (5 ms) to get it back. The thread's Python time is thus serialised with the
 loop's launches: once it is longer than the GPU's step, the GPU waits for the host.
 
-Measured on the H100 (a probe of this loop, 2026-11-25, Python 3.12, torch 2.11, 60 steps, two
-processes each): GPU step 14.5 ms with ~5 ms of launches; the Python metrics thread at 32
-thresholds 31.5 and 33.7 ms per step; the same work in a pool of 4 processes 14.6 and 14.6 ms;
-vectorised with numpy in the thread (then an n x k comparison matrix) 14.8 and 14.9 ms; 16 and
-64 thresholds 26.7 and 50.0 ms.
-Under nsys's GIL trace the training thread waited for the GIL 62% of the window while the
-metrics thread held it 99% of that time.
-
-The thread's Python time depends on the host CPU, the GPU step does not: a second H100 machine
-(2026-11-26) scored 32 thresholds in 14.4 ms per step instead of ~30, and the baseline measured
-1.29x there against 1.92x on the first. The default is therefore 64 thresholds, twice the GPU
-step on the faster of the two CPUs (~29 ms; ~58 ms on the slower), and the pool has 8 workers so
-that it keeps up on both (a task takes 29-58 ms of one core; a step, 14.5 ms).
+The thread's Python time depends on the host CPU, the GPU step does not: the default (64
+thresholds) is about twice the GPU step on the faster of the CPUs it was sized on, and the pool
+has 8 workers so that it keeps up on the slower ones too (the measurements behind the size:
+docs/scenario-measurements.md).
 
 Balance: ``batch`` sets both the GPU work and the predictions scored per step; ``severity`` (the
 thresholds) moves only the thread's Python time; ``depth`` and ``width`` move the GPU time (and,
@@ -36,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bottlenecks import Klass
 from scenarios._base import (
     Expectation,
     Scenario,
@@ -87,23 +79,19 @@ class GilConfig(ScenarioConfig):
     (~1.2 ms of Python at 32) the thread finished its work while the loop computed, and the
     loop hardly waited for the GIL.
     Width 24, not 8: on a loaded 2-core box any second running thread slows the loop (its wait
-    for a core, its GIL hand-overs), by a roughly fixed time per step. Beside one busy loop
-    ``vectorised`` measured 11-13% slower than ``ideal`` at width 8 and 16 (3.6 and 7 ms loop
-    steps, 2026-11-29), 9-13% at 24; at width 8 with the n x k numpy scoring, CI measured 34%
-    [20-43%] (fires, refuted: the thread's core time, not the GIL).
-    One pool worker: with two, on a 2-core box, the workers took both cores and the training
-    process's own threads waited for a core while handing the GIL over; its loop then waited for
-    the GIL 15.8% and 16.4% of the window in two runs (gil_contention fired on the fix, the
-    verdict was refuted), 0.0% with one worker. One worker does not keep up with the scoring
-    there (what is left is scored after the window), which the CPU size accepts: it checks the
-    mechanism, not the fix's speed."""
-    full: GilSize = field(default_factory=lambda: GilSize(warmup_steps=20, steps=100))
-    """GPU size (H100): GPU step ~14.5 ms, launches ~5 ms (measured, see the module docstring)."""
+    for a core, its GIL hand-overs) by a roughly fixed time per step, which a wider, longer
+    step dilutes. One pool worker: with two, the workers take both cores of such a box and the
+    training process's threads wait for a core while handing the GIL over, which reads as GIL
+    waits on the fix. One worker does not keep up with the scoring there (what is left is
+    scored after the window), which the CPU size accepts: it checks the mechanism, not the
+    fix's speed."""
+    full: GilSize = field(default_factory=lambda: GilSize(warmup_steps=10, steps=60))
+    """GPU size: a GPU step of ~14.5 ms with ~5 ms of launches (docs/scenario-measurements.md)."""
 
 
 SCENARIO = Scenario(
-    name="gil_contention",
-    bottleneck="gil_contention",
+    name=__name__.rpartition(".")[2],  # its package's name, which is also its class's
+    bottleneck=Klass.GIL_CONTENTION,
     title="A Python metrics thread holds the GIL the training loop needs to launch",
     variants=(
         Variant(

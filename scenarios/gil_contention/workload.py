@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from bottlenecks import phase
+from bottlenecks import BACKWARD, DATA_LOAD, FORWARD, METRICS, OPTIMIZER, phase
 from scenarios._base import (
     RunContext,
     Workload,
@@ -60,8 +60,8 @@ def pr_counts_numpy(probs: np.ndarray, labels: np.ndarray, k: int) -> tuple[np.n
     above each threshold read off by binary search (``p >= t`` is ``not p < t``: the loop's
     own float64 comparisons, so the counts are identical). ~0.1 ms of a core per step at
     8192 x 64, where the n x k comparison matrix took ~1 ms: on a loaded 2-core box that core
-    time alone slowed the loop beside it by 34% and read as gil_contention measured on this
-    fix (CI, 2026-11-29)."""
+    time alone slows the loop beside it, which the measured truth reads as GIL contention on
+    this fix."""
     cuts = np.asarray(thresholds(k))
     p = probs.astype(np.float64)
     pos = labels > 0.5
@@ -174,15 +174,15 @@ class _Trainer(Workload):
         return contextlib.nullcontext()
 
     def step(self, index: int) -> None:
-        with phase("data_load"):
+        with phase(DATA_LOAD):
             k = index % self.size.data_batches
             x, y = self.inputs[k], self.targets[k]
-        with phase("forward"), self._amp():
+        with phase(FORWARD), self._amp():
             logits = self.model(x)[:, 0]
         loss = F.binary_cross_entropy_with_logits(logits.float(), y)
-        with phase("backward"):
+        with phase(BACKWARD):
             loss.backward()
-        with phase("optimizer"):
+        with phase(OPTIMIZER):
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
         self.after_step(logits.detach(), y)
@@ -227,7 +227,7 @@ class ThreadedMetrics(_Trainer):
         self.thread.start()
 
     def after_step(self, logits: torch.Tensor, y: torch.Tensor) -> None:
-        with phase("metrics"):
+        with phase(METRICS):
             self.thread.inbox.put(self.to_host(logits, y))
             self.handed += 1
 
@@ -268,7 +268,7 @@ class PoolMetrics(_Trainer):
         )
 
     def after_step(self, logits: torch.Tensor, y: torch.Tensor) -> None:
-        with phase("metrics"):
+        with phase(METRICS):
             self.pending.append(self.to_host(logits, y))
             self.handed += 1
             while self.pending and (self.pending[0][0] is None or self.pending[0][0].query()):

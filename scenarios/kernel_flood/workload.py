@@ -15,7 +15,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from bottlenecks import phase
+from bottlenecks import BACKWARD, FORWARD, GRAPH_REPLAY, OPTIMIZER, phase
 from scenarios._base import (
     RunContext,
     Workload,
@@ -145,11 +145,11 @@ class _Base(Workload):
 
     def eager_step(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """Forward, backward, optimizer in eager mode, with NVTX phases."""
-        with phase("forward"):
+        with phase(FORWARD):
             loss = self.net(x, y)
-        with phase("backward"):
+        with phase(BACKWARD):
             loss.backward()
-        with phase("optimizer"):
+        with phase(OPTIMIZER):
             self.opt.step()
             self.opt.zero_grad()
         return loss.detach()
@@ -236,7 +236,7 @@ class CudaGraphs(_Base):
         self.extra["capture_s"] = time.perf_counter() - t0
 
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
-        with phase("graph_replay"):
+        with phase(GRAPH_REPLAY):
             self.static_x.copy_(x)
             self.static_y.copy_(y)
             self.graph.replay()
@@ -294,11 +294,11 @@ class Compiled(_Base):
     def train_step(self, x: torch.Tensor, y: torch.Tensor) -> None:
         if self.mode == "reduce-overhead":
             torch.compiler.cudagraph_mark_step_begin()
-        with phase("forward"):
+        with phase(FORWARD):
             loss = self.net_c(x, y)
-        with phase("backward"):
+        with phase(BACKWARD):
             loss.backward()
-        with phase("optimizer"):
+        with phase(OPTIMIZER):
             self.opt_step_c()
             self.opt.zero_grad()
 

@@ -15,9 +15,8 @@ about ``m * c_heavy + c_light``: the light rank waits in its receives most of th
 ``balanced`` times every block's forward and backward on one micro-batch in set-up (the fastest
 of ``cost_rounds`` passes, averaged over ranks so every rank cuts at the same place) and cuts
 where the per-stage sums are most even: ``(m + 1) * (c_heavy + c_light) / 2``. At 8
-micro-batches that is 36 against 57 units of a 7:1 split, 1.58x (1.39x for a 3:1 cut, whose
-balanced variant measured 1.24x on 2 x H200 on 2026-11-28, the last stage's head and loss making
-the even cut's second stage the slower one). ``more_microbatches`` keeps the cut and uses
+micro-batches that is 36 against 57 units of a 7:1 split, 1.58x (1.39x for a 3:1 cut, less in
+practice: the last stage's head and loss make the even cut's second stage the slower one). ``more_microbatches`` keeps the cut and uses
 ``more_microbatches`` smaller micro-batches: the fill and drain shrink, but the heavy stage
 still sets the pace (7m + 1 units of the smaller micro-batch against 7m: a few per cent), so it
 is expected to stay imbalanced.
@@ -58,6 +57,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from bottlenecks import Klass
 from scenarios._base import (
     Expectation,
     Scenario,
@@ -85,9 +85,9 @@ class PipeSize(Size):
     """Micro-batches per step (baseline and balanced); must divide ``rows``."""
     more_microbatches: int = 16
     """Micro-batches per step of ``more_microbatches``; must divide ``rows``. 16, not more: at 32
-    (512 tokens each) the heavy rank became host-bound on GPUs (2 x H200, 2026-11-28: ~15,600
-    kernels a step, launches of ~22 us under nsys, the GPU idle between 10-35 us kernels) and the
-    variant ran 3x slower than the baseline, for want of launches, not of balance."""
+    (512 tokens each) the heavy rank turns host-bound on GPUs (tens of microseconds kernels
+    paced by their launches), and the variant would be slow for want of launches, not of
+    balance."""
     cost_rounds: int = 5
     """Set-up passes timing every block and the head (each keeps its fastest pass)."""
     hold_cores: bool = False
@@ -147,7 +147,7 @@ _PARTIAL = Expectation(
 
 SCENARIO = Scenario(
     name="pipeline_imbalance",
-    bottleneck="stage_imbalance",
+    bottleneck=Klass.STAGE_IMBALANCE,
     title="Pipeline stages cut 7:1: one rank waits in recv while the other computes",
     variants=(
         Variant(

@@ -16,7 +16,7 @@ import torch.distributed as dist
 import torch.nn.functional as F
 from torch import nn
 
-from bottlenecks import phase
+from bottlenecks import BACKWARD, COMM, FORWARD, OPTIMIZER, phase
 from scenarios._base import (
     RunContext,
     Workload,
@@ -211,7 +211,7 @@ class Pipeline(Workload):
         works = [dist.irecv(b, peer) for b in bufs] if early else []
 
         def get(i: int) -> torch.Tensor:
-            with phase("comm"):
+            with phase(COMM):
                 if early:
                     works[i].wait()
                 else:
@@ -231,7 +231,7 @@ class Pipeline(Workload):
         get = None if first else self._recvs(self.rank - 1, shape, early=last)
         # one autocast region for the whole forward phase: each weight is cast to bf16 once a
         # step, not once a micro-batch (autocast caches casts until its outermost region ends)
-        with phase("forward"), self._amp():
+        with phase(FORWARD), self._amp():
             for i in range(self.m):
                 h = xs[i] if first else get(i).requires_grad_()  # type: ignore[misc]
                 with self._timed("fb"):
@@ -239,23 +239,23 @@ class Pipeline(Workload):
                     if last:
                         out = F.mse_loss(out, ys[i]) / self.m
                 if not last:
-                    with phase("comm"):
+                    with phase(COMM):
                         sends.append(dist.isend(out.detach(), self.rank + 1))
                 inputs.append(h)
                 outputs.append(out)
         get = None if last else self._recvs(self.rank + 1, shape, early=first)
-        with phase("backward"):
+        with phase(BACKWARD):
             for i in range(self.m):
                 grad = None if last else get(i)  # type: ignore[misc]
                 with self._timed("fb"):
                     outputs[i].backward(grad)
                 if not first:
-                    with phase("comm"):
+                    with phase(COMM):
                         sends.append(dist.isend(inputs[i].grad, self.rank - 1))
-            with phase("comm"):
+            with phase(COMM):
                 for s in sends:
                     s.wait()
-        with phase("optimizer"), self._timed("opt"):
+        with phase(OPTIMIZER), self._timed("opt"):
             self.opt.step()
             self.opt.zero_grad(set_to_none=True)
         if self.measuring:

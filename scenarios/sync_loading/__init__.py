@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
+from bottlenecks import Klass
 from scenarios._base import (
     Expectation,
     Scenario,
@@ -21,9 +22,8 @@ class SyncLoadingSize(Size):
     """Work per variant for sync_loading."""
 
     batch_size: int = 256
-    """Images per step. 256 keeps ``ideal`` GPU-bound on an H100 even under nsys: at 128 its
-    ~11 ms of kernels sat so close to the launch thread's pace that tracing overhead made it
-    CPU-bound (probe effect 1.46)."""
+    """Images per step. 256 keeps ``ideal`` GPU-bound even under nsys: at 128 its kernels sit
+    so close to the launch thread's pace that tracing overhead makes it CPU-bound."""
     image_size: int = 224
     """Side of the square network input after resize, px."""
     num_images: int = 1024
@@ -39,13 +39,12 @@ class SyncLoadingSize(Size):
     ideal_batches: int = 4
     """Pre-decoded batches kept on the device by ``ideal``."""
     dali_threads: int = 4
-    """CPU threads of the DALI pipeline; its CPU stages compete with the training thread
-    (measured on the H100 box: 2 threads 8.0k img/s, 4 threads 9.4k, 8 threads 7.6k)."""
+    """CPU threads of the DALI pipeline; its CPU stages compete with the training thread, so more
+    is not faster past a few (docs/scenario-measurements.md)."""
     dali_hw_decoder_load: float = 1.0
-    """Share of JPEGs DALI sends to the hardware JPEG decoder (A100/H100/H200); the rest use
-    nvJPEG's CUDA path, on the SMs the model needs (DALI's default is 0.65). Timed beside ideal
-    on a 16-core H200 (scripts/device/dali-sweep.sh): 1.0 reached 84.7% of ideal, 0.65 63.1%,
-    0.0 26.1%."""
+    """Share of JPEGs DALI sends to the GPU's hardware JPEG decoder, where it has one; the rest use
+    nvJPEG's CUDA path, on the SMs the model needs (DALI's default is 0.65). 1.0 came closest
+    to ideal in scripts/device/dali-sweep.sh (results/reference/h200/dali-sweep.csv)."""
     probe_batches: int = 8
     """Batches the fixes pull without training during setup, to measure the loader's own rate
     (async_dataloader pulls at least one per worker)."""
@@ -92,7 +91,7 @@ class SyncLoadingConfig(ScenarioConfig):
 
 SCENARIO = Scenario(
     name="sync_loading",
-    bottleneck="data_stall",
+    bottleneck=Klass.DATA_STALL,
     title="Synchronous CPU data loading",
     # The fixes measure their loader's own rate in set-up, and their DataLoader workers or
     # DALI threads go on filling the prefetch queue after it; the first set-up writes the JPEGs.

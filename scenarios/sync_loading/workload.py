@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import torch
 
-from bottlenecks import phase
+from bottlenecks import DATA_LOAD, H2D, phase
 from scenarios._base import (
     RunContext,
     Workload,
@@ -69,7 +69,7 @@ class _Base(Workload):
         """Measure the loader's own rate (the fixes; set-up only)."""
 
     def step(self, index: int) -> None:
-        with phase("data_load"):
+        with phase(DATA_LOAD):
             t0 = time.perf_counter()
             x, y = next(self.batches)
             self.data_wait_s += time.perf_counter() - t0
@@ -98,7 +98,7 @@ class Baseline(_Base):
         return iter(loader)
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with phase("h2d"):
+        with phase(H2D):
             return x.to(self.ctx.device), y.to(self.ctx.device)
 
 
@@ -132,7 +132,7 @@ class AsyncDataLoader(_Base):
         return {**super().metrics(), "loader_only_samples_per_s": self.loader_only}
 
     def to_device(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        with phase("h2d"):
+        with phase(H2D):
             x = x.to(self.ctx.device, non_blocking=True)
             y = y.to(self.ctx.device, non_blocking=True)
         return self.normalize(x), y

@@ -26,6 +26,10 @@
 #      the budget), PYTHON (default python3), GPUS (default: nvidia-smi's count; GPUS=1 on a
 #      CPU box runs the single-GPU scripts at their CPU size, a dry run), LABELS (default
 #      corpus/wild/labels.csv), SCRIPT_ARGS (appended to every timed run, e.g. "--seconds 0"),
+#      PROFILE_ARGS (appended to the profiled run only, e.g. "--seconds 0.3": a shorter loop
+#      than the timed one, so that the export stays small; the scripts round it up to a whole
+#      period or cycle of their own; the timing keeps the scripts' own length), PROFILE_EST_S
+#      (every profile's estimated seconds for BUDGET_S, instead of corpus/plan.py's),
 #      REMOVALS_ONLY=1 (time each script's full-removal switches only, beside none: with
 #      PROFILE=0, the measurements the committed exports' predictions are checked against).
 #      Per-run time limits and time estimates are corpus/plan.py's.
@@ -64,7 +68,7 @@ trace_for() {  # $1: a script's nsys_trace -> the values this nsys accepts; a no
 removals=()
 [ "${REMOVALS_ONLY:-0}" = 1 ] && removals=(--removals-only)
 mapfile -t selected < <("$py" corpus/plan.py "$labels" --part "${PART:-}" --only "${ONLY:-}" \
-  --gpus "$gpus" --repeats "$repeats" "${removals[@]}")
+  --gpus "$gpus" --repeats "$repeats" --profile-s "${PROFILE_EST_S:-0}" "${removals[@]}")
 if [ ${#selected[@]} -eq 0 ]; then echo "no script selected"; exit 2; fi
 echo "scripts (${#selected[@]}): $(for s in "${selected[@]}"; do printf '%s ' "${s%% *}"; done)"
 
@@ -99,7 +103,7 @@ export_one() {  # nsys-rep -> sqlite -> xz, in the background
     && xz -9e -T0 -f "$d/$n.sqlite" && echo "  exported $n: $(du -k "$d/$n.sqlite.xz" | cut -f1) KB xz" \
     || echo "  EXPORT FAILED $n: $(tail -2 "$d/$n.export.log")"
 }
-echo "== profiling"
+echo "== profiling${PROFILE_ARGS:+ (each run with: $PROFILE_ARGS)}"
 prof=$work/profiles
 pids=()
 [ "${PROFILE:-1}" = 0 ] && selected_profile=() || selected_profile=("${selected[@]}")
@@ -117,9 +121,10 @@ for spec in "${selected_profile[@]}"; do
   for try in 1 2; do  # a second try only when nsys made no report yet ran in time, and time is left
     rm -rf "$work/cold/$name"
     t0=$(date +%s)
-    # shellcheck disable=SC2046
+    # shellcheck disable=SC2046,SC2086
     env "${caches[@]}" timeout -k 10 $(( limit_s + 60 )) nsys profile --trace="$trace" --sample=none --cpuctxsw=none \
-      --force-overwrite=true -o "$prof/$name" $(launcher "$source" "$procs" "$device") >"$work/logs/$name.profile.log" 2>&1
+      --force-overwrite=true -o "$prof/$name" $(launcher "$source" "$procs" "$device") ${PROFILE_ARGS:-} \
+      >"$work/logs/$name.profile.log" 2>&1
     rc=$?
     echo "  profiled $name rc=$rc $(( $(date +%s) - t0 )) s (estimate $prof_s s, --trace=$trace)" \
       "$(grep '^RESULT' "$work/logs/$name.profile.log" | tail -1)"

@@ -1,0 +1,277 @@
+"""The trace view: one nsys export as the detectors and the time model read it.
+
+:class:`TraceView` (the export and the settings it is read with) is what a detector takes;
+beside it, the readings it is made of, each cached on the trace so that every detector shares
+one scan per table:
+
+- the steady-state window every detector judges (:class:`Steady`, :func:`steady`: the suite's
+  NVTX steps, else repeating iterations found in the GPU work or NVTX, else the span of the
+  activity) and why a report cannot be judged at all (:func:`gpu_activity_lost`,
+  :func:`no_steady_state`);
+- the GPU activity in it (:class:`Activity`), the CUDA API calls (:func:`window_calls`, roles
+  from :data:`CATEGORIES`) and OS-runtime calls of chosen threads (:func:`thread_osrt`);
+- the host's side (:class:`HostView`): what the threads issuing the loop's work did while the
+  GPU idled, their stretches without CUDA calls and the input evidence in each, their GIL waits
+  (:func:`read_waits`, :func:`gil_waits`);
+- the NCCL kernels matched across ranks, each wait charged to what the late rank did
+  (:func:`comm`, :func:`charges`);
+- interval maths on sorted unions (:func:`union`, :func:`overlap_each`, ...) and evidence stamps.
+"""
+
+from __future__ import annotations
+
+from analysis.detect.view._api import (
+    CATEGORIES,
+    LAUNCH,
+    MEMCPY_CALL,
+    SYNC,
+    api_names,
+    base_names,
+    category_ids,
+)
+from analysis.detect.view._arrays import (
+    by_start,
+    few_unique,
+    first_values,
+    lookup,
+    member,
+    rows_where,
+    top,
+)
+from analysis.detect.view._calls import (
+    LAUNCH_LOOKBACK_NS,
+    activity_launch_ends,
+    blocking_calls,
+    caller_tids,
+    launch_ends,
+    prefetch_calls,
+    window_api,
+    window_calls,
+)
+from analysis.detect.view._comm import (
+    CHARGES,
+    Charges,
+    Comm,
+    charges,
+    comm,
+    compute_union,
+)
+from analysis.detect.view._events import (
+    foreign_event_syncs,
+    loop_streams,
+)
+from analysis.detect.view._evidence import (
+    label_at,
+    ms,
+    stamp,
+)
+from analysis.detect.view._gil_waits import (
+    NVTX,
+    OSRT,
+    GilWaits,
+    Source,
+    read_waits,
+)
+from analysis.detect.view._gpu import (
+    DIRECTIONS,
+    DTOH,
+    HTOD,
+    KIND_GRAPH,
+    KIND_KERNEL,
+    KIND_MEMCPY,
+    KIND_MEMSET,
+    Activity,
+    busy,
+    gpu_activity,
+    gpu_starts,
+    kernel_names,
+    steady_activity,
+)
+from analysis.detect.view._host import (
+    CAUSES,
+    WAIT_CALLS,
+    HostView,
+    evidence_ids,
+    gil_waits,
+    hint_ranges,
+    host_stretches,
+    host_view,
+    input_evidence,
+    is_evidence,
+    is_input,
+    issuing_threads,
+    launching_threads,
+    osrt_ids,
+    suite_ranges,
+)
+from analysis.detect.view._intervals import (
+    covered,
+    difference,
+    gaps,
+    length,
+    overlap_any,
+    overlap_each,
+    overlap_total,
+    union,
+)
+from analysis.detect.view._osrt import (
+    prefetch_osrt,
+    thread_osrt,
+)
+from analysis.detect.view._reads import (
+    GPU_TABLES,
+    GRAPH,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    RUNTIME,
+    WINDOW,
+    enum_ids,
+    has_gpu,
+    id_list,
+    name_ids,
+    string_ids,
+    trace_cache,
+)
+from analysis.detect.view._steady import (
+    Anchor,
+    CodeGroups,
+    Iterations,
+    anchors,
+    gpu_iterations,
+    gpu_search,
+    gpu_sequence,
+    group_codes,
+    nvtx_iterations,
+    pick_anchor,
+)
+from analysis.detect.view._trace_view import (
+    TraceView,
+)
+from analysis.detect.view._window import (
+    CONTEXT_TABLES,
+    GPU_ACTIVITY_LOST,
+    NO_STEADY_STATE,
+    Steady,
+    activity_span,
+    gpu_activity_lost,
+    launcher_tids,
+    loop_thread,
+    no_steady_state,
+    process_main_thread,
+    steady,
+)
+
+__all__ = [
+    "CATEGORIES",
+    "CAUSES",
+    "CHARGES",
+    "CONTEXT_TABLES",
+    "DIRECTIONS",
+    "DTOH",
+    "GPU_ACTIVITY_LOST",
+    "GPU_TABLES",
+    "GRAPH",
+    "HTOD",
+    "KERNEL",
+    "KIND_GRAPH",
+    "KIND_KERNEL",
+    "KIND_MEMCPY",
+    "KIND_MEMSET",
+    "LAUNCH",
+    "LAUNCH_LOOKBACK_NS",
+    "MEMCPY",
+    "MEMCPY_CALL",
+    "MEMSET",
+    "NO_STEADY_STATE",
+    "NVTX",
+    "OSRT",
+    "RUNTIME",
+    "SYNC",
+    "WAIT_CALLS",
+    "WINDOW",
+    "Activity",
+    "Anchor",
+    "Charges",
+    "CodeGroups",
+    "Comm",
+    "GilWaits",
+    "HostView",
+    "Iterations",
+    "Source",
+    "Steady",
+    "TraceView",
+    "activity_launch_ends",
+    "activity_span",
+    "anchors",
+    "api_names",
+    "base_names",
+    "blocking_calls",
+    "busy",
+    "by_start",
+    "caller_tids",
+    "category_ids",
+    "charges",
+    "comm",
+    "compute_union",
+    "covered",
+    "difference",
+    "enum_ids",
+    "evidence_ids",
+    "few_unique",
+    "first_values",
+    "foreign_event_syncs",
+    "gaps",
+    "gil_waits",
+    "gpu_activity",
+    "gpu_activity_lost",
+    "gpu_iterations",
+    "gpu_search",
+    "gpu_sequence",
+    "gpu_starts",
+    "group_codes",
+    "has_gpu",
+    "hint_ranges",
+    "host_stretches",
+    "host_view",
+    "id_list",
+    "input_evidence",
+    "is_evidence",
+    "is_input",
+    "issuing_threads",
+    "kernel_names",
+    "label_at",
+    "launch_ends",
+    "launcher_tids",
+    "launching_threads",
+    "length",
+    "lookup",
+    "loop_streams",
+    "loop_thread",
+    "member",
+    "ms",
+    "name_ids",
+    "no_steady_state",
+    "nvtx_iterations",
+    "osrt_ids",
+    "overlap_any",
+    "overlap_each",
+    "overlap_total",
+    "pick_anchor",
+    "prefetch_calls",
+    "prefetch_osrt",
+    "process_main_thread",
+    "read_waits",
+    "rows_where",
+    "stamp",
+    "steady",
+    "steady_activity",
+    "string_ids",
+    "suite_ranges",
+    "thread_osrt",
+    "top",
+    "trace_cache",
+    "union",
+    "window_api",
+    "window_calls",
+]

@@ -1,0 +1,94 @@
+"""Helpers on the column dicts the detectors read (name -> aligned numpy array): row
+selection, time order and first-occurrence lookup tables, each with a fast path for the
+already-sorted rows SQLite usually returns."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["by_start", "few_unique", "first_values", "lookup", "member", "rows_where", "top"]
+
+
+def rows_where(cols: dict[str, np.ndarray], mask: np.ndarray) -> dict[str, np.ndarray]:
+    """The rows of ``cols`` where ``mask`` holds: views where they are one run (the usual case:
+    all rows, or all but a few at either end), copies otherwise."""
+    idx = np.flatnonzero(mask)
+    if idx.size and idx[-1] - idx[0] + 1 == idx.size:
+        return {k: v[idx[0] : idx[-1] + 1] for k, v in cols.items()}
+    return {k: v[idx] for k, v in cols.items()}
+
+
+def _lex_order(start: np.ndarray, end: np.ndarray) -> np.ndarray | None:
+    """np.lexsort((end, start)), or None where the rows are in that order already."""
+    if start.size < 2:
+        return None
+    ds = start[1:] - start[:-1]
+    if ((ds > 0) | ((ds == 0) & (end[1:] >= end[:-1]))).all():
+        return None
+    return np.lexsort((end, start))
+
+
+def _increasing(x: np.ndarray) -> bool:
+    """Whether ``x`` is strictly increasing (correlation ids in start order usually are)."""
+    return x.size < 2 or bool((x[1:] > x[:-1]).all())
+
+
+def _sorted(x: np.ndarray) -> bool:
+    """Whether ``x`` is in non-decreasing order."""
+    return x.size < 2 or bool((x[1:] >= x[:-1]).all())
+
+
+def by_start(cols: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """``cols`` sorted by ``start``, ties in their order (a stable sort); left as they are
+    where SQLite returned them sorted (nsys writes most tables in time order)."""
+    s = cols["start"]
+    if _sorted(s):
+        return cols
+    order = np.argsort(s, kind="stable")
+    return {k: v[order] for k, v in cols.items()}
+
+
+def lookup(keys: np.ndarray, values: np.ndarray, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(mask of ``x`` found in the sorted ``keys``, the matching ``values`` (of the first of equal
+    keys), aligned with ``x``: garbage where not found)."""
+    if keys.size == 0:
+        return np.zeros(x.shape, bool), np.zeros(x.shape, values.dtype)
+    pos = np.searchsorted(keys, x)
+    np.clip(pos, 0, keys.size - 1, out=pos)
+    return keys[pos] == x, values[pos]
+
+
+def member(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """``np.isin(x, keys)`` for integer ids, by one sort of ``keys`` (none when sorted) and a
+    binary search: numpy 2's isin hashed 5 M correlation ids for 5.3 s where this takes 0.5."""
+    keys = np.asarray(keys)
+    if not _sorted(keys):
+        keys = np.sort(keys)
+    return lookup(keys, keys, np.asarray(x))[0]
+
+
+def few_unique(x: np.ndarray) -> np.ndarray:
+    """``np.unique(x)`` of non-negative integers with few distinct small values (stream ids,
+    thread slots): a bincount instead of sorting or hashing millions of values."""
+    x = np.asarray(x)
+    if x.size == 0 or x.min() < 0 or x.max() > 1 << 16:
+        return np.unique(x)
+    return np.flatnonzero(np.bincount(x)).astype(x.dtype)
+
+
+def first_values(keys: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(sorted distinct ``keys``, the ``values`` at each one's first occurrence)."""
+    if _increasing(keys):
+        return keys, values
+    uniq, first = np.unique(keys, return_index=True)
+    return uniq, values[first]
+
+
+def top(x: np.ndarray, k: int = 3) -> np.ndarray:
+    """``np.argsort(-x, kind="stable")[:k]``: the indices of the ``k`` largest values, ties in
+    index order, without sorting millions of values for three."""
+    if x.size <= k:
+        return np.argsort(-x, kind="stable")
+    kth = np.partition(x, x.size - k)[x.size - k]
+    cand = np.flatnonzero(x >= kth)
+    return cand[np.argsort(-x[cand], kind="stable")[:k]]

@@ -1,0 +1,252 @@
+"""GPU activity in the window: kernels, copies, memsets and graph replays as aligned numpy
+arrays (:class:`Activity`), read with one scan per GPU table and cached."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from analysis import trace as T
+from analysis.detect.config import WindowThresholds
+from analysis.detect.view._arrays import _lex_order, rows_where
+from analysis.detect.view._intervals import union
+from analysis.detect.view._reads import (
+    _WINDOW_OR_START,
+    GRAPH,
+    KERNEL,
+    MEMCPY,
+    MEMSET,
+    _end_back,
+    _end_column,
+    enum_ids,
+    id_list,
+    string_ids,
+    trace_cache,
+)
+from analysis.detect.view._window import Steady, steady
+
+__all__ = [
+    "DIRECTIONS",
+    "DTOH",
+    "HTOD",
+    "KIND_GRAPH",
+    "KIND_KERNEL",
+    "KIND_MEMCPY",
+    "KIND_MEMSET",
+    "Activity",
+    "busy",
+    "gpu_activity",
+    "gpu_starts",
+    "kernel_names",
+    "steady_activity",
+]
+
+#: Activity.kind codes (a graph replay traced at graph level is one item: its span is busy).
+KIND_KERNEL, KIND_MEMCPY, KIND_MEMSET, KIND_GRAPH = 0, 1, 2, 3
+#: Activity.direction codes: index into this tuple (memcpy rows; 0 for the rest).
+DIRECTIONS = ("other", "HtoD", "DtoH", "DtoD")
+HTOD, DTOH = 1, 2
+
+
+@dataclass(frozen=True)
+class Activity:
+    """Kernels, memcpys and memsets overlapping the window, clipped to it, as aligned arrays.
+
+    Sorted by (start, end), ties in table order (kernels, then copies, then memsets, each by
+    rowid). ``corr`` is -1 where the export has no correlation id; ``rowid`` is the row in the
+    activity's own table (to fetch a kernel's name for evidence, see :func:`kernel_names`).
+    Copy fields (``nbytes``, ``direction``, ``pageable``) are 0 on kernels and memsets.
+    ``device`` is the row's CUDA deviceId and ``stream`` its streamId (0 where the export has no
+    such column, as memsets have no stream; filled with zeros when an Activity is built without
+    them, so older callers keep working).
+    """
+
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    corr: np.ndarray
+    rowid: np.ndarray
+    nccl: np.ndarray
+    nbytes: np.ndarray
+    direction: np.ndarray
+    pageable: np.ndarray
+    device: np.ndarray = None  # type: ignore[assignment]
+    stream: np.ndarray = None  # type: ignore[assignment]
+
+    def __post_init__(self) -> None:
+        for name in ("device", "stream"):
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, np.zeros(self.start.size, np.int64))
+
+    def __len__(self) -> int:
+        return int(self.start.size)
+
+    def take(self, idx: np.ndarray) -> Activity:
+        """The rows at ``idx`` (an index or boolean array), in that order."""
+        if idx.dtype == bool:  # a few rows out of millions: index once, not per field
+            idx = np.flatnonzero(idx)
+        return Activity(**{f: getattr(self, f)[idx] for f in self.__dataclass_fields__})
+
+
+def steady_activity(trace: T.Trace, window: WindowThresholds) -> tuple[Steady, Activity]:
+    """The steady-state window and the GPU activity inside it: what most detectors start from."""
+    st = steady(trace, window)
+    return st, gpu_activity(trace, st.lo, st.hi)
+
+
+def _gpu_columns(trace: T.Trace, table: str) -> dict[str, str]:
+    """Columns read of one GPU table: times, ids, the device and (except memsets) the stream."""
+    cols = {"start": "t.start", "end": _end_column(trace, table), "corr": "t.correlationId"}
+    cols["rowid"] = "t.rowid"
+    if trace.has(table, "deviceId"):
+        cols["device"] = "t.deviceId"
+    if table != MEMSET:
+        cols["stream"] = "t.streamId" if trace.has(table, "streamId") else "0"
+    if table == KERNEL:
+        nccl = string_ids(trace, "%nccl%")
+        if nccl:
+            ids = id_list(nccl)
+            exact = (
+                "CASE WHEN t.demangledName IN (SELECT id FROM StringIds) "
+                f"THEN t.demangledName IN ({ids}) ELSE t.shortName IN ({ids}) END"
+            )
+            # the same value; the look-up in StringIds only where the cheap tests cannot tell
+            cols["nccl"] = (
+                f"CASE WHEN t.demangledName IN ({ids}) THEN 1 WHEN t.shortName IN ({ids}) "
+                f"OR t.shortName IS NULL OR t.demangledName IS NULL THEN COALESCE({exact}, 0) "
+                "ELSE 0 END"
+            )
+    if table == MEMCPY:
+        ops = "ENUM_CUDA_MEMCPY_OPER"
+        htod, dtoh = enum_ids(trace, ops, "%HTOD"), enum_ids(trace, ops, "%DTOH")
+        dtod = enum_ids(trace, ops, "%DTOD")
+        pg = id_list(enum_ids(trace, "ENUM_CUDA_MEM_KIND", "%PAGEABLE"))
+        cols["nbytes"] = "COALESCE(t.bytes, 0)"
+        cols["direction"] = (
+            f"CASE WHEN t.copyKind IN ({id_list(htod)}) THEN 1 WHEN t.copyKind IN ({id_list(dtoh)}) "
+            f"THEN 2 WHEN t.copyKind IN ({id_list(dtod)}) THEN 3 ELSE 0 END"
+        )
+        cols["pageable"] = f"COALESCE(t.srcKind IN ({pg}) OR t.dstKind IN ({pg}), 0)"
+    return cols
+
+
+def _gpu_pack(trace: T.Trace, table: str, cols: dict[str, str]) -> list[T.Pack]:
+    """Pairs of :func:`_gpu_columns` read as one value (see ``T.int_columns``): the rowid under
+    the correlation id, the NCCL flag under the duration."""
+    pack: list[T.Pack] = []
+    bits = T.id_bits(trace, table)
+    if bits is not None:
+        pack.append(("corr", "rowid", bits))
+    if "nccl" in cols and cols["end"] != 't."end"':
+        pack.append(("end", "nccl", 1))
+    return pack
+
+
+#: GPU tables in Activity's tie order, with their Activity.kind code.
+_GPU_KINDS = (
+    (KERNEL, KIND_KERNEL),
+    (MEMCPY, KIND_MEMCPY),
+    (MEMSET, KIND_MEMSET),
+    (GRAPH, KIND_GRAPH),
+)
+
+
+def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarray]], list]:
+    """One scan per GPU table: (rows overlapping [lo, hi] per table, every row read of the
+    kernels, graph replays and copies for :func:`gpu_starts`)."""
+    parts: list[dict[str, np.ndarray]] = []
+    starts: dict[int, dict[str, np.ndarray]] = {}  # every row read: overlapping or starting
+    for table, kind in _GPU_KINDS:
+        if not trace.has(table):
+            continue
+        cols = _gpu_columns(trace, table)
+        part = T.int_columns(
+            trace,
+            table,
+            cols,
+            _WINDOW_OR_START,
+            {"lo": lo, "hi": hi},
+            pack=_gpu_pack(trace, table, cols),
+        )
+        part = _end_back(trace, table, part)
+        if kind != KIND_MEMSET:
+            starts[kind] = {k: part[k] for k in ("start", "corr", "stream")}
+        part = rows_where(part, part["end"] > lo)
+        part["kind"] = np.full(part["start"].size, kind, np.int8)
+        parts.append(part)
+    return parts, [starts[k] for k in (KIND_KERNEL, KIND_GRAPH, KIND_MEMCPY) if k in starts]
+
+
+def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
+    """Kernels, memcpys, memsets and graph replays overlapping [lo, hi], clipped to it (cached).
+
+    Read as numpy columns with :func:`analysis.trace.int_columns` (no per-row Python objects);
+    an NCCL kernel is one whose demangled name (else short name) contains ``nccl``: the string
+    table is searched once and the kernels are tested against those ids in SQL. Copy direction
+    and pageability come from the export's ENUM_CUDA_MEMCPY_OPER / ENUM_CUDA_MEM_KIND.
+    """
+    key = ("gpu", lo, hi)
+    cache = trace_cache(trace)
+    if key in cache:
+        return cache[key]
+    parts, launched = _read_gpu(trace, lo, hi)
+    cache[("gpu_starts", lo, hi)] = launched
+
+    def col(name: str, dtype: Any) -> np.ndarray:
+        arrays = [
+            part[name] if name in part else np.zeros(part["start"].size, np.int64) for part in parts
+        ]
+        if len(arrays) == 1:
+            return arrays[0].astype(dtype, copy=False)
+        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+
+    start = np.clip(col("start", np.int64), lo, None)
+    end = np.clip(col("end", np.int64), None, hi)
+    order = _lex_order(start, end)  # stable: ties keep kernels, copies, memsets, rowid order
+    fields = {"start": (start, None), "end": (end, None), "kind": ("kind", np.int8)}
+    fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device", "stream")}
+    fields |= {"nccl": ("nccl", bool), "direction": ("direction", np.int8)}
+    fields["pageable"] = ("pageable", bool)
+    arrays = {}
+    for f, (src, dtype) in fields.items():
+        a = src if dtype is None else col(src, dtype)
+        arrays[f] = a if order is None else a[order]
+    cache[key] = act = Activity(**arrays)
+    return act
+
+
+def gpu_starts(trace: T.Trace, lo: int, hi: int, a: int, b: int) -> dict[str, np.ndarray]:
+    """Kernels, graph replays and copies whose (unclipped) start lies in [a, b) (within the
+    window [lo, hi)): start, corr and stream (0 where the table has none), tables in that
+    order, each in rowid order. Read by the same scan as :func:`gpu_activity`."""
+    gpu_activity(trace, lo, hi)
+    a, b = max(a, lo), min(b, hi)
+    found = []
+    for part in trace_cache(trace)[("gpu_starts", lo, hi)]:
+        found.append(rows_where(part, (part["start"] >= a) & (part["start"] < b)))
+    names = ("start", "corr", "stream")
+    if not found:
+        return {n: np.zeros(0, np.int64) for n in names}
+    return {n: np.concatenate([f[n] for f in found]) for n in names}
+
+
+def busy(trace: T.Trace, st: Steady, act: Activity) -> tuple[np.ndarray, np.ndarray]:
+    """The union of all GPU activity in the window (cached with the activity)."""
+    key = ("busy", st.lo, st.hi)
+    cache = trace_cache(trace)
+    if key not in cache:
+        cache[key] = union(act.start, act.end)
+    return cache[key]
+
+
+def kernel_names(trace: T.Trace, rowids: Any) -> list[str | None]:
+    """Short names of the kernels at these rowids of the kernel table (None where unknown)."""
+    rowids = [int(r) for r in rowids]
+    if not rowids or not trace.has(KERNEL):
+        return [None] * len(rowids)
+    sql = f"""SELECT t.rowid, s.value FROM {KERNEL} AS t
+              LEFT JOIN StringIds AS s ON s.id = t.shortName WHERE t.rowid IN ({id_list(rowids)})"""
+    found = dict(trace.query(sql)[1])
+    return [found.get(r) for r in rowids]

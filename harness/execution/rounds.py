@@ -1,0 +1,158 @@
+"""Rounds where the noise is: after a scenario's last planned timing round, one more round of the
+variants whose intervals are still wide, while the suite's time budget allows.
+
+Why: a GPU-bound pair repeats within 1% and its interval is tight after the fewest rounds
+(``harness.repeats``); a host-bound pair on a lent guest needs more rounds for the same width.
+Rounds cost the same whichever pair they serve, so they go to the pairs that need them
+(Kalibera and Jones, "Rigorous benchmarking in reasonable time", ISMM 2013: repetitions at each
+level sized by where the variance is). A pair is the ratio a table reports: each variant
+against the baseline (runs.csv's speedup) and against what removes the scenario's cause
+(diagnosis.csv's measured saving; runs.csv's share of ``ideal``). A round is added while one of
+them is wider than ``harness.timing.target_half_width``, up to ``max_rounds``, and only with
+the pair's two variants (its other variants are not timed again); the budget check is
+:func:`harness.execution.wallplan.fits`.
+
+Every decision is recorded (:attr:`MoreRounds.decisions`, ``rounds.json`` in the run folder),
+with the half-widths it read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+from harness.core import runfolder as rf
+from harness.core.atomic import write_json
+from harness.core.results import read_variant
+from harness.core.runfolder import Unit
+from harness.core.stats import half_width, paired_ratio_ci, paired_rounds
+from harness.execution.plan import round_order
+from scenarios import Scenario
+
+__all__ = ["Decision", "MoreRounds", "pairs_of", "widths"]
+
+#: The run folder's record of the added rounds.
+ROUNDS_FILE = "rounds.json"
+
+
+def pairs_of(scen: Scenario, variants: Sequence[str]) -> list[tuple[str, str]]:
+    """The scenario's reported ratios among ``variants``, as (numerator, denominator) of mean
+    step times: the baseline over each other variant, and each variant's removal (a variant,
+    not a measured limit) over it."""
+    base = scen.baseline.name
+    out = [(base, v) for v in variants if v != base and base in variants]
+    for v in variants:
+        by = scen.removal_for(v)
+        if by != v and by in variants and (by, v) not in out and (v, by) not in out:
+            out.append((by, v))
+    return out
+
+
+def widths(run_dir: Path, scen: Scenario, variants: Sequence[str]) -> dict[str, float]:
+    """Each pair's interval half-width (``num/den`` -> sqrt(high / low) - 1) from the
+    variants' result files; infinite where fewer than two rounds pair."""
+    timed = {v: read_variant(run_dir, scen.name, v) for v in variants}
+    out = {}
+    for num, den in pairs_of(scen, variants):
+        a, b = timed[num].rounds, timed[den].rounds
+        if len(paired_rounds(a, b)) < 2:
+            out[f"{num}/{den}"] = float("inf")
+            continue
+        _, lo, hi = paired_ratio_ci(a, b)
+        out[f"{num}/{den}"] = half_width(lo, hi)
+    return out
+
+
+@dataclass
+class Decision:
+    """What was decided after a scenario's round."""
+
+    scenario: str
+    after_round: int
+    widths: dict[str, float]
+    added: list[str] = field(default_factory=list)
+    """The variants of the added round (empty: none added)."""
+    why: str = ""
+    """``narrow`` (every pair within the target), ``max_rounds``, ``budget``, or ``added``."""
+    projected_s: float | None = None
+    """The run's projected wall with the added round (the budget check's number)."""
+
+
+class MoreRounds:
+    """Decides, after each scenario's last round so far, whether it gets one more."""
+
+    def __init__(
+        self,
+        *,
+        run_dir: Path,
+        found: dict[str, Scenario],
+        variants: Callable[[str], list[str]],
+        target: float,
+        planned: int,
+        max_rounds: int,
+        fits: Callable[[str, list[str], Sequence[Unit]], tuple[bool, float | None]],
+    ) -> None:
+        self.run_dir = run_dir
+        self.found = found
+        self.variants = variants
+        self.target = target
+        self.planned = planned
+        """The rounds every scenario gets (``harness.repeats``): none is added before them."""
+        self.max_rounds = max_rounds
+        self.fits = fits
+        """(scenario, variants of the round, the units still queued) -> (whether the round
+        fits the budget, the run's projected wall with it)."""
+        self.decisions: list[Decision] = []
+
+    def after(self, scenario: str, phase: str, queue: Sequence[Unit]) -> list[Unit]:
+        """The units of one more round of ``scenario`` after its timing round ``phase``, or
+        none (the scenario has more rounds queued, is narrow enough, or is out of rounds or
+        budget)."""
+        r = rf.timing_round(phase)
+        if r is None or r < self.planned or self._later(scenario, r, queue):
+            return []
+        scen = self.found[scenario]
+        names = self.variants(scenario)
+        got = widths(self.run_dir, scen, names)
+        wide = [p for p, w in got.items() if w > self.target]
+        decision = Decision(scenario=scenario, after_round=r, widths=got)
+        if not wide:
+            decision.why = "narrow"
+        elif r >= self.max_rounds:
+            decision.why = "max_rounds"
+        else:
+            members = {v for p in wide for v in p.split("/")}
+            chosen = [v for v in names if v in members]
+            ok, projected = self.fits(scenario, chosen, queue)
+            decision.projected_s = projected
+            decision.why = "added" if ok else "budget"
+            if ok:
+                decision.added = round_order(chosen, r + 1)
+        self.decisions.append(decision)
+        self.write()
+        return [Unit(scenario, v, rf.timing_phase(r + 1)) for v in decision.added]
+
+    def _later(self, scenario: str, r: int, queue: Sequence[Unit]) -> bool:
+        """A later round of ``scenario`` is queued or has started (its folder exists)."""
+        if any(u.scenario == scenario and rf.is_timing(u.phase) for u in queue):
+            return True
+        later = rf.timing_phase(r + 1)
+        return any(rf.unit_dir(self.run_dir, scenario, v, later).exists()
+                   for v in self.variants(scenario))  # fmt: skip
+
+    def record(self) -> dict[str, Any]:
+        """``rounds.json``: the settings and every decision (a width of fewer than two paired
+        rounds, infinite, as null)."""
+        decisions = []
+        for d in self.decisions:
+            row = asdict(d)
+            row["widths"] = {k: (v if v != float("inf") else None) for k, v in d.widths.items()}
+            decisions.append(row)
+        return {"target_half_width": self.target, "max_rounds": self.max_rounds,
+                "decisions": decisions}  # fmt: skip
+
+    def write(self) -> None:
+        """``rounds.json`` in the run folder (atomic)."""
+        write_json(self.run_dir / ROUNDS_FILE, self.record())

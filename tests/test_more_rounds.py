@@ -1,0 +1,60 @@
+"""Rounds where the noise is (harness.execution.rounds), through the CLI: after a scenario's
+planned rounds, one more round while a pair's interval is wider than the target, up to
+``max_rounds``, and none once the suite's budget would be passed. The target and the budget are
+set out of reach (a half-width of 0.01%, a budget of 1 s), so what is decided does not depend on
+how fast or loaded the box is; rounds.json says each decision and what it read."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+from tests.conftest import only_run_dir, smoke_args
+
+
+def _run(cli, results, *extra: str):
+    args = smoke_args("forced_sync", results, "harness.repeats=2", "harness.timing.max_rounds=4",
+                      *extra)  # fmt: skip
+    proc = cli(args)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run_dir(results)
+    return proc, run, json.loads((run / "rounds.json").read_text())
+
+
+def test_rounds_are_added_while_an_interval_is_wide_up_to_max_rounds(cli, tmp_path):
+    proc, run, record = _run(cli, tmp_path / "r", "harness.timing.target_half_width=0.0001")
+    whys = [(d["after_round"], d["why"]) for d in record["decisions"]]
+    assert whys == [(2, "added"), (3, "added"), (4, "max_rounds")]
+    assert record["max_rounds"] == 4
+    first = record["decisions"][0]
+    assert all(w > 0.0001 for w in first["widths"].values())
+    assert first["projected_s"] > 0
+    runs = pd.read_csv(run / "runs.csv").set_index("variant")
+    assert (runs["repeats"] == 4).all() and (
+        runs.loc[["sync_free", "ideal"], "paired_rounds"] == 4
+    ).all()
+    assert (runs.loc[["baseline", "sync_free"], "share_of_ideal_rounds"] == 4).all()
+    assert "one more timing round of" in proc.stderr
+    timings = pd.read_csv(run / "timings.csv")
+    assert sorted(timings["phase"].unique()) == [f"timing-{r}" for r in (1, 2, 3, 4)]
+
+
+def test_no_round_is_added_past_the_budget(cli, tmp_path):
+    _, run, record = _run(cli, tmp_path / "r", "harness.timing.target_half_width=0.0001",
+                          "harness.timing.budget_s=1")  # fmt: skip
+    (decision,) = record["decisions"]
+    assert decision["why"] == "budget" and decision["added"] == []
+    assert decision["projected_s"] > 1
+    runs = pd.read_csv(run / "runs.csv")
+    assert (runs["repeats"] == 2).all()
+
+
+@pytest.mark.parametrize("device_default", [None])
+def test_the_cpu_adds_no_rounds_by_default(cli, tmp_path, device_default):
+    proc = cli(smoke_args("forced_sync", tmp_path / "r", "harness.repeats=2"))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run_dir(tmp_path / "r")
+    assert not (run / "rounds.json").exists()  # max_rounds: harness.repeats on the CPU
+    assert (pd.read_csv(run / "runs.csv")["repeats"] == 2).all()

@@ -1,0 +1,75 @@
+"""The wall-time estimator (harness.execution.wallplan) on two real H200 runs of main@1ee4050
+(``tests/data/wallplan_runs.tar.xz``: their timings.csv, runs.csv, wall_time.json, manifest and
+each unit's warm-up and window steps). Its constants were read off run 1; run 2 (the same plan,
+minutes later) checks them."""
+
+from __future__ import annotations
+
+import tarfile
+from pathlib import Path
+
+import pytest
+
+from harness.core.config import discover_scenarios
+from harness.execution import wallplan
+
+DATA = Path(__file__).parent / "data" / "wallplan_runs.tar.xz"
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory) -> dict[str, wallplan.Costs]:
+    root = tmp_path_factory.mktemp("wallplan")
+    with tarfile.open(DATA) as tar:
+        tar.extractall(root, filter="data")
+    found = discover_scenarios()
+    return {name: wallplan.learn(root / name, found) for name in ("run1", "run2")}
+
+
+@pytest.mark.parametrize("name", ["run1", "run2"])
+def test_the_runs_own_plan_is_predicted_within_ten_percent(runs, name):
+    costs = runs[name]
+    assert not costs.knobs.slices  # made before sliced rounds: back to back
+    assert costs.knobs.repeats == 3 and costs.knobs.max_window_s == 10.0
+    predicted = wallplan.total_s(costs)
+    assert costs.measured_s is not None
+    assert abs(predicted / costs.measured_s - 1) < 0.10, (predicted, costs.measured_s)
+
+
+def test_each_scenarios_timing_part_is_its_rounds_set_ups_and_spans(runs):
+    costs = runs["run1"]
+    est = wallplan.estimate(costs).set_index("scenario")
+    # the parts the run measured (first launch to last window end of its timing units):
+    # forced_sync 53 s, sync_loading 127 s
+    assert est.loc["forced_sync", "timing_s"] == pytest.approx(53.3, rel=0.15)
+    assert est.loc["sync_loading", "timing_s"] == pytest.approx(127.2, rel=0.15)
+    sync = {v.variant: v for v in costs.variants["sync_loading"]}
+    assert sync["baseline"].step_s == pytest.approx(1.137, rel=0.01)
+    assert sync["baseline"].steps == 32 and sync["baseline"].setup_alone
+
+
+def test_shorter_sliced_windows_and_fewer_rounds_cost_less(runs):
+    costs = runs["run1"]
+    k = costs.knobs
+    base = wallplan.total_s(costs)
+    sliced = wallplan.replace(k, slices=True, window_s=1.0)
+    two = wallplan.replace(sliced, repeats=2)
+    more = wallplan.replace(two, extra_rounds={"gil_contention": 3})
+    assert wallplan.total_s(costs, two) < wallplan.total_s(costs, sliced) < base
+    added = wallplan.total_s(costs, more) - wallplan.total_s(costs, two)
+    one_round = wallplan._round_s(costs.variants["gil_contention"], two, True)
+    assert added == pytest.approx(3 * one_round)
+
+
+def test_the_budget_check_counts_what_is_still_queued(runs):
+    from harness.core.runfolder import Unit
+
+    costs = runs["run1"]
+    k = wallplan.replace(costs.knobs, slices=True, window_s=1.0, profile=False)
+    variants = [v.variant for v in costs.variants["gil_contention"]]
+    ok, alone = wallplan.fits(costs, k, 100.0, 400.0, "gil_contention", variants, [])
+    queue = [Unit("sync_loading", v.variant, "timing-1") for v in costs.variants["sync_loading"]]
+    queue += [Unit("nobody", "x", "timing-1")] * 3  # a scenario not measured yet
+    _, more = wallplan.fits(costs, k, 100.0, 400.0, "gil_contention", variants, queue)
+    round_s = wallplan._round_s(costs.variants["sync_loading"], k, True)
+    assert ok and more == pytest.approx(alone + round_s + 3 * wallplan.UNKNOWN_TIMING_UNIT_S)
+    assert not wallplan.fits(costs, k, 100.0, alone - 1.0, "gil_contention", variants, [])[0]
