@@ -42,6 +42,7 @@ def _spec_for(spawned: Path, tmp_path: Path, variant: str) -> Path:
     spec = json.loads((spawned / "faulty" / variant / "timing-1" / "spec.json").read_text())
     spec["out_dir"] = str(tmp_path / "forked")
     spec["gate"] = False  # no harness here to let it past its gate
+    spec["turn_gate"] = None  # nor a sliced round to take turns in: one window, back to back
     Path(spec["out_dir"]).mkdir()
     path = tmp_path / "spec.json"
     path.write_text(json.dumps(spec))

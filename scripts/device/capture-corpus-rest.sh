@@ -1,9 +1,8 @@
 #!/usr/bin/env bash
 # On the GPU machine (one H200), from the checkout root, one call of at most ~480 s:
 #   source .gpu-stage/bin/env.sh && OUT=$OUT bash scripts/device/capture-corpus-rest.sh
-# The corpus scripts of issues 49 and 50 not yet captured (corpus/wild/pending/labels.csv): the
-# twelve the first call did not reach, and bio_torch_save again (rewritten since: a 135 MB save
-# every 10 steps). capture-corpus.sh times each with `none` and every switch (REPEATS, default
+# The corpus scripts of issues 49 and 50 (corpus/wild/pending/labels.csv), all seventeen.
+# capture-corpus.sh times each with `none` and every switch (REPEATS, default
 # 2: the second round as far as BUDGET_S leaves time beside the profiles, the first in full) and
 # profiles each once, whole process, with a short loop (PROFILE_ARGS, default "--seconds 0.3":
 # the scripts round it up to a whole period or cycle; the timing keeps their own 1.5 s loops).
@@ -12,7 +11,7 @@
 #                          capture.log}
 #   $OUT/corpus-rest.log   this call's log, the table last (each switch's speedup, each
 #                          export's size as .sqlite.xz)
-# Then, here: python corpus/ingest_pending.py CORPUS_D1_DIR corpus-rest   (corpus/wild/README.md)
+# Then, here: python corpus/ingest_pending.py corpus-rest   (corpus/wild/README.md)
 # Env: SCRIPTS (default: the list below), REPEATS, BUDGET_S (default 465: capture-corpus.sh's
 # share of the call), PROFILE_ARGS, PROFILE_EST_S (default 19: a short profile's seconds on the
 # H200, from the first call's 18-22 s at full length), OUT.
@@ -22,7 +21,8 @@ out=${OUT:-/var/tmp/corpus-rest-out}
 mkdir -p "$out"
 exec > >(tee -a "$out/corpus-rest.log") 2>&1
 t0=$(date +%s)
-scripts=${SCRIPTS:-fm_vit_tf32_off fm_convnet_fp32 ue_swiglu ue_softmax_attention lt_unet_decoder \
+scripts=${SCRIPTS:-fm_mlp_fp32 ue_layernorm_gelu lt_resnet_nchw ac_empty_cache_varlen \
+fm_vit_tf32_off fm_convnet_fp32 ue_swiglu ue_softmax_attention lt_unet_decoder \
 lt_depthwise ac_del_infer ac_fragmentation bio_torch_save bio_csv_log bio_np_save_acts \
 ds_bucketed_text lb_bucketed_graphs}
 work=$(mktemp -d /var/tmp/corpus-rest.XXXXXX)

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # On the lent GPU machine, from the checkout root, after `source .gpu-stage/bin/env.sh`:
-#   [LIMIT_S=540] [SQLITE_MAX_MB=40] bash scripts/device/run-reference.sh NAME [harness overrides...]
+#   [LIMIT_S=540] [SQLITE_MAX_MB=40] [COLD=1] bash scripts/device/run-reference.sh NAME [harness overrides...]
 # Runs `python -m harness run` with the given overrides into /var/tmp/results/NAME (resuming the
 # newest run there when RESUME=1), stops it with SIGINT after LIMIT_S seconds (so the harness keeps
 # what finished and the packing below still happens inside the device's 600 s call limit), prints
@@ -18,6 +18,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm,temperature.gp
 extra=()
 if [ -n "${RESUME:-}" ] && last=$(ls -d "$results"/*/ 2>/dev/null | tail -1) && [ -n "$last" ]; then
   extra=("harness.resume=$last")
+fi
+if [ -n "${COLD:-}" ]; then  # a cold run: wipe the compiler caches (inductor, Triton, CUDA's JIT)
+  rm -rf /tmp/torchinductor_* "${TORCHINDUCTOR_CACHE_DIR:-/nonexistent}" ~/.triton ~/.cache/triton \
+    ~/.cache/torch/kernels ~/.nv/ComputeCache 2>/dev/null
+  echo "cold: compiler caches wiped"
 fi
 start=$(date +%s)
 # Output is not a terminal here: the harness logs one line per finished worker run (no bar).
