@@ -372,7 +372,7 @@ class StageImbalanceThresholds(_Section):
 class Fp32MathThresholds(_Section):
     """fp32_math: GEMMs and convolutions off the tensor cores (a skeleton detector)."""
 
-    SECTION: ClassVar[str] = "fp32_math"
+    SECTION: ClassVar[str] = Klass.FP32_MATH
     min_saving_share: float = 0.15
     """Running those GEMMs and convolutions at the bf16 tensor-core rate would save at least
     this share of the step (~1.18x), the same bar as the other classes."""
@@ -382,7 +382,7 @@ class Fp32MathThresholds(_Section):
 class UnfusedElementwiseThresholds(_Section):
     """unfused_elementwise: chains of memory-bound elementwise kernels (a skeleton detector)."""
 
-    SECTION: ClassVar[str] = "unfused_elementwise"
+    SECTION: ClassVar[str] = Klass.UNFUSED_ELEMENTWISE
     min_saving_share: float = 0.15
     """Moving each chain's bytes once (one fused kernel per chain) would save at least this
     share of the step (~1.18x), the same bar as the other classes."""
@@ -392,7 +392,7 @@ class UnfusedElementwiseThresholds(_Section):
 class LayoutTransposeThresholds(_Section):
     """layout_transpose: NCHW convolutions and their layout conversions (a skeleton detector)."""
 
-    SECTION: ClassVar[str] = "layout_transpose"
+    SECTION: ClassVar[str] = Klass.LAYOUT_TRANSPOSE
     min_saving_share: float = 0.15
     """Running the convolutions in NHWC (no conversions, NHWC kernels) would save at least this
     share of the step (~1.18x), the same bar as the other classes."""
@@ -403,7 +403,7 @@ class AllocatorChurnThresholds(_Section):
     """allocator_churn: device memory released and requested again in the loop (a skeleton
     detector)."""
 
-    SECTION: ClassVar[str] = "allocator_churn"
+    SECTION: ClassVar[str] = Klass.ALLOCATOR_CHURN
     min_saving_share: float = 0.15
     """Serving every allocation from a warm cache (no cudaMalloc/cudaFree in the loop) would
     save at least this share of the step (~1.18x), the same bar as the other classes."""
@@ -413,7 +413,7 @@ class AllocatorChurnThresholds(_Section):
 class BlockingIoThresholds(_Section):
     """blocking_io: checkpoint and log writes on the training thread (a skeleton detector)."""
 
-    SECTION: ClassVar[str] = "blocking_io"
+    SECTION: ClassVar[str] = Klass.BLOCKING_IO
     min_saving_share: float = 0.15
     """Moving the writes off the loop thread, their cost spread over the period's steps, would
     save at least this share of the step (~1.18x), the same bar as the other classes."""
