@@ -45,26 +45,12 @@ from analysis.detect.thresholds import (
 from bottlenecks import CLASSES, SPECS
 from bottlenecks.classes import ClassSpecError
 
+#: The sections (:mod:`analysis.detect.thresholds`) are importable from here too: each is a field
+#: type of DiagnosisConfig.
 __all__ = [
     "MAIN_METRIC",
-    "AllocatorChurnThresholds",
-    "BlockingIoThresholds",
-    "DataStallThresholds",
     "DiagnosisConfig",
-    "ExpertRulesConfig",
-    "ExposedCommThresholds",
-    "Fp32MathThresholds",
-    "GilContentionThresholds",
-    "HostSyncThresholds",
-    "HostThresholds",
-    "LaunchBoundThresholds",
-    "LayoutTransposeThresholds",
-    "PageableCopyThresholds",
-    "PredictConfig",
-    "StageImbalanceThresholds",
     "ThresholdError",
-    "UnfusedElementwiseThresholds",
-    "WindowThresholds",
     "diagnosis_config",
     "diagnosis_dict",
     "diagnosis_thresholds",
