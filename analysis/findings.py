@@ -3,23 +3,20 @@
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field, fields
-from enum import Enum
 from typing import Any
 
 from bottlenecks import CLASSES
+from bottlenecks.enums import StrEnum
 
 __all__ = ["CLASSES", "PREDICTION_FIELDS", "Finding", "State", "metric_unit", "missing"]
 
 
-class State(str, Enum):
+class State(StrEnum):
     """What a detector concluded: the class is there, it is not, or the report cannot say."""
 
     FIRED = "fired"
     CLEAR = "clear"
     NOT_JUDGED = "not_judged"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: Metric-name suffix -> unit, longest first (``_per_step`` before ``_s``).

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Iterator
-from enum import Enum
 
 from bottlenecks.classes import SPECS, ClassSpec, check_specs
+from bottlenecks.enums import StrEnum
 
 __all__ = [
     "BACKWARD",
@@ -40,17 +40,10 @@ __all__ = [
 ]
 
 
-class _KlassBase(str, Enum):
-    """A bottleneck class: one detector each (``ClassSpec.detector``)."""
-
-    def __str__(self) -> str:
-        return self.value
-
-
 check_specs(SPECS)
 
 #: A bottleneck class (``Klass.DATA_STALL == "data_stall"``), one member per spec in ``SPECS``.
-Klass = _KlassBase("Klass", [(s.name.upper(), s.name) for s in SPECS], module=__name__)
+Klass = StrEnum("Klass", [(s.name.upper(), s.name) for s in SPECS], module=__name__)
 Klass.__doc__ = "A bottleneck class: one member per spec in ``bottlenecks.classes.SPECS``."
 
 #: The class names, in the order reports list them (the order of ``SPECS``).

@@ -21,8 +21,9 @@ scenarios' check of the class they inject (``scenarios/_base.py``). Each detecto
 ``KLASS`` must equal its spec's name (checked where the registry is built).
 
 Adding a class is one entry here, plus the two pieces that are code of their own: the detector
-module (``analysis/detect/<class>.py``) and its threshold section (a ``_Section`` dataclass and
-a ``DiagnosisConfig`` field in ``analysis/detect/config.py``, which Hydra's ConfigStore reads).
+module (``analysis/detect/<class>.py``) and its threshold section (a ``_Section`` dataclass in
+``analysis/detect/thresholds.py`` and a ``DiagnosisConfig`` field in ``analysis/detect/config.py``,
+which Hydra's ConfigStore reads).
 A spec names them as strings, since this package imports neither ``analysis`` nor ``harness``;
 importing ``analysis.detect`` fails with a :class:`ClassSpecError` naming the class and the
 missing piece. ``tests/test_class_specs.py`` holds that one entry reaches every consumer.

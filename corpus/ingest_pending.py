@@ -1,6 +1,6 @@
 """Bring the pending entries' captures (corpus/wild/pending/) into the scored corpus.
 
-    python corpus/ingest_pending.py CALL [CALL ...] [--only "a b"] [--dest corpus/wild] [--dry-run]
+    python -m corpus.ingest_pending CALL [CALL ...] [--only "a b"] [--dest corpus/wild] [--dry-run]
 
 Each CALL is a capture-corpus.sh output folder (corpus-timing.csv, corpus-exports.tar): the
 first call's ``corpus-d1/`` and the last call's ``corpus-rest/`` (unpacked from
@@ -34,13 +34,10 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from corpus import measure
+from scripts import ingest_corpus
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "corpus"))
-
-import measure  # noqa: E402  corpus/measure.py
-
-from scripts import ingest_corpus  # noqa: E402
 
 #: Steady iterations kept after start-up where 8 would keep too little of what the label is
 #: about (scripts/ingest_corpus.py counts them from the first steady iteration, which can lie in

@@ -28,9 +28,11 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parent.parent)
-)  # the checkout: harness.judge.labels
+# The checkout on sys.path by hand, on purpose: this runs by path on the bare GPU machine
+# (``python3 corpus/measure.py`` in scripts/device/capture-corpus.sh, and imported as
+# ``measure`` by corpus/timer.py, its sibling), where the checkout is not installed and
+# nothing but the stdlib is; harness.judge.labels is stdlib only.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.judge.labels import parse_removes  # stdlib only; the format's one owner
 
 TIMING_FIELDS = ["script", "fix", "repeat", "step_ms", "steps", "rc", "skipped"]

@@ -29,9 +29,10 @@ import sys
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-sys.path.insert(
-    0, str(Path(__file__).resolve().parent.parent)
-)  # the checkout: harness.judge.labels
+# The checkout on sys.path by hand, on purpose: this runs by path on the bare GPU machine
+# (``python3 corpus/plan.py`` in scripts/device/capture-corpus*.sh), where the checkout is not installed and
+# nothing but the stdlib is; harness.judge.labels is stdlib only.
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from harness.judge.labels import entry_device, entry_source, parse_removes  # stdlib only; the owner
 
 DEFAULT_TRACE = "cuda,nvtx,osrt"

@@ -1,6 +1,6 @@
 """Time the diagnosis detectors on nsys SQLite exports: open, each detector, total (best of N).
 
-    python scripts/bench_detectors.py REPORT.sqlite ... [--repeat 3] [--csv bench.csv]
+    python -m scripts.bench_detectors REPORT.sqlite ... [--repeat 3] [--csv bench.csv]
 
 Each repeat opens the export afresh (the detectors cache what they read on the Trace, so the
 first detector to need a table pays for reading it: read the columns as "time spent by the
@@ -14,6 +14,9 @@ taken under load is no figure of the code).
 GPU export of that size is at hand: OUT is SRC with every activity table (kernels, copies,
 memsets, CUDA API, sync, NVTX, OS runtime) repeated at least COPIES times (by doubling), each copy
 shifted past the previous in time and in correlation id. Strings, enums and threads are SRC's.
+
+Run it from the checkout's root as a module (``python -m`` puts the checkout first on
+``sys.path``, so it times this checkout's detectors, not an installed copy's).
 """
 
 from __future__ import annotations
@@ -27,9 +30,6 @@ import sqlite3
 import sys
 import time
 from pathlib import Path
-
-# run from a checkout without installing it
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from analysis import trace as T
 from analysis.detect import REGISTRY, TraceView, load_thresholds

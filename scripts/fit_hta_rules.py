@@ -1,6 +1,6 @@
 """Fix the rules that read Holistic Trace Analysis's numbers as classes on the suite's own run.
 
-    python scripts/fit_hta_rules.py RUN_DIR [--out CSV]
+    python -m scripts.fit_hta_rules RUN_DIR [--out CSV]
 
 HTA reports numbers, not causes; ``tools.hta`` (:class:`harness.core.tools_config.HtaRules`) says
 which numbers point at which class. Its thresholds are fitted here, on a run of the suite's own
@@ -26,8 +26,6 @@ from dataclasses import fields, replace
 from pathlib import Path
 
 import pandas as pd
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from a checkout
 
 from harness.core.tools_config import HtaRules
 from harness.tools.hta import HtaNumbers, cached_numbers, hta_calls, hta_numbers, write_cache

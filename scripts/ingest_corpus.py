@@ -1,8 +1,8 @@
 """Bring a wild-corpus capture (scripts/device/capture-corpus.sh) into corpus/wild/.
 
-    python scripts/ingest_corpus.py CALL_OUT [CALL_OUT ...] [--iterations 8] [--dest corpus/wild]
-    python scripts/ingest_corpus.py --recut [--iterations 8]    # the committed exports again
-    python scripts/ingest_corpus.py --add h100x2 CALL_OUT     # more switches, old rows kept
+    python -m scripts.ingest_corpus CALL_OUT [CALL_OUT ...] [--iterations 8] [--dest corpus/wild]
+    python -m scripts.ingest_corpus --recut [--iterations 8]    # the committed exports again
+    python -m scripts.ingest_corpus --add h100x2 CALL_OUT     # more switches, old rows kept
 
 Each CALL_OUT is one device call's $OUT (corpus-exports.tar, corpus-timing.csv). For every
 export: the tables no reader uses (UNREAD, and the ENUM_* tables not in READ_ENUMS), the
@@ -29,8 +29,8 @@ repeats would keep less than a step. ``--iterations`` 8 = the detectors' ``windo
 cut). Prints one line per export: raw and committed size, iterations kept; then the exports'
 total against BUDGET_MB.
 
-    python scripts/ingest_corpus.py --prune FILE [FILE ...]  # a test fixture, in place
-    python scripts/ingest_corpus.py --prune FILE [FILE ...] --osrt  # a committed export
+    python -m scripts.ingest_corpus --prune FILE [FILE ...]  # a test fixture, in place
+    python -m scripts.ingest_corpus --prune FILE [FILE ...] --osrt  # a committed export
 
 ``--prune`` drops the same tables, columns and strings from other exports (.sqlite or .sqlite.xz,
 xz -9e again), without any cut: the real exports under tests/data, which keep every OS-runtime
@@ -38,7 +38,7 @@ call (their tests read them all); with ``--osrt`` the unread OS-runtime calls to
 does: the committed corpus exports, without cutting them again; with ``--api`` the CUDA API
 calls no detector reads by default (:func:`_drop_unread_api`), as ingesting does too.
 
-    python scripts/ingest_corpus.py --prune FILE [FILE ...] --osrt --api  # a committed export
+    python -m scripts.ingest_corpus --prune FILE [FILE ...] --osrt --api  # a committed export
 """
 
 from __future__ import annotations
@@ -55,21 +55,18 @@ import tarfile
 import tempfile
 from pathlib import Path
 
+from analysis import trace as T
+from analysis.detect import load_thresholds
+from analysis.detect import view as C
+from analysis.detect import view as S
+from analysis.detect.config import diagnosis_dict
+from analysis.detect.view import WAIT_CALLS
+from analysis.packed_export import SUFFIX, pack_file
+from analysis.trace_db import unxz
+from corpus import measure
+from scripts.trim_export import first_activity, trim
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "corpus"))
-
-import measure  # noqa: E402  corpus/measure.py
-
-from analysis import trace as T  # noqa: E402
-from analysis.detect import load_thresholds  # noqa: E402
-from analysis.detect import view as C  # noqa: E402
-from analysis.detect import view as S  # noqa: E402
-from analysis.detect.config import diagnosis_dict  # noqa: E402
-from analysis.detect.view import WAIT_CALLS  # noqa: E402
-from analysis.packed_export import SUFFIX, pack_file  # noqa: E402
-from analysis.trace_db import unxz  # noqa: E402
-from scripts.trim_export import first_activity, trim  # noqa: E402
 
 #: Steady iterations kept after start-up (module docstring).
 ITERATIONS = 8

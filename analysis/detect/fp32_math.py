@@ -12,8 +12,9 @@ from typing import Any
 
 from analysis import trace as T
 from analysis.findings import Finding, State
+from bottlenecks import Klass
 
-KLASS = "fp32_math"
+KLASS = Klass.FP32_MATH
 
 #: The reason every finding of this skeleton gives.
 NOT_WRITTEN = "the fp32_math detector is not written yet: this class is not judged"

@@ -12,8 +12,9 @@ from typing import Any
 
 from analysis import trace as T
 from analysis.findings import Finding, State
+from bottlenecks import Klass
 
-KLASS = "unfused_elementwise"
+KLASS = Klass.UNFUSED_ELEMENTWISE
 
 #: The reason every finding of this skeleton gives.
 NOT_WRITTEN = "the unfused_elementwise detector is not written yet: this class is not judged"

@@ -1,19 +1,8 @@
-"""The one base of the project's string enums (states, statuses, flags).
-
-A ``(str, Enum)`` member compares equal to its value (``Status.OK == "ok"``), so it can be
-written into a table and read back; ``str()`` of it is the value, so an f-string or a CSV
-cell shows ``ok``, never ``Status.OK``.
-"""
+"""The project's string enum base, as ``harness`` imports it: :class:`bottlenecks.enums.StrEnum`
+(defined once, on the ground floor, so that ``analysis`` shares it)."""
 
 from __future__ import annotations
 
-from enum import Enum
+from bottlenecks.enums import StrEnum
 
 __all__ = ["StrEnum"]
-
-
-class StrEnum(str, Enum):
-    """A string enum whose ``str()`` is its value (``enum.StrEnum`` of Python 3.11, on 3.10)."""
-
-    def __str__(self) -> str:
-        return self.value

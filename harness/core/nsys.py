@@ -40,20 +40,29 @@ class Nsys:
         return tuple(int(x) for x in m.groups() if x is not None) if m else ()
 
 
-def candidates(configured: str | None) -> list[str]:
-    """Places to look, in order, without duplicates."""
+def tool_candidates(
+    configured: str | None, env: str, name: str, globs: tuple[str, ...]
+) -> list[str]:
+    """Places to look for a profiler's executable, in order, without duplicates: the configured
+    path, ``$env``, ``name`` on PATH, then each glob's matches, newest version first (nsys here,
+    ncu in :mod:`harness.kernels.command`)."""
     out: list[str] = []
     if configured:
         out.append(configured)
-    if os.environ.get("NSYS"):
-        out.append(os.environ["NSYS"])
-    which = shutil.which("nsys")
+    if os.environ.get(env):
+        out.append(os.environ[env])
+    which = shutil.which(name)
     if which:
         out.append(which)
-    for pattern in SEARCH_GLOBS:
+    for pattern in globs:
         out.extend(sorted(glob.glob(pattern), reverse=True))
     seen: set[str] = set()
     return [c for c in out if not (c in seen or seen.add(c))]
+
+
+def candidates(configured: str | None) -> list[str]:
+    """Places to look for nsys, in order, without duplicates."""
+    return tool_candidates(configured, "NSYS", "nsys", SEARCH_GLOBS)
 
 
 def find(configured: str | None = None) -> Nsys | None:

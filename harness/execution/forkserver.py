@@ -1,11 +1,11 @@
 """Fork server: import torch once, fork a fresh process per worker run.
 
 Every worker process spends seconds importing torch, the scenarios and their dependencies
-before it does anything (about 11 s each on the H100 machine, 2-4 s on a 2-core CPU box; see
-``timings.csv``). The fork server pays that once: it imports what a worker needs, never touches
-CUDA, and forks one child per worker run. Each child is still a process of its own (its own
-session and process group, its own CUDA context, created after the fork), runs
-``harness.execution.worker.main`` and exits; the parent times and kills it exactly as a spawned worker.
+before it does anything (``timings.csv`` has each run's; docs/measurement.md some machines').
+The fork server pays that once: it imports what a worker needs, never touches CUDA, and forks
+one child per worker run. Each child is still a process of its own (its own session and process
+group, its own CUDA context, created after the fork), runs ``harness.execution.worker.main`` and
+exits; the parent times and kills it exactly as a spawned worker.
 
 The same server runs under ``nsys profile`` for profiled workers (``command_prefix``, see
 :func:`harness.core.nsys.server_command`): nsys then traces each forked child, and every child's
@@ -440,8 +440,8 @@ def _say_signal(signum: int, sender: int | None) -> None:
     """A SIGTERM or SIGHUP to the server: said in its log (with its sender's pid and command
     line where known) and otherwise ignored. The harness stops a server through its socket
     (and kills its group when that fails); a stray signal must not end it under running
-    workers. On the H100 (2026-11-26/27) traced servers got a SIGTERM from an unknown sender,
-    and nsys took no capture after it."""
+    workers: traced servers have got a SIGTERM from an unknown sender, and nsys took no capture
+    after it (docs/measurement.md)."""
     who = ""
     if sender is not None:
         try:

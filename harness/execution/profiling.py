@@ -1,9 +1,9 @@
 """Profiled workers forked from traced fork servers, two per scenario (``nsys.profile_server``).
 
 A profiled worker started as ``nsys profile python -m harness.execution.worker`` pays a fresh interpreter's
-imports (about 11 s on the H100 machine, with or without nsys) and holds in cudaProfilerStop
-while nsys writes its report (8-11 s). Here each scenario gets one ``nsys profile`` session
-around a fork server (:func:`harness.core.nsys.server_command`), started when the run starts so its
+imports (seconds, with or without nsys) and holds in cudaProfilerStop while nsys writes its
+report (seconds again; docs/measurement.md has the numbers). Here each scenario gets one
+``nsys profile`` session around a fork server (:func:`harness.core.nsys.server_command`), started when the run starts so its
 imports run before anything is measured. Each profiled worker is a child forked from it: a
 process of its own, with its own CUDA context, whose capture range (cudaProfilerStart/Stop on a
 GPU, its NVTX ``measure`` range on the CPU) nsys turns into a report of its own,
@@ -18,9 +18,9 @@ the scenario's workers get a fresh one. The export is checked against the worker
 
 Lanes (``nsys.server_lanes``): a child forked while a sibling of the same session is inside its
 capture range loses its own capture, and nsys 2025.3 then ends the session (its agent sends the
-server a SIGTERM; ``scripts/device/nsys_repeat_probe.py``, H100 2026-11-27: 1 of 3 captures when
-each child was forked at the last one's cudaProfilerStart, 3 of 3 when forked after the last
-one's cudaProfilerStop had returned, 6 of 6 when the children of two sessions alternated). So
+server a SIGTERM; ``scripts/device/nsys_repeat_probe.py`` shows it, docs/measurement.md has its
+counts: a child forked after the last one's cudaProfilerStop had returned, or from another
+session, keeps its capture). So
 each scenario has two sessions, and the next worker is forked from one that runs no worker:
 it sets up while the last one's capture is taken, as with one process per worker. Where no
 session is free the runner forks only once the running worker's stop has returned.

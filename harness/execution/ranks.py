@@ -1,8 +1,8 @@
 """Forked ranks: a distributed timing unit's processes forked from the fork server, not torchrun.
 
 Under torchrun every rank of every variant is a fresh interpreter that imports torch and the
-scenarios (2 x H200, eea352a: 211 s of imports and 107 s of start-up over the 21 workers of
-the two distributed scenarios). The unprofiled fork server (:mod:`harness.execution.forkserver`) has
+scenarios: minutes of imports and start-up over the workers of the distributed scenarios
+(docs/measurement.md). The unprofiled fork server (:mod:`harness.execution.forkserver`) has
 imported them once and never touches CUDA, so on one node (``dist.nnodes=1``,
 ``harness.fork_ranks``) the N ranks of a timing unit are forked from it instead: each a
 process of its own, in a session of its own, with its own CUDA context made after the fork and

@@ -1,15 +1,15 @@
 """Compiler-cache warm-ups in the background (``harness.warm_compile``).
 
 A variant whose set-up compiles (``Variant.compiles``: torch.compile) pays a cold compile once
-per machine: about a minute per variant on the H100, in its first timing run's set-up, on the
-run's critical path. Here a separate process (``harness.execution.worker`` with ``warm_only``) builds and
-sets up that variant ahead of time, which fills the shared Inductor and Triton caches
+per machine (about a minute per variant on a datacenter GPU: docs/measurement.md), in its first
+timing run's set-up, on the run's critical path. Here a separate process
+(``harness.execution.worker`` with ``warm_only``) builds and sets up that variant ahead of time, which fills the shared Inductor and Triton caches
 (``TORCHINDUCTOR_CACHE_DIR``, ``TRITON_CACHE_DIR``), so the real runs find them warm. It runs at
 the lowest CPU priority (SCHED_IDLE), ``harness.warm_parallel`` variants at a time, and is paused
 (SIGSTOP to its process group) whenever a worker warms up or measures, so no measured phase runs
 beside it. The runner does not start a variant's first worker before its warm-up has ended.
-Paused 64% of the time on the H100 (2026-11-27: 154 of 241 s), one warm-up after the other held
-``kernel_flood``'s second compiled variant 42 s; two at a time halve that timeline.
+A warm-up spends most of its time paused, so one warm-up after the other holds a scenario's
+second compiled variant back; two at a time halve that timeline (docs/measurement.md).
 """
 
 from __future__ import annotations

@@ -36,7 +36,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ import pandas as pd
 
 from bottlenecks import Klass
 from harness.core import runfolder as rf
+from harness.core.enums import StrEnum
 from harness.judge.truth import TruthState, pct
 from harness.kernels.tables import (
     KERNELS_CSV,
@@ -81,16 +81,13 @@ LAYOUT_MIN_SHARE = 0.1
 LATENCY_MIN_SHARE = 0.5
 
 
-class WitnessState(str, Enum):
+class WitnessState(StrEnum):
     """What the row says of a variant's measured truth (diagnosis.csv's ``witness``)."""
 
     CONFIRMS = "confirms"
     CONTRADICTS = "contradicts"
     ABSENT = "absent"
     UNJUDGED = "unjudged"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)

@@ -29,16 +29,15 @@ What each option is for:
 from __future__ import annotations
 
 import argparse
-import glob
 import os
 import re
-import shutil
 import subprocess
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 from harness.core.kernels_config import KernelsConfig
+from harness.core.nsys import tool_candidates
 
 #: Where ncu usually lives, after $NCU and PATH.
 SEARCH_GLOBS = (
@@ -55,18 +54,7 @@ _REGEX_SPECIAL = re.compile(r"([^A-Za-z0-9_])")
 
 def candidates(configured: str | None = None) -> list[str]:
     """Places to look for ncu, in order, without duplicates."""
-    found: list[str] = []
-    if configured:
-        found.append(configured)
-    if os.environ.get("NCU"):
-        found.append(os.environ["NCU"])
-    which = shutil.which("ncu")
-    if which:
-        found.append(which)
-    for pattern in SEARCH_GLOBS:
-        found.extend(sorted(glob.glob(pattern), reverse=True))
-    seen: set[str] = set()
-    return [c for c in found if not (c in seen or seen.add(c))]
+    return tool_candidates(configured, "NCU", "ncu", SEARCH_GLOBS)
 
 
 def find_ncu(configured: str | None = None) -> str | None:

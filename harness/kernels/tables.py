@@ -10,9 +10,8 @@ ncu code.
 
 from __future__ import annotations
 
-from enum import Enum
-
 import bottlenecks
+from harness.core.enums import StrEnum
 
 __all__ = [
     "ARITHMETIC_PIPES",
@@ -34,9 +33,8 @@ LIMITS_CSV = "kernel_limits.csv"
 RUN_JSON = "kernels_run.json"
 
 
-class _Value(str, Enum):
-    def __str__(self) -> str:
-        return self.value
+class _Value(StrEnum):
+    """A kernels.csv value."""
 
 
 class Bound(_Value):

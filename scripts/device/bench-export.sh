@@ -60,7 +60,7 @@ for t in ("CUPTI_ACTIVITY_KIND_KERNEL", "CUPTI_ACTIVITY_KIND_RUNTIME", "CUPTI_AC
 EOF
 echo "export size: $(du -m "$db" | cut -f1) MB"
 echo "== detectors, best of $repeat (scripts/bench_detectors.py)"
-python3 scripts/bench_detectors.py "$db" --repeat "$repeat" --csv "$out/bench_detectors.csv"
+python3 -m scripts.bench_detectors "$db" --repeat "$repeat" --csv "$out/bench_detectors.csv"
 echo "== python -m harness diagnose (one cold process, export already made)"
 t2=$(date +%s.%N)
 python3 -m harness diagnose "$db" | head -3

@@ -11,7 +11,7 @@
 #                          capture.log}
 #   $OUT/corpus-rest.log   this call's log, the table last (each switch's speedup, each
 #                          export's size as .sqlite.xz)
-# Then, here: python corpus/ingest_pending.py corpus-rest   (corpus/wild/README.md)
+# Then, here: python -m corpus.ingest_pending corpus-rest   (corpus/wild/README.md)
 # Env: SCRIPTS (default: the list below), REPEATS, BUDGET_S (default 465: capture-corpus.sh's
 # share of the call), PROFILE_ARGS, PROFILE_EST_S (default 19: a short profile's seconds on the
 # H200, from the first call's 18-22 s at full length), OUT.

@@ -11,7 +11,7 @@
 #  4. capture-corpus.sh on LAST (REPEATS=1) if the budget still allows it.
 # Each part gets what is left of BUDGET_S (less a margin for packing); $OUT gets session.tar
 # (every part's files) and session.log. Unpack here: tar -xf session.tar; then
-# python scripts/ingest_corpus.py part2 part3 part4 (see corpus/wild/README.md).
+# python -m scripts.ingest_corpus part2 part3 part4 (see corpus/wild/README.md).
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-/var/tmp/session-out}

@@ -17,7 +17,7 @@
 # (the parts are dealt by corpus/plan.py's estimates, ~45 s a script: 1of5 is ~3-4 scripts).
 # Back here: at most 6 files (log, tables, <= 3 SQLite pieces, corpus.tar), ~20-50 MB in all;
 #   cat new-classes-sqlite.tar.xz.* | tar -xJ       # the exports, beside the tables
-#   tar -xf corpus.tar && python scripts/ingest_corpus.py corpus-1of5 ...   (corpus/wild/README.md)
+#   tar -xf corpus.tar && python -m scripts.ingest_corpus corpus-1of5 ...   (corpus/wild/README.md)
 set -u
 cd "$(dirname "$0")/../.."
 out=${OUT:-/var/tmp/new-classes-out}

@@ -32,7 +32,7 @@ rc=$?
 echo "harness exit code: $rc; wall: $(( $(date +%s) - start )) s"
 run=$(ls -d "$results"/*/ 2>/dev/null | tail -1)
 if [ -n "$run" ] && [ -f "$run/timings.csv" ]; then
-  python3 scripts/device/wall_table.py "$run" || true  # where the time went (both calls' workers)
+  python3 -m scripts.device.wall_table "$run" || true  # where the time went (both calls' workers)
 fi
 if [ -n "${OUT:-}" ] && [ -n "$run" ]; then
   # xz on every core: one thread took over 60 s for a cold run's exports (2026-11-27)

@@ -1,6 +1,6 @@
 """Where a suite run's wall time went, as a Markdown table; two or more runs side by side.
 
-    python scripts/device/wall_table.py RUN_DIR [RUN_DIR ...] [--names before,after]
+    python -m scripts.device.wall_table RUN_DIR [RUN_DIR ...] [--names before,after]
 
 Reads each run folder's ``timings.csv`` and ``wall_time.json`` (a run resumed in a second call
 has the last call's phases in wall_time.json, every call's wall time in ``all_calls_s``, and
@@ -21,7 +21,6 @@ from typing import Any
 
 import pandas as pd
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 from harness.execution.collect import TIMING_PARTS
 
 PARTS = (

@@ -24,17 +24,16 @@ one by more than ``predict.clamp_tolerance_share`` and says so (:class:`Clamp`).
 
 from __future__ import annotations
 
-from enum import Enum
-
 import numpy as np
 
 from analysis.detect.timemodel._replay import Removal, Replayed, edge_items
 from analysis.detect.timemodel._timeline import Timeline
+from bottlenecks.enums import StrEnum
 
 __all__ = ["Clamp", "gpu_busy_ns", "gpu_work_ns", "host_work_ns", "measured_calls"]
 
 
-class Clamp(str, Enum):
+class Clamp(StrEnum):
     """Which floor a predicted step was raised to (``none``: the replay's own step stands)."""
 
     NONE = "none"
@@ -44,9 +43,6 @@ class Clamp(str, Enum):
     """The host's remaining time per iteration (gaps and calls after the removal)."""
     GPU_IDLE = "gpu_idle"
     """An instant host's saving capped at the GPU idle time of the base replay."""
-
-    def __str__(self) -> str:
-        return self.value
 
 
 #: What each floor is, in a prediction's note.

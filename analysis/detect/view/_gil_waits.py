@@ -10,7 +10,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from enum import Enum
 
 import numpy as np
 
@@ -20,6 +19,7 @@ from analysis.detect.view._intervals import difference, length, overlap_total, u
 from analysis.detect.view._osrt import thread_osrt
 from analysis.detect.view._reads import id_list, name_ids
 from analysis.detect.view._window import Steady
+from bottlenecks.enums import StrEnum
 
 __all__ = ["NVTX", "OSRT", "GilWaits", "Source", "read_waits"]
 
@@ -29,14 +29,11 @@ NVTX = "NVTX_EVENTS"
 _DOMAIN_CREATE, _RANGE_TYPES = 75, (59, 60)
 
 
-class Source(str, Enum):
+class Source(StrEnum):
     """Where a report's GIL waits were read."""
 
     GIL_TRACE = "gil_trace"
     OSRT = "osrt"
-
-    def __str__(self) -> str:
-        return self.value
 
 
 @dataclass(frozen=True)
