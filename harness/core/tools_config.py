@@ -49,10 +49,11 @@ class HtaRules:
     """stage_imbalance: with two ranks or more, the idle shares of the ranks (temporal
     breakdown) differ by at least this many points; ``get_potential_stragglers`` names the
     ranks in the evidence."""
-    busy_max_idle_pct: float = 20.0
-    """The GPU-side classes (fp32_math, unfused_elementwise, layout_transpose) need a busy GPU:
-    idle (temporal breakdown) below this share of the trace. An idle GPU's kernels are not
-    what the step waits for, however they run."""
+    busy_min_compute_pct: float = 80.0
+    """The GPU-side classes (fp32_math, unfused_elementwise, layout_transpose) need a GPU busy
+    computing: kernels (the temporal breakdown's ``compute_time_pctg``, mean over ranks) at
+    least this share of the trace. A GPU that idles, or copies, is not limited by how its
+    kernels run."""
     fp32_min_gemm_share: float = 0.3
     """fp32_math: at least this share of the GPU kernel time (HTA's kernel breakdown,
     ``get_gpu_kernel_breakdown``) in GEMM and convolution kernels whose names say they run on
@@ -61,7 +62,7 @@ class HtaRules:
     elementwise_min_share: float = 0.3
     """unfused_elementwise: at least this share of the GPU kernel time in elementwise and
     reduction kernels (by name, :func:`analysis.kernel_names.family_of`) ..."""
-    elementwise_min_per_gemm: float = 4.0
+    elementwise_min_per_gemm: float = 6.0
     """... and at least this many elementwise launches per GEMM launch (the breakdown's
     kernel counts): a chain of small kernels around each matmul, where a fused one would be
     one or two. Not fitted (as fp32_min_gemm_share)."""
