@@ -25,12 +25,12 @@ __all__ = [
     "is_matmul",
 ]
 
-#: Name fragments of matrix kernels (GEMM and convolution families): cuBLAS (``*gemm*``,
+#: Name fragments of matrix kernels (GEMM, GEMV and convolution families): cuBLAS (``*gemm*``,
 #: ``sm80_xmma_*``, ``nvjet*``), CUTLASS, cuDNN (implicit GEMMs, ``*conv*`` passes), Triton's
 #: templates and matmuls (Inductor's ``triton_tem_*``, ``triton_*mm*``); ``conv`` not followed
 #: by ``ert`` (a conversion kernel is no convolution).
 MATMUL = re.compile(
-    r"gemm|xmma|nvjet|wgmma|hmma|imma|tensorop|s16816|s1688|h16816|h1688|"
+    r"gemm|gemv|xmma|nvjet|wgmma|hmma|imma|tensorop|s16816|s1688|h16816|h1688|"
     r"implicit_?gemm|conv(?!ert)|fprop|dgrad|wgrad|winograd|matmul|"
     r"triton_tem_|triton_\w*?(?:add|b)?mm(?:_|\d|$)",
     re.IGNORECASE,
