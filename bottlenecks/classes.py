@@ -254,6 +254,7 @@ SPECS: tuple[ClassSpec, ...] = (
         tool_words=(
             *("fp32_math", "tensor core", "tensor-core", "tensor_core", "tensorcore"),
             *("mixed precision", "mixed-precision", "tf32", "sgemm", "fp32 gemm", "fp32 matmul"),
+            *("ffma", "autocast", "float32_matmul_precision"),
         ),
         detector="analysis.detect.fp32_math:detect",
         thresholds="fp32_math",
@@ -264,8 +265,11 @@ SPECS: tuple[ClassSpec, ...] = (
         means="chains of memory-bound elementwise and reduction kernels over same-sized tensors, "
         "each reading and writing the whole tensor, where one fused kernel would move it once",
         tool_words=(
-            *("unfused_elementwise", "unfused", "elementwise", "element-wise"),
-            *("kernel fusion", "operator fusion", "fusion opportunit", "memory-bound"),
+            # not a bare "elementwise": every PyTorch program's kernel list has
+            # vectorized_elementwise_kernel, fused or not
+            *("unfused_elementwise", "unfused", "elementwise chain", "chain of elementwise"),
+            *("kernel fusion", "operator fusion", "fusion opportunit", "fuse elementwise"),
+            *("memory-bound elementwise", "elementwise fusion", "fusible"),
         ),
         detector="analysis.detect.unfused_elementwise:detect",
         thresholds="unfused_elementwise",
@@ -276,8 +280,11 @@ SPECS: tuple[ClassSpec, ...] = (
         means="convolutions in NCHW under bf16/fp16: cuDNN converts layouts around them and runs "
         "slower kernels than in channels_last (NHWC)",
         tool_words=(
+            # not a bare "nchw"/"nhwc": every cuDNN convolution's name spells its layout, the
+            # channels_last fix's too; the conversion kernels' names are the mechanism
             *("layout_transpose", "channels_last", "channels last", "channels-last"),
-            *("nchw", "nhwc", "layout conversion", "memory format", "memory_format"),
+            *("nchwtonhwc", "nhwctonchw", "nchw2nhwc", "nhwc2nchw", "nchw to nhwc"),
+            *("layout conversion", "layout transform", "memory format", "memory_format"),
         ),
         detector="analysis.detect.layout_transpose:detect",
         thresholds="layout_transpose",
@@ -289,9 +296,11 @@ SPECS: tuple[ClassSpec, ...] = (
         "loop (empty_cache, fragmentation): cudaMalloc/cudaFree block the host and cudaFree "
         "synchronises the device",
         tool_words=(
-            *("allocator_churn", "cudamalloc", "cudafree", "cumemcreate", "empty_cache"),
-            *("caching allocator", "fragmentation", "alloc_retries", "allocation churn"),
-            "expandable_segments",
+            # not the bare API names: every CUDA program's API summary lists cudaMalloc and
+            # cudaFree (start-up and exit); a tool that blames them says more
+            *("allocator_churn", "empty_cache", "caching allocator", "fragmentation"),
+            *("alloc_retries", "allocation churn", "allocation stall", "expandable_segments"),
+            *("cudafree calls", "cudamalloc calls", "memory allocation stall"),
         ),
         detector="analysis.detect.allocator_churn:detect",
         thresholds="allocator_churn",

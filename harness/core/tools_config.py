@@ -1,6 +1,7 @@
 """The config sections of the profiler tools scored against the ground truth (``harness/tools``):
-the rules that map Holistic Trace Analysis's outputs to classes, with their thresholds, and the
-PyTorch Profiler (Kineto) capture of every variant.
+the rules that map Holistic Trace Analysis's outputs to classes, with their thresholds, those of
+the TensorBoard plugin's and nsys-ai's tensor-core readings, and the PyTorch Profiler (Kineto)
+capture of every variant.
 
 The HTA thresholds are part of the experiment, not of the tool: they are fixed on the suite's
 own runs (its variants with and without each pathology) and then scored on code the suite did
@@ -48,15 +49,77 @@ class HtaRules:
     """stage_imbalance: with two ranks or more, the idle shares of the ranks (temporal
     breakdown) differ by at least this many points; ``get_potential_stragglers`` names the
     ranks in the evidence."""
+    busy_min_compute_pct: float = 80.0
+    """The GPU-side classes (fp32_math, unfused_elementwise, layout_transpose) need a GPU busy
+    computing: kernels (the temporal breakdown's ``compute_time_pctg``, mean over ranks) at
+    least this share of the trace. A GPU that idles, or copies, is not limited by how its
+    kernels run."""
+    fp32_min_gemm_share: float = 0.3
+    """fp32_math: at least this share of the GPU kernel time (HTA's kernel breakdown,
+    ``get_gpu_kernel_breakdown``) in GEMM and convolution kernels whose names say they run on
+    the SIMT FMA units, not the tensor cores (:func:`analysis.kernel_names.gemm_pipe`). Not
+    fitted: no Kineto trace of the suite's fp32 scenario yet (docs/tools.md)."""
+    elementwise_min_share: float = 0.3
+    """unfused_elementwise: at least this share of the GPU kernel time in elementwise and
+    reduction kernels (by name, :func:`analysis.kernel_names.family_of`) ..."""
+    elementwise_min_per_gemm: float = 6.0
+    """... and at least this many elementwise launches per GEMM launch (the breakdown's
+    kernel counts): a chain of small kernels around each matmul, where a fused one would be
+    one or two. Not fitted (as fp32_min_gemm_share)."""
+    layout_min_share: float = 0.1
+    """layout_transpose: at least this share of the GPU kernel time in layout conversions
+    (cuDNN's ``nchwToNhwc``/``nhwcToNchw``, transposes, by name). Not fitted (as above)."""
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            top = 1.0 if f.name.endswith("_share") else 100.0
-            if f.name.endswith("_p75"):
-                top = float("inf")
-            if not 0 <= v <= top:
-                raise ValueError(f"tools.hta.{f.name} must be in [0, {top:g}], got {v!r}")
+        _check_ranges("hta", self)
+
+
+def _check_ranges(section: str, rules: object) -> None:
+    """Every field of a rules section in its range: ``*_share`` 0-1, ``*_pct`` 0-100, any
+    other (a count, a queue length, milliseconds) >= 0."""
+    for f in fields(rules):  # type: ignore[arg-type]
+        v = getattr(rules, f.name)
+        top = 1.0 if f.name.endswith("_share") else 100.0
+        if not f.name.endswith(("_share", "_pct")):
+            top = float("inf")
+        if not 0 <= v <= top:
+            raise ValueError(f"tools.{section}.{f.name} must be in [0, {top:g}], got {v!r}")
+
+
+@dataclass(kw_only=True)
+class TbPluginRules:
+    """The PyTorch profiler TensorBoard plugin's tensor-core recommendation ("kernels eligible
+    for tensor cores but not on them: use AMP"), as the ``tb-plugin`` adapter applies it to an
+    nsys export's kernels (``harness/tools/tb_plugin.py``)."""
+
+    fp32_min_gemm_share: float = 0.5
+    """fp32_math: at least this share of the GPU kernel time in GEMM and convolution kernels
+    whose names say they run off the tensor cores (the plugin's "Tensor Cores eligible, not
+    used" time over all kernel time). The plugin itself recommends AMP when no kernel time
+    at all is on tensor cores; a share is that rule for a program whose GEMMs are mixed."""
+
+    def __post_init__(self) -> None:
+        _check_ranges("tb_plugin", self)
+
+
+@dataclass(kw_only=True)
+class NsysAiRules:
+    """How nsys-ai's ``tensor_core_usage`` skill becomes a call (``harness/tools/nsys_ai.py``):
+    its own flag and noise floor, as nsys-ai sets them."""
+
+    tc_max_achieved_pct: float = 50.0
+    """fp32_math: the skill's tensor-core time over its eligible kernels' time ("Global
+    Top-K TC Achieved") below this; nsys-ai marks a kernel below 50% a fallback."""
+    tc_min_inactive_ms: float = 10.0
+    """... with at least this much eligible kernel time off the tensor cores: nsys-ai's own
+    floor for its "TC eligible, inactive" finding (``top_kernels``)."""
+
+    def __post_init__(self) -> None:
+        _check_ranges("nsys_ai", self)
+
+
+#: The rules sections of :class:`ToolsConfig`, by key (``tools.<key>.<field>``).
+SECTIONS: dict[str, type] = {"hta": HtaRules, "tb_plugin": TbPluginRules, "nsys_ai": NsysAiRules}
 
 
 @dataclass(kw_only=True)
@@ -64,17 +127,24 @@ class ToolsConfig:
     """Profiler tools scored against the run's ground truth after a run (``tools_calls.csv``,
     ``tools_scores.csv``; the report's "Tools against the ground truth")."""
 
-    run: list[str] = field(default_factory=lambda: ["ours", "nsys-rules", "hta", "nsys-ai"])
+    run: list[str] = field(
+        default_factory=lambda: ["ours", "nsys-rules", "hta", "nsys-ai", "tb-plugin"]
+    )
     """Adapters (``harness/tools``) run on every profiled variant after a run; one whose tool is
     not installed (HTA, nsys-ai: ``pip install .[tools]``) scores ``n/a`` with the reason."""
     hta: HtaRules = field(default_factory=HtaRules)
     """HTA's rules and thresholds."""
+    tb_plugin: TbPluginRules = field(default_factory=TbPluginRules)
+    """The TensorBoard plugin's tensor-core rule's threshold."""
+    nsys_ai: NsysAiRules = field(default_factory=NsysAiRules)
+    """How nsys-ai's tensor_core_usage skill is read."""
     timeout_s: float = 300.0
     """Limit for one adapter on one variant."""
 
     def __post_init__(self) -> None:
-        if isinstance(self.hta, dict):  # built from a plain mapping (harness score --tool-set)
-            self.hta = HtaRules(**self.hta)
+        for key, cls in SECTIONS.items():  # built from a plain mapping (--tool-set)
+            if isinstance(getattr(self, key), dict):
+                setattr(self, key, cls(**getattr(self, key)))
         if self.timeout_s <= 0:
             raise ValueError(f"tools.timeout_s must be > 0, got {self.timeout_s}")
 
@@ -119,14 +189,19 @@ def tools_config(overrides: dict[str, Any] | None = None) -> ToolsConfig:
     """The defaults with ``{"hta": {"stall_min_idle_pct": 25}}``-style overrides applied
     (a ValueError names a key that does not exist or a value out of range)."""
     overrides = dict(overrides or {})
-    hta = dict(overrides.pop("hta", {}) or {})
-    known = {f.name for f in fields(HtaRules)}
-    unknown = [f"hta.{k}" for k in sorted(set(hta) - known)] + sorted(
-        set(overrides) - {f.name for f in fields(ToolsConfig)}
-    )
+    sections = {key: dict(overrides.pop(key, {}) or {}) for key in SECTIONS}
+    unknown = [
+        f"{key}.{k}"
+        for key, given in sections.items()
+        for k in sorted(set(given) - {f.name for f in fields(SECTIONS[key])})
+    ] + sorted(set(overrides) - {f.name for f in fields(ToolsConfig)})
     if unknown:
         raise ValueError(f"unknown tools key(s): {', '.join(unknown)}")
-    return ToolsConfig(**overrides, hta=HtaRules(**{k: float(v) for k, v in hta.items()}))
+    built = {
+        key: SECTIONS[key](**{k: float(v) for k, v in given.items()})
+        for key, given in sections.items()
+    }
+    return ToolsConfig(**overrides, **built)
 
 
 def parse_tool_overrides(items: Sequence[str]) -> dict[str, Any]:

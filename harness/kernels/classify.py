@@ -19,52 +19,37 @@ family its name belongs to and, where its name says, the data type.
   kernel is; the pipe and bound columns say what it did. ``matmul`` is the family as a flag.
 - ``dtype``: the operand type a kernel's name spells (``bf16``, ``tf32``, ``f32f32``,
   ``sgemm``, ``c10::Half``...); empty where it names none.
+
+The name readings (``family``, ``dtype``) are :mod:`analysis.kernel_names`'s, which the
+detectors and the tool adapters read too.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
+from analysis.kernel_names import DTYPES, ELEMENTWISE, LAYOUT, MATMUL, dtype, family_of, is_matmul
 from harness.core.kernels_config import KernelsConfig
 from harness.kernels.tables import ARITHMETIC_PIPES, Bound, Family, Pipe
 
-__all__ = ["Bound", "Family", "Pipe", "bound", "classify", "dtype", "family", "is_matmul", "pipe"]
-
-#: Name fragments of matrix kernels (GEMM and convolution families); ``conv`` not followed by
-#: ``ert`` (a conversion kernel is no convolution).
-MATMUL = re.compile(
-    r"gemm|xmma|nvjet|wgmma|hmma|imma|tensorop|s16816|s1688|h16816|h1688|"
-    r"implicit_?gemm|conv(?!ert)|fprop|dgrad|wgrad|winograd|matmul",
-    re.IGNORECASE,
-)
-
-#: Name fragments of layout conversions: cuDNN's NCHW <-> NHWC transforms, transposes.
-LAYOUT = re.compile(r"nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw|transpose", re.IGNORECASE)
-
-#: Name fragments of elementwise and reduction kernels: PyTorch's elementwise, reduce and
-#: normalisation kernels, Triton's pointwise (``poi``) and reduction (``red``, ``per``) kernels.
-ELEMENTWISE = re.compile(
-    r"elementwise|reduce_kernel|reduction|triton_(poi|red|per)_|norm|softmax|dropout|"
-    r"activation|gelu|silu|cat_?array|fill_kernel|copy_kernel",
-    re.IGNORECASE,
-)
-
-#: Data types a kernel's name spells, most specific first (``tf32`` before ``f32``, ``bf16``
-#: before ``f16``; ``fp32`` before ``fp64``: an fp32 kernel's demangled signature often takes
-#: ``double`` scalars, an optimizer's learning rate).
-DTYPES = (
-    ("fp8", re.compile(r"e4m3|e5m2|fp8|f8f8", re.IGNORECASE)),
-    ("tf32", re.compile(r"tf32", re.IGNORECASE)),
-    ("bf16", re.compile(r"bf16|bfloat16", re.IGNORECASE)),
-    ("fp16", re.compile(r"(?<![a-z])(f16|fp16|half|hgemm)|h16816|h1688|h884", re.IGNORECASE)),
-    ("int8", re.compile(r"int8|imma|i8i8|s8s8", re.IGNORECASE)),
-    ("fp32", re.compile(r"f32|fp32|sgemm|(?<![a-z])float", re.IGNORECASE)),
-    ("fp64", re.compile(r"f64|fp64|dgemm|double", re.IGNORECASE)),
-)
+__all__ = [
+    "DTYPES",
+    "ELEMENTWISE",
+    "LAYOUT",
+    "MATMUL",
+    "Bound",
+    "Family",
+    "Pipe",
+    "bound",
+    "classify",
+    "dtype",
+    "family",
+    "is_matmul",
+    "pipe",
+]
 
 #: A matrix kernel's pipe needs this much of its larger pipe (percent): below it neither ran
 #: (a GEMM that did no multiply-adds: an empty shape, a zero-size epilogue).
@@ -99,25 +84,10 @@ def pipe(readings: Mapping[Pipe, float], matmul: bool, min_pct: float) -> tuple[
     return (best if pool[best] >= floor else Pipe.NONE), pool[best]
 
 
-def dtype(name: str) -> str:
-    """The data type ``name`` spells, or ''."""
-    return next((label for label, pattern in DTYPES if pattern.search(name)), "")
-
-
-def is_matmul(name: str) -> bool:
-    """Whether ``name`` belongs to a GEMM or convolution family."""
-    return bool(MATMUL.search(name))
-
-
 def family(name: str) -> Family:
-    """What ``name`` belongs to (see the module's docstring)."""
-    if is_matmul(name):
-        return Family.MATMUL
-    if LAYOUT.search(name):
-        return Family.LAYOUT
-    if ELEMENTWISE.search(name):
-        return Family.ELEMENTWISE
-    return Family.OTHER
+    """What ``name`` belongs to (see the module's docstring; the reading is
+    :func:`analysis.kernel_names.family_of`, shared with the detectors and the tools)."""
+    return Family(family_of(name))
 
 
 def classify(rows: pd.DataFrame, cfg: KernelsConfig) -> pd.DataFrame:

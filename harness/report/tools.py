@@ -1,7 +1,8 @@
 """The run report's "Tools against the ground truth" section: every profiler tool of the run's
-tools step (``tools.run``: our detectors, nsys's expert rules, HTA, nsys-ai) scored against
-the same truth, as a class x tool heatmap of F1 (``n/a`` shown as such, never as 0), the
-precision/recall/F1 table, and per variant what each tool said with its own evidence.
+tools step (``tools.run``: our detectors, nsys's expert rules, HTA, nsys-ai, the TensorBoard
+plugin's rule) scored against the same truth, as a class x tool heatmap of F1 (``n/a`` shown
+as such, never as 0), the precision/recall/F1 table, and per variant what each tool said with
+its own evidence.
 
 Read from ``tools_scores.csv`` and ``tools_calls.csv`` (written by ``harness/tools/step.py``),
 never recomputed here: the report only imports ``harness.core``.

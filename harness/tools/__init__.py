@@ -19,7 +19,8 @@ the registry imports every module here (:func:`~.base.adapters`).
 
 Adapters: ``ours`` (the suite's detectors), ``nsys-rules`` (nsys's expert rules), ``keyword``
 (any text, by the class specs' words), ``hta`` (Holistic Trace Analysis, optional extra),
-``nsys-ai`` (its offline root-cause patterns, optional extra). The truth they are scored against
+``nsys-ai`` (its offline root-cause patterns and tensor_core_usage, optional extra),
+``tb-plugin`` (the PyTorch profiler plugin's tensor-core rule on the export's kernels). The truth they are scored against
 is read in one place, :func:`harness.tools.truth.truth_table`; the table is
 :mod:`harness.tools.table`.
 """

@@ -1,6 +1,6 @@
 """``python -m harness score DIR|CORPUS [--tool NAME|TEMPLATE ...]``: the detectors scored on
 labelled exports (``harness.judge.score``), and with ``--tool`` naming adapters of
-``harness/tools`` (``hta``, ``nsys-ai``, ``nsys-rules``, ``ours``, ``keyword``) one more table:
+``harness/tools`` (``hta``, ``nsys-ai``, ``nsys-rules``, ``ours``, ``keyword``, ``tb-plugin``) one more table:
 per class and tool, precision/recall/F1 against the same truth, our detectors one row among
 them. A ``--tool`` that names no adapter is a command template for the keyword adapter, as
 before."""

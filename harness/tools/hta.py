@@ -7,10 +7,19 @@ corpus. Two steps, so each can be checked alone: :func:`hta_numbers` runs HTA's 
 temporal and idle-time breakdowns, CUDA kernel launch statistics, queue length, comm-comp
 overlap, potential stragglers) and keeps the numbers; :func:`hta_calls` applies the rules.
 
+The GPU-side classes read HTA's kernel breakdown (``get_gpu_kernel_breakdown``: each
+computation kernel's total time and mean, so its count), its kernel names read as the suite
+reads them (:mod:`analysis.kernel_names`: GEMMs on the tensor cores or the FMA units,
+elementwise and reduction kernels, layout conversions): GEMM time off the tensor cores
+(``fp32_math``), an elementwise share with many elementwise launches per GEMM
+(``unfused_elementwise``), a layout-conversion share (``layout_transpose``), each only on a
+GPU busy computing (the temporal breakdown's compute share at least
+``busy_min_compute_pct``).
+
 What HTA cannot see is ``n/a``: the GIL (it reads no thread states), pageable copies (its
-breakdowns do not tell a copy's memory kind), stage imbalance on one rank (no other rank to
-compare), and every class on a trace without GPU kernels (a CPU-only trace: HTA's analyses
-are of GPU time).
+breakdowns do not tell a copy's memory kind), allocator calls and file writes (no analysis of
+either), stage imbalance on one rank (no other rank to compare), and every class on a trace
+without GPU kernels (a CPU-only trace: HTA's analyses are of GPU time).
 """
 
 from __future__ import annotations
@@ -27,6 +36,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from analysis import kernel_names as KN
 from bottlenecks import Klass
 from harness.core import runfolder as rf
 from harness.core.tools_config import HtaRules
@@ -38,7 +48,16 @@ NO_GPU = "the trace has no GPU kernels: HTA's analyses are of GPU time"
 UNSEEN: dict[str, str] = {
     Klass.GIL_CONTENTION: "HTA reads no thread states or GIL waits",
     Klass.PAGEABLE_COPY: "HTA's breakdowns do not tell a copy's memory kind (pinned or pageable)",
+    Klass.ALLOCATOR_CHURN: "HTA has no analysis of allocator calls (cudaMalloc/cudaFree)",
+    Klass.BLOCKING_IO: "HTA has no analysis of file writes or of the copies before them",
 }
+
+#: The kernel breakdown's kinds of time (HtaNumbers.kernel_us keys): all computation kernels,
+#: GEMMs by the pipe their names say, elementwise and reduction kernels, layout conversions.
+ALL, ELEMENTWISE, LAYOUT = "all", "elementwise", "layout"
+GEMM_PIPES = {KN.TENSOR: "gemm_tensor", KN.FMA: "gemm_fma", KN.UNKNOWN: "gemm_unknown"}
+#: HtaNumbers.kernel_launches keys.
+GEMM = "gemm"
 
 
 @dataclass
@@ -53,6 +72,9 @@ class HtaNumbers:
     gpu_kernels: int = 0
     idle_pct: dict[int, float] = field(default_factory=dict)
     """Per rank, GPU idle share of the trace, % (temporal breakdown)."""
+    compute_pct: dict[int, float] = field(default_factory=dict)
+    """Per rank, GPU share of the trace in computation kernels, % (temporal breakdown; the
+    rest is idle or copies and sets)."""
     host_wait_share: float | None = None
     """Share of the GPU idle time that is host wait (idle time breakdown, every rank)."""
     launches: int = 0
@@ -63,6 +85,12 @@ class HtaNumbers:
     comm_overlap_pct: float | None = None
     """Communication overlapped with computation, % (mean over ranks; None: no communication)."""
     stragglers: list[int] = field(default_factory=list)
+    kernel_us: dict[str, float] = field(default_factory=dict)
+    """Computation kernel time, us, by kind (:data:`ALL`, :data:`GEMM_PIPES`' values,
+    :data:`ELEMENTWISE`, :data:`LAYOUT`), from the kernel breakdown; empty: no breakdown (or
+    numbers cached before it was read)."""
+    kernel_launches: dict[str, int] = field(default_factory=dict)
+    """Launches of GEMM (:data:`GEMM`) and elementwise kernels in the breakdown."""
     errors: dict[str, str] = field(default_factory=dict)
     """Per analysis that raised, its message."""
 
@@ -89,7 +117,8 @@ CACHED = "hta_numbers"
 def numbers_from_dict(d: dict[str, Any]) -> HtaNumbers:
     """An :class:`HtaNumbers` from its JSON form (JSON keys are strings: ranks back to int)."""
     d = dict(d)
-    d["idle_pct"] = {int(k): float(v) for k, v in (d.get("idle_pct") or {}).items()}
+    for key in ("idle_pct", "compute_pct"):
+        d[key] = {int(k): float(v) for k, v in (d.get(key) or {}).items()}
     return HtaNumbers(**d)
 
 
@@ -145,6 +174,7 @@ def _analyses(t: Any, n: HtaNumbers) -> None:
     temporal = run("temporal_breakdown", lambda: t.get_temporal_breakdown(visualize=False))
     if temporal is not None and not temporal.empty:
         n.idle_pct = {int(r.rank): float(r.idle_time_pctg) for r in temporal.itertuples()}
+        n.compute_pct = {int(r.rank): float(r.compute_time_pctg) for r in temporal.itertuples()}
     idle = run("idle_time_breakdown",
                lambda: t.get_idle_time_breakdown(ranks=ranks, visualize=False)[0])  # fmt: skip
     if idle is not None and not idle.empty and idle["idle_time"].sum() > 0:
@@ -168,6 +198,33 @@ def _analyses(t: Any, n: HtaNumbers) -> None:
         n.comm_overlap_pct = sum(vals) / len(vals) if vals else None
     if len(ranks) > 1:
         n.stragglers = list(run("potential_stragglers", t.get_potential_stragglers) or [])
+    breakdown = run("gpu_kernel_breakdown",
+                    lambda: t.get_gpu_kernel_breakdown(visualize=False, duration_ratio=1.0,
+                                                       num_kernels=1 << 30)[1])  # fmt: skip
+    if breakdown is not None and not breakdown.empty:
+        _kernel_kinds(breakdown, n)
+
+
+def _kernel_kinds(breakdown: Any, n: HtaNumbers) -> None:
+    """Fill ``n.kernel_us`` and ``n.kernel_launches`` from the breakdown's per-kernel rows
+    (every rank's COMPUTATION kernels: name, ``sum (us)``, ``mean (us)``)."""
+    rows = breakdown[breakdown["kernel_type"].astype(str) == "COMPUTATION"]
+    us: dict[str, float] = {ALL: 0.0, ELEMENTWISE: 0.0, LAYOUT: 0.0}
+    us.update(dict.fromkeys(GEMM_PIPES.values(), 0.0))
+    launches = {GEMM: 0, ELEMENTWISE: 0}
+    for name, total, mean in zip(rows["name"].astype(str), rows["sum (us)"], rows["mean (us)"],
+                                 strict=True):  # fmt: skip
+        total, mean = float(total), float(mean)
+        count = round(total / mean) if mean > 0 else 0
+        family = KN.family_of(name)
+        us[ALL] += total
+        if family == "matmul":
+            us[GEMM_PIPES[KN.gemm_pipe(name)]] += total
+            launches[GEMM] += count
+        elif family in (ELEMENTWISE, LAYOUT):
+            us[family] += total
+            launches[ELEMENTWISE] += count if family == ELEMENTWISE else 0
+    n.kernel_us, n.kernel_launches = us, launches
 
 
 def hta_numbers(kineto: tuple[Path, ...]) -> HtaNumbers:
@@ -262,7 +319,41 @@ def hta_calls(n: HtaNumbers, rules: HtaRules) -> Calls:
         out[Klass.EXPOSED_COMM] = Call(Flag.FLAGGED if exposed else Flag.CLEAR,
                                    f"comm-comp overlap {n.comm_overlap_pct:.1f}%")  # fmt: skip
     out[Klass.STAGE_IMBALANCE] = _imbalance(n, rules)
+    out.update(_gpu_side(n, rules))
     return out
+
+
+def _gpu_side(n: HtaNumbers, rules: HtaRules) -> Calls:
+    """fp32_math, unfused_elementwise and layout_transpose from the kernel breakdown, on a
+    GPU busy computing only."""
+    classes = (Klass.FP32_MATH, Klass.UNFUSED_ELEMENTWISE, Klass.LAYOUT_TRANSPOSE)
+    total = n.kernel_us.get(ALL, 0.0)
+    compute = sum(n.compute_pct.values()) / len(n.compute_pct) if n.compute_pct else None
+    if not total or compute is None:
+        why = "HTA gave no kernel breakdown" if not total else "HTA gave no temporal breakdown"
+        return {k: Call(Flag.NA, why) for k in classes}
+    busy = compute >= rules.busy_min_compute_pct
+    fma = n.kernel_us.get(GEMM_PIPES[KN.FMA], 0.0) / total
+    tensor = n.kernel_us.get(GEMM_PIPES[KN.TENSOR], 0.0) / total
+    ew = n.kernel_us.get(ELEMENTWISE, 0.0) / total
+    per_gemm = n.kernel_launches.get(ELEMENTWISE, 0) / max(n.kernel_launches.get(GEMM, 0), 1)
+    layout = n.kernel_us.get(LAYOUT, 0.0) / total
+    gpu = f"GPU computing {compute:.1f}% of the trace"
+
+    def call(hit: bool, text: str) -> Call:
+        return Call(Flag.FLAGGED if busy and hit else Flag.CLEAR, f"{text}; {gpu}")
+
+    return {
+        Klass.FP32_MATH: call(fma >= rules.fp32_min_gemm_share,
+                              f"GEMMs off tensor cores {fma:.0%} of kernel time (on them "
+                              f"{tensor:.0%})"),
+        Klass.UNFUSED_ELEMENTWISE: call(ew >= rules.elementwise_min_share
+                                        and per_gemm >= rules.elementwise_min_per_gemm,
+                                        f"elementwise {ew:.0%} of kernel time, {per_gemm:.1f} "
+                                        f"launches per GEMM"),
+        Klass.LAYOUT_TRANSPOSE: call(layout >= rules.layout_min_share,
+                                     f"layout conversions {layout:.0%} of kernel time"),
+    }  # fmt: skip
 
 
 def _launch(n: HtaNumbers, idle: float | None, rules: HtaRules) -> Call:

@@ -10,18 +10,34 @@ which an offline machine waits on for seconds) and maps its patterns to classes
 (:data:`PATTERNS`). A pattern of severity ``warning`` or ``critical`` flags its class; ``info``
 rows (hotspots, "no known anti-patterns") flag nothing.
 
-nsys-ai has no pattern for the GIL (``gil_contention`` is ``n/a``); the other classes are
-``clear`` where it looked and matched nothing. An export without a CUDA kernel table (a CPU
+``fp32_math`` is read from nsys-ai's ``tensor_core_usage`` skill instead: the share of the
+tensor-core eligible kernels' time (GEMM, convolution, attention names) that ran on tensor
+cores, both by nsys-ai's own name patterns. nsys-ai builds the ``kernels`` view the skill reads
+in its DuckDB cache; here the same view is a temporary one on the read-only SQLite connection,
+its two flags computed by nsys-ai's own patterns (``nsys_ai.parquet_cache``), so the skill runs
+as it does on a cache. The class is flagged when the skill's overall tensor-core share is under
+``tools.nsys_ai.tc_max_achieved_pct`` (nsys-ai's own fallback bar) with at least
+``tools.nsys_ai.tc_min_inactive_ms`` of eligible time off the tensor cores (its own noise floor).
+nsys-ai counts every ``xmma`` kernel as tensor-core work, cuBLAS's fp32 ``*_ffma_*`` ones
+included: the adapter reports the tool as it is.
+
+nsys-ai has no pattern for the GIL (``gil_contention`` is ``n/a``), nor for layouts, elementwise
+chains, allocator churn or blocking writes; the other classes are ``clear`` where it looked and
+matched nothing. An export without a CUDA kernel table (a CPU
 capture; CUDA graphs traced as whole graphs) is one nsys-ai cannot read: every class ``n/a``.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from bottlenecks import Klass
+from harness.core.tools_config import NsysAiRules
 from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, every_class, register
 
 #: nsys-ai's root-cause pattern -> the class it stands for (patterns not listed map to none).
@@ -45,19 +61,81 @@ FLAGGING = ("warning", "critical")
 UNSEEN = "nsys-ai has no root-cause pattern for this class"
 
 
+@contextmanager
+def _connection(sqlite: Any) -> Iterator[sqlite3.Connection]:
+    """A read-only connection to the export, nsys-ai's log notes quietened (its "DuckDB cache
+    unavailable" note, once per sub-skill)."""
+    quiet = logging.getLogger("nsys_ai")
+    level = quiet.level
+    quiet.setLevel(logging.ERROR)
+    conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
+    try:
+        yield conn
+    finally:
+        conn.close()
+        quiet.setLevel(level)
+
+
 def root_causes(sqlite: Any) -> list[dict[str, Any]]:
     """nsys-ai's ``root_cause_matcher`` rows on the export (raises what nsys-ai raises)."""
     from nsys_ai.skills.registry import get_skill
 
-    quiet = logging.getLogger("nsys_ai")
-    level = quiet.level
-    quiet.setLevel(logging.ERROR)  # its "DuckDB cache unavailable" notes, once per sub-skill
-    conn = sqlite3.connect(f"file:{sqlite}?mode=ro", uri=True)
-    try:
+    with _connection(sqlite) as conn:
         return list(get_skill("root_cause_matcher").execute(conn) or [])
-    finally:
-        conn.close()
-        quiet.setLevel(level)
+
+
+def _kernels_view(conn: sqlite3.Connection) -> None:
+    """nsys-ai's ``kernels`` view (``parquet_cache``: name, demangled, is_tc_eligible,
+    uses_tc) as a temporary view, its flags by nsys-ai's own patterns (DuckDB's
+    ``regexp_matches``: a search, on the lower-cased demangled-else-short name)."""
+    from nsys_ai import parquet_cache as pc
+
+    patterns = [re.compile(p.strip("'")) for p in (pc._TC_ELIGIBLE_PATTERN, pc._TC_ACTIVE_PATTERN)]
+
+    def matches(name: str | None, which: int) -> int:
+        return int(bool(patterns[which].search((name or "").lower())))
+
+    conn.create_function("nsys_ai_matches", 2, matches, deterministic=True)
+    name = "COALESCE(d.value, s.value, '')"
+    conn.execute(f"""
+        CREATE TEMP VIEW kernels AS
+        SELECT k.*, COALESCE(d.value, s.value, 'kernel_' || CAST(k.shortName AS TEXT)) AS name,
+               d.value AS demangled,
+               CASE WHEN nsys_ai_matches({name}, 0) OR nsys_ai_matches({name}, 1)
+                    THEN 1 ELSE 0 END AS is_tc_eligible,
+               nsys_ai_matches({name}, 1) AS uses_tc
+        FROM CUPTI_ACTIVITY_KIND_KERNEL k
+        LEFT JOIN StringIds s ON k.shortName = s.id
+        LEFT JOIN StringIds d ON k.demangledName = d.id
+    """)
+
+
+def tensor_core_rows(sqlite: Any) -> list[dict[str, Any]]:
+    """nsys-ai's ``tensor_core_usage`` rows on the export (its top eligible kernels, each
+    with its time on tensor cores), through the view :func:`_kernels_view` builds."""
+    from nsys_ai.skills.registry import get_skill
+
+    with _connection(sqlite) as conn:
+        _kernels_view(conn)
+        return list(get_skill("tensor_core_usage").execute(conn) or [])
+
+
+def tensor_core_call(rows: list[dict[str, Any]], rules: NsysAiRules) -> Call:
+    """fp32_math's call from tensor_core_usage's rows (pure: testable on any rows)."""
+    if rows and "error" in rows[0]:
+        return Call(Flag.NA, f"nsys-ai's tensor_core_usage: {rows[0]['error']}")
+    total = sum(float(r["total_gpu_ms"]) for r in rows)
+    if not total:
+        return Call(Flag.CLEAR, "no tensor-core eligible kernels")
+    active = sum(float(r["tc_active_ms"]) for r in rows)
+    pct, inactive = 100 * active / total, total - active
+    fallbacks = sum(bool(r.get("is_outlier")) for r in rows)
+    hit = pct < rules.tc_max_achieved_pct and inactive >= rules.tc_min_inactive_ms
+    text = (
+        f"tensor_core_usage: TC achieved {pct:.1f}% of {total:.1f} ms eligible "
+        f"({inactive:.1f} ms off tensor cores; {fallbacks} of {len(rows)} kernels flagged)"
+    )
+    return Call(Flag.FLAGGED if hit else Flag.CLEAR, text)
 
 
 def calls_from(rows: list[dict[str, Any]]) -> Calls:
@@ -109,4 +187,9 @@ class NsysAi:
             rows = root_causes(traces.sqlite)
         except Exception as exc:  # nsys-ai's SchemaError and its kin: it cannot read this
             return all_na(f"nsys-ai could not read the export: {type(exc).__name__}: {exc}")
-        return calls_from(rows)
+        calls = calls_from(rows)
+        try:
+            tc = tensor_core_call(tensor_core_rows(traces.sqlite), ctx.tools.nsys_ai)
+        except Exception as exc:  # the skill on an export it cannot read
+            tc = Call(Flag.NA, f"nsys-ai's tensor_core_usage failed: {type(exc).__name__}: {exc}")
+        return {**calls, Klass.FP32_MATH: tc}
