@@ -133,6 +133,13 @@ def test_class_scores(reports: pd.DataFrame) -> None:
         "exposed_comm": (1, 0, 0),
         "gil_contention": (4, 0, 0),
         "stage_imbalance": (3, 0, 0),
+        # the five new classes: no corpus script is labelled with them yet (they wait in
+        # corpus/wild/pending/ for their H200 timings), and none of them fires anywhere
+        "fp32_math": (0, 0, 0),
+        "unfused_elementwise": (0, 0, 0),
+        "layout_transpose": (0, 0, 0),
+        "allocator_churn": (0, 0, 0),
+        "blocking_io": (0, 0, 0),
     }
     # right on every report; nothing fires on a clean one
     right = (reports["primary"] == reports["truth"]).sum()
@@ -359,6 +366,9 @@ def test_the_readmes_figures_are_the_tools(scored: pd.DataFrame) -> None:
     rows = {ln.split("|")[1].strip(): ln for ln in (REPO / "README.md").read_text().splitlines()
             if ln.startswith("| ") and ln.count("|") == 5}  # fmt: skip
     for klass, r in scores.loc["detectors"].iterrows():
+        if int(r.tp + r.fn + r.fp) == 0:  # no corpus script of the class yet: no README row
+            assert klass not in rows, (klass, "a README row for a class the corpus lacks")
+            continue
         cells = [c.strip() for c in rows[klass].split("|")[1:-1]]
         assert cells[2] == f"{int(r.tp)} of {int(r.tp + r.fn)} / {r.f1:.2f}", (klass, SCORE_COMMAND)
         if ("nsys_rules", klass) in scores.index:
