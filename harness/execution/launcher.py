@@ -24,6 +24,7 @@ from harness.execution.execute import (
     worker_has_ended,
 )
 from harness.execution.forkserver import ForkServer, ForkServerError
+from harness.execution.memcheck import size_said
 from harness.execution.plan import nproc_per_node, torchrun_program
 from harness.execution.ranks import launch_ranks
 from harness.execution.runloop import Live
@@ -99,7 +100,7 @@ class Launcher:
         env = s.worker_env()
         if world > 1:  # torchrun's own default, set here so it does not print its banner
             env.setdefault("OMP_NUM_THREADS", "1")
-        watch = OomWatch.start(s.size_said(unit.scenario))
+        watch = OomWatch.start(size_said(s, unit.scenario))
         if world > 1 and forks is not None:  # its ranks forked (torchrun where that fails)
             nproc = nproc_per_node(s.cfg, world)
             proc = launch_ranks(forks, worker, program, out_dir, env, nproc, unit.label)

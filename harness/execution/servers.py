@@ -23,6 +23,7 @@ from harness.core.progress import Progress
 from harness.core.runfolder import Status, Unit, WorkerState
 from harness.execution.execute import stop_group, worker_env
 from harness.execution.forkserver import ForkServer, ForkServerError
+from harness.execution.memcheck import size_said
 from harness.execution.profiling import ProfileServers, ReportHandle, Session
 from harness.execution.runloop import Live
 from harness.execution.settings import Settings
@@ -107,7 +108,7 @@ class TracedServers:
         could not start or fork (said once per scenario: the worker is profiled on its own)."""
         assert self.pool is not None
         proc, why = None, ""
-        watch = OomWatch.start(self.settings.size_said(unit.scenario))
+        watch = OomWatch.start(size_said(self.settings, unit.scenario))
         for _ in range(2):  # a server found gone at the fork: once more, from a fresh session
             session, why = self.pool.server(unit.scenario)
             if session is None:

@@ -181,10 +181,6 @@ class Settings:
         gpus = len(self.gpu.names) if self.device == "cuda" else None
         return distributed_skip(self.cfg, unit, world, gpus)
 
-    def size_said(self, scenario: str) -> str:
-        """The size a scenario's workers run at, as the user sets it (``size=full``)."""
-        return f"size={self.size}"
-
     def report_base(self, unit: Unit, run_dir: Path) -> Path:
         """The profile's report path without its suffix (.nsys-rep, .qdstrm, .sqlite)."""
         return rf.report_base(run_dir, unit, self.cfg.dist.node_rank)
