@@ -24,10 +24,12 @@ from scenarios._base import (
     Variant,
     Workload,
 )
+from scenarios._memory import MemoryEstimate
 
 __all__ = [
     "BOTTLENECK_CLASSES",
     "Expectation",
+    "MemoryEstimate",
     "RunContext",
     "Scenario",
     "ScenarioConfig",

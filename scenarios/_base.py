@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from bottlenecks import CLASSES
+from scenarios._memory import MemoryEstimate
 
 if TYPE_CHECKING:
     import torch
@@ -184,6 +185,14 @@ class ScenarioConfig:
         if name not in ("smoke", "full"):
             raise ValueError(f"size must be 'smoke' or 'full', got {name!r}")
         return getattr(self, name)
+
+    def memory_estimate(self, size: Size, on_gpu: bool) -> MemoryEstimate | None:
+        """The least memory one process of ``size`` takes, whichever variant it runs
+        (:mod:`scenarios._memory`: a floor, so that a size refused for it could not have run);
+        None: the scenario says nothing (the default). Scenarios whose data is big in host
+        memory override it, so that a size too large for the machine is refused before its
+        workers set up rather than killed by the kernel."""
+        return None
 
 
 @dataclass(kw_only=True)

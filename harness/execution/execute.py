@@ -19,6 +19,7 @@ from typing import Any
 from harness.core import nsys as nsys_mod
 from harness.core import runfolder as rf
 from harness.core import signals
+from harness.core.hostmem import OomWatch
 from harness.core.runfolder import Status
 from harness.execution.forkserver import ForkServer, ForkServerError
 from harness.execution.worker import LAUNCHED_AT_ENV, OOM_EXIT_CODE, OOM_MARKER
@@ -172,13 +173,14 @@ def run_process(
     """Run one worker command (argument list) in its own session with a timeout, and wait for
     it (:func:`launch`, then :func:`wait_outcome`)."""
     t0 = time.perf_counter()
+    watch = OomWatch.start()
     proc: Any = None
     try:
         proc = launch(cmd, out_dir, extra_env, forkserver)
     except BaseException:
         _remove_partial(out_dir)
         raise
-    return wait_outcome(proc, out_dir, t0, timeout_s, label, memory_cap_gb, detach_when)
+    return wait_outcome(proc, out_dir, t0, timeout_s, label, memory_cap_gb, detach_when, watch)
 
 
 def wait_outcome(
@@ -189,6 +191,7 @@ def wait_outcome(
     label: str,
     memory_cap_gb: float | None = None,
     detach_when: Callable[[Any], bool] | None = None,
+    watch: OomWatch | None = None,
 ) -> Outcome:
     """Wait for a launched worker (started at ``t0``, ``time.perf_counter``) and say how it
     ended.
@@ -210,7 +213,7 @@ def wait_outcome(
         kill_group(proc)
         _remove_partial(out_dir)
         raise
-    return ended(rc, time.perf_counter() - t0, out_dir, label, memory_cap_gb)
+    return ended(rc, time.perf_counter() - t0, out_dir, label, memory_cap_gb, watch)
 
 
 def timed_out(proc: Any, out_dir: Path, t0: float, timeout_s: float, label: str) -> Outcome:
@@ -239,9 +242,27 @@ def popen(cmd: list[str], out_dir: Path, env: dict[str, str]) -> subprocess.Pope
         return subprocess.Popen(cmd, stdout=out, stderr=err, env=env, start_new_session=True)
 
 
-def ended(rc: int, wall: float, out_dir: Path, label: str, memory_cap_gb: float | None) -> Outcome:
-    """The outcome of a worker that exited with ``rc`` on its own."""
+def ended(
+    rc: int,
+    wall: float,
+    out_dir: Path,
+    label: str,
+    memory_cap_gb: float | None,
+    watch: OomWatch | None = None,
+) -> Outcome:
+    """The outcome of a worker that exited with ``rc`` on its own; ``watch``: what was known
+    of memory at its launch, to tell the kernel's OOM killer's SIGKILL from any other."""
     err_tail = tail(out_dir / rf.STDERR)
+    killed = watch.killed(rc) if watch is not None else ""
+    if killed:
+        return Outcome(
+            Status.OOM,
+            f"{label} ran out of host memory after {wall:.1f} s: {killed}; run a smaller size, "
+            "or fewer workers setting up at once (harness.setup_batch=1). Other variants' "
+            f"results are kept; stderr in {out_dir / rf.STDERR}.",
+            rc,
+            wall,
+        )
     if rc == OOM_EXIT_CODE or OOM_MARKER in err_tail:
         said = next((ln for ln in err_tail.splitlines() if OOM_MARKER in ln), "")
         return Outcome(

@@ -14,6 +14,7 @@ from typing import Any
 
 from harness.core import nsys as nsys_mod
 from harness.core import runfolder as rf
+from harness.core.hostmem import OomWatch
 from harness.core.runfolder import Status, Unit
 from harness.execution.execute import (
     Outcome,
@@ -23,6 +24,7 @@ from harness.execution.execute import (
     worker_has_ended,
 )
 from harness.execution.forkserver import ForkServer, ForkServerError
+from harness.execution.memcheck import size_said
 from harness.execution.plan import nproc_per_node, torchrun_program
 from harness.execution.ranks import launch_ranks
 from harness.execution.runloop import Live
@@ -98,6 +100,7 @@ class Launcher:
         env = s.worker_env()
         if world > 1:  # torchrun's own default, set here so it does not print its banner
             env.setdefault("OMP_NUM_THREADS", "1")
+        watch = OomWatch.start(size_said(s, unit.scenario))
         if world > 1 and forks is not None:  # its ranks forked (torchrun where that fails)
             nproc = nproc_per_node(s.cfg, world)
             proc = launch_ranks(forks, worker, program, out_dir, env, nproc, unit.label)
@@ -112,6 +115,7 @@ class Launcher:
             gated=one_node,
             overlaps=one_node,
             memory_cap_gb=s.cfg.harness.memory_cap_gb,
+            oom_watch=watch,
             detach_when=detach,
             quiet_past_window=shares_capture_stop(
                 profiled=unit.is_profile,

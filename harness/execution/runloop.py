@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from harness.core import runfolder as rf
+from harness.core.hostmem import OomWatch
 from harness.core.runfolder import Status, Unit, WorkerState
 from harness.execution.execute import Outcome, ended, stop_group, timed_out
 
@@ -60,6 +61,9 @@ class Live:
     """It may start beside another worker's tear-down, and the next one beside its own (it
     holds at its gate; False: a multi-node torchrun worker, which has no gate)."""
     memory_cap_gb: float | None = None
+    oom_watch: OomWatch = field(default_factory=OomWatch.start)
+    """The host's memory and OOM-kill count at its launch: a SIGKILL while the count rose is
+    the kernel's OOM killer (status ``oom``)."""
     detach_when: Callable[[Any], bool] | None = None
     """For a profiled worker under nsys: let go once the worker itself has exited."""
     quiet_past_window: bool = False
@@ -142,7 +146,7 @@ class Live:
                 wall,
             )
         if rc is not None:
-            outcome = ended(rc, wall, self.out_dir, self.label, self.memory_cap_gb)
+            outcome = ended(rc, wall, self.out_dir, self.label, self.memory_cap_gb, self.oom_watch)
             note = getattr(self.proc, "note", "")  # a rank of a forked unit failed first
             if note and outcome.error:
                 outcome.error = f"{self.label}: {note}. {outcome.error}"

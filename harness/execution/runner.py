@@ -40,7 +40,7 @@ from harness.core.runfolder import (
     WorkerState,
     write_json,
 )
-from harness.execution import console
+from harness.execution import console, memcheck
 from harness.execution.collect import (
     COLUMNS,
     TIMING_PARTS,
@@ -121,6 +121,7 @@ class Suite:
 
     def __init__(self, suite: SuiteConfig, raw: DictConfig) -> None:
         self.settings = Settings(suite, raw)
+        memcheck.check(self.settings)  # a size too large for this machine: one line, exit 2
         self.cfg = self.settings.cfg
         self.found = self.settings.found
         self.stops = signals.StopSignals()

@@ -18,10 +18,12 @@ from bottlenecks import MEASURE
 from harness.core import nsys as nsys_mod
 from harness.core import runfolder as rf
 from harness.core import signals
+from harness.core.hostmem import OomWatch
 from harness.core.progress import Progress
 from harness.core.runfolder import Status, Unit, WorkerState
 from harness.execution.execute import stop_group, worker_env
 from harness.execution.forkserver import ForkServer, ForkServerError
+from harness.execution.memcheck import size_said
 from harness.execution.profiling import ProfileServers, ReportHandle, Session
 from harness.execution.runloop import Live
 from harness.execution.settings import Settings
@@ -106,6 +108,7 @@ class TracedServers:
         could not start or fork (said once per scenario: the worker is profiled on its own)."""
         assert self.pool is not None
         proc, why = None, ""
+        watch = OomWatch.start(size_said(self.settings, unit.scenario))
         for _ in range(2):  # a server found gone at the fork: once more, from a fresh session
             session, why = self.pool.server(unit.scenario)
             if session is None:
@@ -124,7 +127,7 @@ class TracedServers:
         h = self.settings.cfg.harness
         return Live(
             unit, proc, out_dir, h.timeout_s, memory_cap_gb=h.memory_cap_gb,
-            quiet_past_window=self.settings.overlap_capture_stop,
+            oom_watch=watch, quiet_past_window=self.settings.overlap_capture_stop,
         )  # fmt: skip
 
     def _fork(self, unit: Unit, out_dir: Path, session: Session) -> tuple[Any, str]:

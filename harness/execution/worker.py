@@ -549,8 +549,30 @@ def _cap_memory(gib: float) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
 
 
+#: What an out-of-memory error says where it comes as a plain RuntimeError: the CPU allocator,
+#: CUDA seen from a library (cuBLAS's workspace, a CUDA error raised outside the allocator).
+_OOM_TEXTS = (
+    "can't allocate memory",
+    "CUDA out of memory",
+    "CUDA error: out of memory",
+    "CUBLAS_STATUS_ALLOC_FAILED",
+)
+
+
 def _is_oom(exc: BaseException) -> bool:
-    """MemoryError, torch's (CUDA) OutOfMemoryError, or the CPU allocator's RuntimeError."""
+    """MemoryError, torch's (CUDA) OutOfMemoryError, or a RuntimeError saying it ran out
+    (:data:`_OOM_TEXTS`); also where one is the cause of another (torch.compile wraps the
+    errors of what it compiles)."""
+    seen: set[int] = set()
+    while exc is not None and id(exc) not in seen:
+        seen.add(id(exc))
+        if _is_oom_one(exc):
+            return True
+        exc = exc.__cause__ or exc.__context__  # type: ignore[assignment]
+    return False
+
+
+def _is_oom_one(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
     torch_mod = sys.modules.get("torch")
@@ -558,7 +580,7 @@ def _is_oom(exc: BaseException) -> bool:
         for cls in (torch_mod.cuda.OutOfMemoryError, getattr(torch_mod, "OutOfMemoryError", None)):
             if cls is not None and isinstance(exc, cls):
                 return True
-    return isinstance(exc, RuntimeError) and "can't allocate memory" in str(exc)
+    return isinstance(exc, RuntimeError) and any(t in str(exc) for t in _OOM_TEXTS)
 
 
 def main(argv: list[str] | None = None) -> int:

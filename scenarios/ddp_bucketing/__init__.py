@@ -37,6 +37,7 @@ from scenarios._base import (
     Teaching,
     Variant,
 )
+from scenarios._memory import F32, MemoryEstimate, mlp_data_and_training
 
 
 @dataclass(kw_only=True)
@@ -122,6 +123,23 @@ class DdpConfig(ScenarioConfig):
     for DDP to hide most of it. Tokens per rank set the balance: the backward of T tokens
     outlasts the all-reduce of its gradients when T > bf16 FLOP/s / bus bandwidth (~2,000
     tokens on NVLink-connected GPUs)."""
+
+    def memory_estimate(self, size: Size, on_gpu: bool) -> MemoryEstimate:
+        """One rank's inputs and targets (``data_batches x batch x width`` float32 each,
+        built in host memory), its MLP's weights, gradients and AdamW state and the
+        activations its backward keeps (each rank holds its own)."""
+        assert isinstance(size, DdpSize)
+        one = size.data_batches * size.batch * size.width * F32
+        return mlp_data_and_training(
+            tensors=[one, one],
+            rows=size.batch,
+            width=size.width,
+            hidden=size.mlp_ratio * size.width,
+            depth=size.depth,
+            on_gpu=on_gpu,
+            what=f"per rank, inputs and targets of {size.data_batches} x {size.batch} x "
+            f"{size.width} float32, and {size.depth} MLP blocks' weights and activations",
+        )
 
 
 SCENARIO = Scenario(

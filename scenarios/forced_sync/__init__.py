@@ -39,6 +39,7 @@ from scenarios._base import (
     Teaching,
     Variant,
 )
+from scenarios._memory import F32, MemoryEstimate, mlp_data_and_training
 
 
 @dataclass(kw_only=True)
@@ -89,6 +90,23 @@ class ForcedSyncConfig(ScenarioConfig):
     """CPU size: well under a second of compute per variant."""
     full: ForcedSyncSize = field(default_factory=lambda: ForcedSyncSize(warmup_steps=10, steps=50))
     """GPU size: the GPU time per step stays above the host's even under nsys."""
+
+    def memory_estimate(self, size: Size, on_gpu: bool) -> MemoryEstimate:
+        """Inputs and targets (``data_batches x batch x width`` float32 each, built in host
+        memory), the MLP stack's weights, gradients and AdamW state, and the activations its
+        backward keeps."""
+        assert isinstance(size, ForcedSyncSize)
+        one = size.data_batches * size.batch * size.width * F32
+        return mlp_data_and_training(
+            tensors=[one, one],
+            rows=size.batch,
+            width=size.width,
+            hidden=size.mlp_ratio * size.width,
+            depth=size.depth,
+            on_gpu=on_gpu,
+            what=f"inputs and targets of {size.data_batches} x {size.batch} x {size.width} "
+            f"float32, and {size.depth} MLP blocks' weights and activations",
+        )
 
 
 SCENARIO = Scenario(

@@ -37,6 +37,7 @@ from scenarios._base import (
     Teaching,
     Variant,
 )
+from scenarios._memory import F32, MemoryEstimate, mlp_data_and_training
 
 
 @dataclass(kw_only=True)
@@ -87,6 +88,23 @@ class GilConfig(ScenarioConfig):
     fix's speed."""
     full: GilSize = field(default_factory=lambda: GilSize(warmup_steps=10, steps=60))
     """GPU size: a GPU step of ~14.5 ms with ~5 ms of launches (docs/scenario-measurements.md)."""
+
+    def memory_estimate(self, size: Size, on_gpu: bool) -> MemoryEstimate:
+        """Inputs (``data_batches x batch x width`` float32, built in host memory) and their
+        labels, the MLP's weights, gradients and AdamW state and the activations its backward
+        keeps."""
+        assert isinstance(size, GilSize)
+        rows = size.data_batches * size.batch
+        return mlp_data_and_training(
+            tensors=[rows * size.width * F32, rows * F32],
+            rows=size.batch,
+            width=size.width,
+            hidden=4 * size.width,
+            depth=size.depth,
+            on_gpu=on_gpu,
+            what=f"inputs of {size.data_batches} x {size.batch} x {size.width} float32, and "
+            f"{size.depth} MLP blocks' weights and activations",
+        )
 
 
 SCENARIO = Scenario(

@@ -27,6 +27,7 @@ from scenarios._base import (
     Teaching,
     Variant,
 )
+from scenarios._memory import MemoryEstimate
 
 MB = 1e6  # the severity is in decimal megabytes, as copy rates are in decimal GB/s
 
@@ -108,6 +109,20 @@ class PageableCopiesConfig(ScenarioConfig):
         default_factory=lambda: PageableCopiesSize(warmup_steps=5, steps=40)
     )
     """GPU size: 256 images of 224 px per step (154 MB), ViT-B-wide patch MLP with 3 blocks."""
+
+    def memory_estimate(self, size: Size, on_gpu: bool) -> MemoryEstimate:
+        """The ``host_batches`` host batches (float32 images, int64 labels); on the GPU twice
+        over in host memory (pinned_prefetch pins a copy of each while the pageable one is
+        still held) and once on the device (ideal keeps them resident there)."""
+        assert isinstance(size, PageableCopiesSize)
+        images = size.images_per_step(self.severity)
+        batches = size.host_batches * images * (size.image_bytes() + 8)
+        what = (
+            f"{size.host_batches} host batches of {images} float32 images of {size.image_size} px"
+        )
+        if on_gpu:
+            return MemoryEstimate(host=2 * batches, gpu=batches, what=what)
+        return MemoryEstimate(host=batches, what=what)
 
 
 SCENARIO = Scenario(

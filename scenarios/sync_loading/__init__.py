@@ -15,6 +15,7 @@ from scenarios._base import (
     Teaching,
     Variant,
 )
+from scenarios._memory import F32, MemoryEstimate
 
 
 @dataclass(kw_only=True)
@@ -87,6 +88,19 @@ class SyncLoadingConfig(ScenarioConfig):
     width 8 DALI's two CPU threads read 19-34% there, close to data_stall's 30% threshold."""
     full: SyncLoadingSize = field(default_factory=lambda: SyncLoadingSize(warmup_steps=3, steps=32))
     """GPU size."""
+
+    def memory_estimate(self, size: Size, on_gpu: bool) -> MemoryEstimate:
+        """The decoded batches the variants hold: baseline's float32 batch twice over while it
+        is collated from its images, async_dataloader's workers x prefetch uint8 batches in
+        flight, ideal's ``ideal_batches`` float32 batches kept resident (in host memory on the
+        CPU, on the device on a GPU)."""
+        assert isinstance(size, SyncLoadingSize)
+        pixels = size.batch_size * 3 * size.image_size**2
+        in_flight = size.workers() * size.prefetch * pixels
+        resident = size.ideal_batches * pixels * F32
+        host = max(2 * pixels * F32, in_flight, 0 if on_gpu else resident)
+        what = f"batches of {size.batch_size} images of {size.image_size} px"
+        return MemoryEstimate(host=host, gpu=resident if on_gpu else 0, what=what)
 
 
 SCENARIO = Scenario(
