@@ -4,7 +4,9 @@ SQL; on real nsys exports of both nsys versions the suite reads."""
 
 from __future__ import annotations
 
+import json
 import lzma
+import shutil
 import sqlite3
 from pathlib import Path
 
@@ -12,6 +14,7 @@ import pytest
 
 from analysis import packed_export as P
 from analysis.trace_db import unxz
+from tests._fixtures import sqlite_fixture
 from tests.conftest import REPO
 
 DATA = REPO / "tests" / "data"
@@ -37,10 +40,16 @@ def _everything(path: Path) -> dict:
         db.close()
 
 
+def _header(packed: bytes) -> dict:
+    raw = lzma.decompress(packed)
+    n = int.from_bytes(raw[len(P.MAGIC) : len(P.MAGIC) + 8], "little")
+    return json.loads(raw[len(P.MAGIC) + 8 : len(P.MAGIC) + 8 + n])
+
+
 @pytest.mark.parametrize("name", RAW)
 def test_a_real_export_comes_back_exactly(tmp_path: Path, name: str) -> None:
     raw = tmp_path / f"{name}.sqlite"
-    raw.write_bytes(lzma.decompress((DATA / f"{name}.sqlite.xz").read_bytes()))
+    shutil.copyfile(sqlite_fixture(name), raw)
     packed = P.pack_file(raw, tmp_path / f"{name}{P.SUFFIX}")
     (tmp_path / "out").mkdir()
     back = unxz(packed, tmp_path / "out")
@@ -48,14 +57,30 @@ def test_a_real_export_comes_back_exactly(tmp_path: Path, name: str) -> None:
     want, got = _everything(raw), _everything(back)
     assert sum(len(v) for k, v in want.items() if k not in ("schema", "user_version")) > 1000
     assert got == want
+    # every way of storing an integer column was taken and came back: against another
+    # column (an end to its start), as gaps after the previous end, raw and as differences
+    columns = [c for t in _header(packed.read_bytes())["tables"] for c in t["columns"]]
+    assert {c.get("ref") is not None for c in columns if "ref" in c} == {True, False}
+    assert any("gap" in c for c in columns) and {c.get("delta") for c in columns} >= {True, False}
 
 
 def test_it_is_smaller_than_the_same_export_xz_compressed(tmp_path: Path) -> None:
-    """Why it exists: integer columns stored as differences compress far better."""
+    """Why it exists: integer columns stored as residuals compress far better (and better
+    than in the first layout, as differences alone)."""
     raw = tmp_path / "x.sqlite"
-    raw.write_bytes(lzma.decompress((DATA / f"{RAW[0]}.sqlite.xz").read_bytes()))
+    shutil.copyfile(sqlite_fixture(RAW[0]), raw)
     xz = lzma.compress(raw.read_bytes(), preset=9 | lzma.PRESET_EXTREME)
-    assert len(P.pack(raw)) < 0.8 * len(xz)
+    assert len(P.pack(raw)) < 0.54 * len(xz)  # the first layout: 0.57, this one 0.51
+
+
+def test_the_first_layout_still_reads(tmp_path: Path) -> None:
+    """An export packed in the first layout (BNSCOLS1: int64 differences in .npy arrays, as
+    exports packed before the current layout are) gives back the same export."""
+    v1 = DATA / "packed_v1" / f"cpu_nsys2022_user_loop_memory{P.SUFFIX}"
+    with lzma.open(v1) as fh:
+        assert fh.read(len(P.MAGIC_V1)) == P.MAGIC_V1 != P.MAGIC
+    back = unxz(v1, tmp_path)
+    assert _everything(back) == _everything(sqlite_fixture("cpu_nsys2022_user_loop_memory"))
 
 
 def test_every_committed_corpus_export_is_packed_and_opens(tmp_path: Path) -> None:
@@ -71,5 +96,9 @@ def test_every_committed_corpus_export_is_packed_and_opens(tmp_path: Path) -> No
 
 
 def test_a_plain_xz_export_still_reads(tmp_path: Path) -> None:
-    out = unxz(DATA / f"{RAW[1]}.sqlite.xz", tmp_path)
+    plain = tmp_path / f"{RAW[1]}.sqlite.xz"
+    plain.write_bytes(lzma.compress(sqlite_fixture(RAW[1]).read_bytes()))
+    (tmp_path / "out").mkdir()
+    out = unxz(plain, tmp_path / "out")
     assert out.name == f"{RAW[1]}.sqlite" and out.read_bytes()[:15] == b"SQLite format 3"
+    assert _everything(out) == _everything(sqlite_fixture(RAW[1]))
