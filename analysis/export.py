@@ -1,8 +1,8 @@
 """The one opener of an nsys export, whatever form it comes in.
 
-An export reaches the suite as a ``.sqlite`` file, xz-compressed (``.sqlite.xz``, as the
-fixtures keep them), packed column by column (``.sqlite.cols.xz``, the corpus:
-:mod:`analysis.packed_export`) or as the report nsys wrote (``.nsys-rep``, exported with nsys
+An export reaches the suite as a ``.sqlite`` file, xz-compressed (``.sqlite.xz``, as a capture
+comes), packed column by column (``.sqlite.cols.xz``, as the corpus and the test fixtures keep
+them: :mod:`analysis.packed_export`) or as the report nsys wrote (``.nsys-rep``, exported with nsys
 here). :func:`open_export` takes any of them and hands back one read-only
 :class:`~analysis.trace_db.Trace`; whatever is wrong with the file is one
 :class:`~analysis.trace_db.ExportError` naming it and the problem, never a traceback of the

@@ -20,11 +20,13 @@ from pathlib import Path
 import pytest
 
 from analysis.packed_export import SUFFIX as PACKED
+from tests._fixtures import xz_fixture
 from tests.conftest import DATA, REPO, run_cli
 
-#: A small real export (CPU, nsys 2022.4), a GPU one (H100, nsys 2025.3) and a packed corpus one.
-SMALL = DATA / "cpu_nsys2022_sync_loading.sqlite.xz"
-GPU = DATA / "h100" / "h100_kernel_flood__cuda_graphs.sqlite.xz"
+#: A small real export (CPU, nsys 2022.4) and a GPU one (H100, nsys 2025.3), as plain xz files
+#: (nsys's SQLite inside), and a packed corpus one.
+SMALL = xz_fixture("cpu_nsys2022_sync_loading")
+GPU = xz_fixture("h100/h100_kernel_flood__cuda_graphs")
 CORPUS_EXPORT = REPO / "corpus" / "wild" / "exports" / f"clean_loader_keeps_up{PACKED}"
 H100_TABLES = DATA / "h100_run_tables"
 

@@ -9,8 +9,9 @@ import pytest
 
 from analysis.detect import GPU_ACTIVITY_LOST, gpu_activity_lost
 from analysis.findings import CLASSES as ALL_CLASSES
+from analysis.packed_export import SUFFIX
 from analysis.trace import open_trace
-from tests._fixtures import DATA, sqlite_fixture
+from tests._fixtures import DATA, sqlite_fixture, xz_fixture
 from tests.conftest import assert_fits
 
 GPU_BASE = sqlite_fixture("gpu_nsys2025_sync_loading")
@@ -79,13 +80,18 @@ def test_unreadable_file_exits_2_with_a_clear_message(cli, tmp_path, kind):
 
 
 def test_an_xz_export_is_read_as_it_is_kept(cli):
-    """The corpus and the fixtures keep their exports xz-compressed; diagnose reads them as
-    they are, with the same findings as the decompressed file."""
-    xz = DATA / "gpu_nsys2025_sync_loading.sqlite.xz"
-    a, b = _json(cli, xz), _json(cli, GPU_BASE)
-    assert a["report"] == str(xz)
-    assert a["primary"] == b["primary"] == "data_stall"
-    assert a["findings"] == b["findings"]
+    """The corpus and the fixtures keep their exports packed, an nsys capture comes
+    xz-compressed; diagnose reads both as they are, with the same findings as the decompressed
+    file."""
+    b = _json(cli, GPU_BASE)
+    for xz in (
+        DATA / f"gpu_nsys2025_sync_loading{SUFFIX}",
+        xz_fixture("gpu_nsys2025_sync_loading"),
+    ):
+        a = _json(cli, xz)
+        assert a["report"] == str(xz)
+        assert a["primary"] == b["primary"] == "data_stall"
+        assert a["findings"] == b["findings"]
 
 
 def test_a_broken_xz_file_exits_2(cli, tmp_path):
@@ -104,10 +110,8 @@ KILLED = "h100_killed_sigterm"
 
 
 def _killed() -> str:
-    if not (DATA / f"{KILLED}.sqlite.xz").is_file():
-        pytest.skip(
-            f"tests/data/{KILLED}.sqlite.xz is not committed yet (a SIGTERM'd H100 capture)"
-        )
+    if not (DATA / f"{KILLED}{SUFFIX}").is_file():
+        pytest.skip(f"tests/data/{KILLED}{SUFFIX} is not committed yet (a SIGTERM'd H100 capture)")
     return str(sqlite_fixture(KILLED))
 
 
@@ -171,7 +175,7 @@ def test_text_says_each_prediction_with_its_interval_basis_and_what_untraced_mea
     """The text shows each prediction as the JSON has it: the speedup with its 95% interval (or
     why there is none), the step left "untraced" said in words, and the basis it rests on
     (``prediction_note``)."""
-    h100 = DATA / "h100" / "h100_kernel_flood__baseline.sqlite.xz"
+    h100 = DATA / "h100" / f"h100_kernel_flood__baseline{SUFFIX}"
     text = cli(["diagnose", str(h100), str(GPU_BASE)])
     assert text.returncode == 0, text.stderr
     said = " ".join(text.stdout.split())

@@ -10,14 +10,13 @@ import pytest
 
 from analysis import trace as T
 from analysis.gpu_work import COLUMNS, gpu_work
+from analysis.packed_export import SUFFIX
 from harness.judge.pipeline import gpu_work_table
 from scenarios import discover
 from tests._fixtures import DATA, sqlite_fixture
 from tests._rounds import write_rounds
 
-GPU = [
-    sqlite_fixture(p.name.removesuffix(".sqlite.xz")) for p in sorted(DATA.glob("gpu_*.sqlite.xz"))
-]
+GPU = [sqlite_fixture(p.name.removesuffix(SUFFIX)) for p in sorted(DATA.glob(f"gpu_*{SUFFIX}"))]
 
 
 @pytest.mark.parametrize("path", GPU, ids=lambda p: p.stem)

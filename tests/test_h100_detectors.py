@@ -6,8 +6,6 @@ detectors find the steady state themselves and agree."""
 from __future__ import annotations
 
 import importlib
-import lzma
-import shutil
 from pathlib import Path
 
 import pytest
@@ -15,7 +13,9 @@ import pytest
 from analysis.detect import diagnose, load_thresholds
 from analysis.detect import view as C
 from analysis.findings import State
+from analysis.packed_export import SUFFIX
 from analysis.trace import open_trace
+from analysis.trace_db import unxz
 from bottlenecks import CLASSES
 from tests._fixtures import sqlite_fixture
 
@@ -36,10 +36,8 @@ def h100(tmp_path_factory) -> dict[str, Path]:
     """The fixtures decompressed once per module."""
     out = tmp_path_factory.mktemp("h100")
     paths = {}
-    for xz in sorted(H100.glob("*.sqlite.xz")):
-        dst = out / xz.name.removesuffix(".xz")
-        with lzma.open(xz) as src, dst.open("wb") as fh:
-            shutil.copyfileobj(src, fh)
+    for xz in sorted(H100.glob(f"*{SUFFIX}")):
+        dst = unxz(xz, out)
         paths[dst.name.removeprefix("h100_").removesuffix(".sqlite")] = dst
     return paths
 

@@ -14,10 +14,11 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scripts import ingest_corpus  # noqa: E402
+from tests._fixtures import xz_fixture  # noqa: E402
 
 T, C = ingest_corpus.T, ingest_corpus.C
 #: The H100 sync_loading export as nsys 2025.3 wrote it (the one fixture left unpruned).
-SRC = ROOT / "tests" / "data" / "gpu_nsys2025_sync_loading.sqlite.xz"
+SRC = xz_fixture("gpu_nsys2025_sync_loading")
 API = "CUPTI_ACTIVITY_KIND_RUNTIME"
 
 

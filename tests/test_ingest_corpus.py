@@ -24,6 +24,7 @@ sys.path.insert(0, str(ROOT))
 from analysis.packed_export import SUFFIX  # noqa: E402
 from analysis.trace_db import unxz  # noqa: E402
 from scripts import ingest_corpus  # noqa: E402
+from tests._fixtures import sqlite_fixture, xz_fixture  # noqa: E402
 
 NAME = "lb_batch1_infer"
 
@@ -120,9 +121,8 @@ def test_drop_unread_drops_those_tables_columns_and_strings_alone(tmp_path: Path
     the UNREAD tables and the ENUM_* tables not read go, and the UNREAD_COLUMNS, and the CUDA
     event records no sync waits for; every other table keeps all its rows and columns (declarations too), StringIds every string a row still
     refers to and its largest id; the readers see the same; the file shrinks (VACUUM)."""
-    src = ROOT / "tests" / "data" / "gpu_nsys2025_sync_loading.sqlite.xz"
     path = tmp_path / "x.sqlite"
-    path.write_bytes(lzma.decompress(src.read_bytes()))
+    shutil.copyfile(sqlite_fixture("gpu_nsys2025_sync_loading"), path)
     orig = tmp_path / "orig.sqlite"
     shutil.copyfile(path, orig)
     before, size, cols = _rows(path), path.stat().st_size, _schema(path)
@@ -190,7 +190,7 @@ def test_drop_unread_drops_those_tables_columns_and_strings_alone(tmp_path: Path
 def test_prune_rewrites_an_xz_export_in_place(tmp_path: Path) -> None:
     """``--prune FILE``: the same drop on a committed-style export, compressed again."""
     path = tmp_path / "x.sqlite.xz"
-    shutil.copyfile(ROOT / "tests" / "data" / "gpu_nsys2025_sync_loading.sqlite.xz", path)
+    shutil.copyfile(xz_fixture("gpu_nsys2025_sync_loading"), path)
     size = path.stat().st_size
     assert ingest_corpus.main(["--prune", str(path)]) == 0
     assert path.stat().st_size < size

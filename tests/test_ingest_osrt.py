@@ -5,6 +5,7 @@ only in reports with kernels, and the findings stay the same."""
 from __future__ import annotations
 
 import lzma
+import shutil
 import sqlite3
 import sys
 from pathlib import Path
@@ -15,12 +16,19 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from scripts import ingest_corpus  # noqa: E402
+from tests._fixtures import sqlite_fixture, xz_fixture  # noqa: E402
 
 DATA = ROOT / "tests" / "data"
 
 
 def _unxz(src: Path, dest: Path) -> Path:
     dest.write_bytes(lzma.decompress(src.read_bytes()))
+    return dest
+
+
+def _copy(name: str, dest: Path) -> Path:
+    """A writable copy of the fixture ``name``'s SQLite file."""
+    shutil.copyfile(sqlite_fixture(name), dest)
     return dest
 
 
@@ -53,9 +61,8 @@ def test_the_calls_read_are_every_calls_threshold_and_the_host_waits() -> None:
 def test_a_gpu_export_loses_the_unread_calls_and_no_finding_changes(tmp_path: Path) -> None:
     """The H100 sync_loading export (nsys 2025.3): close, fstat64 and an unnamed call go,
     every read, open64, poll and condition wait stays, the findings are the same."""
-    src = DATA / "gpu_nsys2025_sync_loading.sqlite.xz"
-    orig = _unxz(src, tmp_path / "orig.sqlite")
-    path = _unxz(src, tmp_path / "x.sqlite")
+    orig = _copy("gpu_nsys2025_sync_loading", tmp_path / "orig.sqlite")
+    path = _copy("gpu_nsys2025_sync_loading", tmp_path / "x.sqlite")
     ingest_corpus.drop_unread(path, calls=True)
     before, after = _calls(orig), _calls(path)
     read = set(ingest_corpus.read_calls())
@@ -70,7 +77,7 @@ def test_a_gpu_export_loses_the_unread_calls_and_no_finding_changes(tmp_path: Pa
 def test_a_cpu_export_keeps_every_call(tmp_path: Path, name: str) -> None:
     """Without kernels every OS-runtime call of a main thread is a rank's idle, and the span of
     all activity the window: nothing is dropped."""
-    path = _unxz(DATA / f"{name}.sqlite.xz", tmp_path / "x.sqlite")
+    path = _copy(name, tmp_path / "x.sqlite")
     before = _calls(path)
     ingest_corpus.drop_unread(path, calls=True)
     assert _calls(path) == before
@@ -79,7 +86,7 @@ def test_a_cpu_export_keeps_every_call(tmp_path: Path, name: str) -> None:
 def test_prune_osrt_on_an_xz_export(tmp_path: Path) -> None:
     """``--prune FILE --osrt``: the committed corpus exports, without a cut."""
     path = tmp_path / "x.sqlite.xz"
-    path.write_bytes((DATA / "gpu_nsys2025_sync_loading.sqlite.xz").read_bytes())
+    path.write_bytes(xz_fixture("gpu_nsys2025_sync_loading").read_bytes())
     assert ingest_corpus.main(["--prune", str(path), "--osrt"]) == 0
     raw = _unxz(path, tmp_path / "x.sqlite")
     assert set(_calls(raw)) <= set(ingest_corpus.read_calls())

@@ -11,9 +11,11 @@ from pathlib import Path
 import pytest
 
 from analysis.trace import ExportError, TraceError, open_export, unxz
+from tests._fixtures import xz_fixture
 
 DATA = Path(__file__).parent / "data"
-XZ = DATA / "cpu_nsys2022_sync_loading.sqlite.xz"
+#: A real export as a plain xz file (nsys's SQLite inside), as a capture reaches the suite.
+XZ = xz_fixture("cpu_nsys2022_sync_loading")
 PACKED = (
     Path(__file__).parent.parent
     / "corpus"

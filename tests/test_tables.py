@@ -57,10 +57,11 @@ def _export_param(path: Path) -> object:
 
 
 def _export_path(name: str) -> Path:
-    """``DATA_DIR/name`` itself, or where its ``.xz`` is decompressed to if only that is there
-    (a path that does not exist when neither is, so the test skips)."""
+    """``DATA_DIR/name`` itself, or where its ``.xz`` (or packed ``.cols.xz``) is decompressed
+    to if only that is there (a path that does not exist when none is, so the test skips)."""
     plain = DATA_DIR / name
-    if plain.exists() or not (DATA_DIR / f"{name}.xz").is_file():
+    packed = [DATA_DIR / f"{name}.xz", DATA_DIR / f"{name.removesuffix('.sqlite')}.sqlite.cols.xz"]
+    if plain.exists() or not any(p.is_file() for p in packed):
         return plain
     return sqlite_fixture(name.removesuffix(".sqlite"), DATA_DIR)
 
@@ -69,7 +70,8 @@ def _committed(prefix: str = "") -> list[object]:
     names = list(EXPECTED_EXPORTS)
     if DATA_DIR.is_dir():  # any further whole harness export (with its result.json) too
         found = [*DATA_DIR.glob("*.sqlite"), *DATA_DIR.glob("*.sqlite.xz")]
-        whole = {p.name.removesuffix(".xz") for p in found}
+        found += DATA_DIR.glob("*.sqlite.cols.xz")
+        whole = {p.name.removesuffix(".xz").removesuffix(".cols") for p in found}
         whole = {
             n for n in whole if (DATA_DIR / f"{n.removesuffix('.sqlite')}.result.json").exists()
         }

@@ -263,7 +263,8 @@ def test_score_cli_prints_the_tools_table(tmp_path: Path, capsys):
     (corpus / "exports").mkdir(parents=True)
     for name in (PAGEABLE, PINNED):
         shutil.copy(
-            DATA / f"{name}.sqlite.xz", corpus / "exports" / (Path(name).name + ".sqlite.xz")
+            DATA / f"{name}.sqlite.cols.xz",
+            corpus / "exports" / (Path(name).name + ".sqlite.cols.xz"),
         )
     pd.DataFrame({"script": [Path(PAGEABLE).name, Path(PINNED).name],
                   "label": ["pageable_copy", "none"]}).to_csv(corpus / "labels.csv", index=False)  # fmt: skip
