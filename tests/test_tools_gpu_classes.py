@@ -336,7 +336,7 @@ def test_score_cli_has_a_column_for_the_new_tool_on_every_class(tmp_path: Path, 
     corpus = tmp_path / "corpus"
     (corpus / "exports").mkdir(parents=True)
     shutil.copy(CORPUS / "hs_nonzero_mask.sqlite.cols.xz", corpus / "exports")
-    shutil.copy(DATA / "gpu_nsys2025_sync_loading.sqlite.xz", corpus / "exports")
+    shutil.copy(DATA / "gpu_nsys2025_sync_loading.sqlite.cols.xz", corpus / "exports")
     pd.DataFrame({"script": ["hs_nonzero_mask", "gpu_nsys2025_sync_loading"],
                   "label": ["data_stall", "data_stall"]}).to_csv(corpus / "labels.csv", index=False)  # fmt: skip
     out = tmp_path / "o"
