@@ -23,7 +23,8 @@ import ingest_pending  # noqa: E402  corpus/ingest_pending.py
 from analysis.packed_export import SUFFIX  # noqa: E402
 from analysis.trace_db import unxz  # noqa: E402
 
-STANDS, FALLS = "fm_mlp_fp32", "lt_resnet_nchw"  # made pending here; the export is lb_batch1_infer's
+# made pending here; the export is lb_batch1_infer's
+STANDS, FALLS = "fm_mlp_fp32", "lt_resnet_nchw"
 
 
 def _call(tmp: Path) -> Path:
