@@ -274,11 +274,26 @@ def test_one_state_per_variant_and_detector(report):
         assert r["truth"] == truths[r["variant"]]
 
 
+_N = r"-?[\d.]+"
 _SAID = re.compile(
-    r"(?P<variant>[\w]+): (?P<klass>\w+) measured (?P<measured>[-\d]+% \[[-\d]+-[-\d]+%\]) .*?"
-    r"\((?P<truth>\w+)\)(?:, predicted (?P<predicted>[-\d]+%(?: \[[-\d]+-[-\d]+%\])?) "
+    rf"(?P<variant>[\w]+): (?P<klass>\w+) measured (?P<measured>{_N}% \[{_N}-{_N}%\]) .*?"
+    rf"\((?P<truth>\w+)\)(?:, predicted (?P<predicted>{_N}%(?: \[{_N}-{_N}%\])?) "
     r"\((?P<state>\w+)\))?"
 )
+
+
+def _reads_as(text: str, *values: float) -> bool:
+    """``text`` ('93% [92-94%]', '97.9% [97.6-98.2%]', '57%') writes ``values`` (shares) to the
+    digits it shows: a reason written by the judge, at any precision the formatter used."""
+    m = re.fullmatch(rf"({_N})%(?: \[({_N})-({_N})%\])?", text)
+    shown = [x for x in m.groups() if x is not None] if m else []
+    if len(shown) != len(values):
+        return False
+    for t, v in zip(shown, values, strict=True):
+        places = len(t.partition(".")[2])
+        if abs(float(t) - 100 * v) > 0.5 * 10**-places + 1e-9:
+            return False
+    return True
 
 
 def test_verdicts_say_what_the_tables_say(report):
@@ -299,13 +314,15 @@ def test_verdicts_say_what_the_tables_say(report):
         for m in said:
             row = d[(v["scenario"], m["variant"])]
             assert m["truth"] == row["truth_state"]
-            assert m["measured"] == fmt.share_ci(
-                row["measured_saving"], row["measured_saving_ci_low"],
-                row["measured_saving_ci_high"])  # fmt: skip
+            assert _reads_as(m["measured"], row["measured_saving"], row["measured_saving_ci_low"],
+                             row["measured_saving_ci_high"]), m["measured"]  # fmt: skip
             sp, lo, hi = (row[f"predicted_speedup{s}"] for s in ("", "_ci_low", "_ci_high"))
             if m["predicted"] is not None:
                 assert pd.notna(sp), f"{m['variant']}: a predicted saving without a prediction"
-                assert m["predicted"] == fmt.share_ci(1 - 1 / sp, 1 - 1 / lo, 1 - 1 / hi)
+                if pd.isna(lo) or pd.isna(hi):  # no interval: none written (not "57% [57-57%]")
+                    assert _reads_as(m["predicted"], 1 - 1 / sp), m["predicted"]
+                else:
+                    assert _reads_as(m["predicted"], 1 - 1 / sp, 1 - 1 / lo, 1 - 1 / hi)
         if v["verdict"] == "confirmed":
             assert said, v["reason"]
 
@@ -323,3 +340,21 @@ def test_every_table_says_its_statistic(report):
                     assert "[95% CI]" in col, (section, col)
     assert "a ratio of means" in md and "ratio of mean step times" in md
     assert "mean step time over its scenario's baseline" not in md  # the inverse, as it read
+
+
+def test_a_share_interval_is_written_as_wide_as_it_is():
+    """The judge's reasons and the report's tables write a share and its interval with one
+    formatter; an interval narrower than a percent gets a decimal rather than reading
+    zero-width ('93% [93-93%]' for 92.8-93.2%), and one the finding lacks is not written."""
+    from harness.judge.truth import pct_ci
+
+    nan = float("nan")
+    cases = [
+        ((0.929, 0.928, 0.932), "92.9% [92.8-93.2%]"),
+        ((0.24, 0.22, 0.27), "24% [22-27%]"),
+        ((0.0, 0.0, 0.0), "0% [0-0%]"),  # an interval that is zero-wide: the ideal's own
+        ((0.57, nan, nan), "57%"),
+    ]
+    for args, want in cases:
+        assert fmt.share_ci(*args) == want
+        assert pct_ci(*args) == want
