@@ -77,10 +77,9 @@ def test_a_stop_in_the_profile_phase_leaves_nothing(tmp_path, how) -> None:
     env = leaving_env()
     results = tmp_path / "results"
     never = tmp_path / "never-released"
+    held = {"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never), "FAULTY_HOLD_PROFILED": "1"}
     proc = _popen(
-        _profiled_args(results, "scenario.faulty.variants=[ideal,slow]"),
-        env={**env, "FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never),
-             "FAULTY_HOLD_PROFILED": "1"},  # fmt: skip
+        _profiled_args(results, "scenario.faulty.variants=[ideal,slow]"), env={**env, **held}
     )
     try:
         log = _wait_for("*/faulty/slow/profile/stdout.log", results, proc)
@@ -97,4 +96,3 @@ def test_a_stop_in_the_profile_phase_leaves_nothing(tmp_path, how) -> None:
     assert "Traceback" not in err, err[-3000:]
     assert (only_run_dir(results) / "faulty/slow/timing-1/status.json").is_file()
     assert_nothing_left(env)
-
