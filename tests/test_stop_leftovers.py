@@ -39,9 +39,9 @@ def leaving_env() -> dict[str, str]:
     return {"TMPDIR": folder, KEY: os.urandom(6).hex(), "FAULTY_LEAVE": "1"}
 
 
-def assert_nothing_left(env: dict[str, str]) -> None:
-    """No live process of the run (by the mark), nothing in its temporary folder; whatever is
-    found is stopped and removed before the test fails."""
+def what_is_left(env: dict[str, str]) -> tuple[list[str], list[str]]:
+    """(command lines of the run's live processes, by the mark; what is in its temporary
+    folder), stopping and removing all of it so no test leaves it behind either."""
     left = marked(env[KEY], KEY)
     cmds = [_cmdline(pid) for pid in left]
     for pid in left:
@@ -49,7 +49,13 @@ def assert_nothing_left(env: dict[str, str]) -> None:
             os.kill(pid, signal.SIGKILL)
     files = sorted(str(p) for p in Path(env["TMPDIR"]).iterdir())
     shutil.rmtree(env["TMPDIR"], ignore_errors=True)
-    assert not left, f"processes of the run outlived it: {cmds}"
+    return cmds, files
+
+
+def assert_nothing_left(env: dict[str, str]) -> None:
+    """No live process of the run (by the mark), nothing in its temporary folder."""
+    cmds, files = what_is_left(env)
+    assert not cmds, f"processes of the run outlived it: {cmds}"
     assert not files, f"the run left these in its temporary folder: {files}"
 
 
