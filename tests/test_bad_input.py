@@ -99,6 +99,20 @@ CASES: list[tuple[str, list[str], str]] = [
     ("compare-missing", ["compare", "{missing}", "{empty_dir}"], "missing.sqlite"),
     ("rediagnose-missing", ["rediagnose", "{missing}"], "no runs.csv"),
     ("rediagnose-bad-runs", ["rediagnose", "{run_bad_runs}"], "no column scenario"),
+    ("report-file", ["report", "{text_file}"], "not a folder"),
+    ("report-out", ["report", "--out", "{text_file}/x", "{run_empty_diag}"],
+     "cannot make the folder"),
+    ("compare-out", ["compare", "{run_empty_diag}", "{run_wrong_diag}", "--out", "{text_file}/x"],
+     "cannot make the folder"),
+    ("kernels-none", ["kernels"], "run_dir"),
+    ("kernels-missing", ["kernels", "{missing}"], "no such folder"),
+    ("kernels-not-a-run", ["kernels", "{empty_dir}"], "not a run folder"),
+    ("kernels-policy", ["kernels", "--policy", "nope", str(H100_TABLES)], "nope"),
+    ("kernels-top", ["kernels", "--top", "0", str(H100_TABLES)], "kernels.top"),
+    ("kernels-variant", ["kernels", "{run_empty_diag}", "--variants", "nope"],
+     "no such scenario or variant"),
+    ("kernels-bad-runs", ["kernels", "{run_bad_runs}", "--variants", "x"], "runs.csv"),
+    ("no-subcommand", [], "a subcommand is needed"),
     ("list-extra", ["list", "extra"], "extra"),
     ("subcommand", ["nope"], "nope"),
     ("run-no-plus", ["run", "scenario=sync_loading"], "+scenario=sync_loading"),
@@ -126,7 +140,7 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[list[str], subprocess.Complete
         out = list(args)
         for key, path in files.items():
             out = [a.replace(f"{{{key}}}", str(path)) for a in out]
-        if out[0] == "run":
+        if out[:1] == ["run"]:
             out.append(f"harness.results_dir={results}")
         return out
 
