@@ -16,12 +16,14 @@ import contextlib
 import os
 import shutil
 import signal
+import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
 import pytest
 
-from harness.execution.leftovers import marked
+from harness.execution.leftovers import MARK_ENV, contained, marked
 from harness.execution.worker import WINDOW_MARKER
 from tests.conftest import only_run_dir
 from tests.test_reliability import HANG_S, _args, _popen, _wait_for, wait_for_text
@@ -102,3 +104,21 @@ def test_a_stop_in_the_profile_phase_leaves_nothing(tmp_path, how) -> None:
     assert "Traceback" not in err, err[-3000:]
     assert (only_run_dir(results) / "faulty/slow/timing-1/status.json").is_file()
     assert_nothing_left(env)
+
+
+def test_contained_stops_what_carries_its_mark_and_removes_its_folder() -> None:
+    """The mechanism alone: inside the block, TMPDIR (and this process's tempfile folder) is
+    the run's folder and children carry the mark; a daemon re-parented to PID 1 and a file
+    left in the folder are gone after it, and the environment is as it was."""
+    before = (os.environ.get("TMPDIR"), tempfile.gettempdir())
+    code = "import os, time\nif os.fork():\n    os._exit(0)\nos.setsid()\ntime.sleep(3600)\n"
+    with contained() as root:
+        assert os.environ["TMPDIR"] == tempfile.gettempdir() == str(root)
+        mark = os.environ[MARK_ENV]
+        (root / "pymp-left").mkdir()
+        subprocess.run([sys.executable, "-c", code], check=True)
+        assert len(marked(mark)) == 1  # the daemon, its parent gone
+    assert marked(mark) == []
+    assert not root.exists()
+    assert (os.environ.get("TMPDIR"), tempfile.gettempdir()) == before
+    assert MARK_ENV not in os.environ
