@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness.core.errors import EXIT_BAD_INPUT, OneLineParser, UsageError, say
+from harness.core.errors import OneLineParser, UsageError, say
 
 
 def prog() -> str:
@@ -113,10 +113,12 @@ def build_parser(chosen: str | None = None) -> OneLineParser:
 def main(argv: Sequence[str] | None = None) -> int:
     """The console command: parse, dispatch, and answer any bad input in one line (exit 2)."""
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help", "help"):
-        stream = sys.stdout if argv else sys.stderr
-        build_parser().print_help(stream)
-        return 0 if argv else EXIT_BAD_INPUT
+    if not argv:  # a bad input as any other: one line
+        names = ", ".join(c.name for c in COMMANDS if available(c))
+        return say(f"{prog()}: a subcommand is needed: {names} ({prog()} --help says more)")
+    if argv[0] in ("-h", "--help", "help"):
+        build_parser().print_help(sys.stdout)
+        return 0
     byname = {c.name: c for c in COMMANDS if available(c)}
     cmd = byname.get(argv[0])
     try:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from harness.core.errors import InputError, OneLineParser, say
+from harness.core.errors import EXIT_BAD_INPUT, InputError, OneLineParser, say
 from harness.core.folder import RunFolder
 
 
@@ -43,7 +43,8 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Judge the run again; exit 2 on a folder that is not a run (one line naming it)."""
+    """Judge the run again; exit 2 on a folder that is not a run, or on exports in it that
+    cannot be read (one line naming each; the others are judged as ever)."""
     args = parser().parse_args(argv)
     from analysis.detect import load_thresholds
     from harness.core.config import discover_scenarios
@@ -64,7 +65,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(judged.verdicts[["scenario", "verdict", "reason"]].to_string(index=False))
     if args.tools:
         _tools(run.path)
-    return 0
+    # an export that is there but cannot be read: judged as unreadable above, named here
+    broken = [j.evidence.error for j in judged.judged if not j.evidence.readable]
+    for why in broken:
+        say(f"cannot read the export {why}")
+    return EXIT_BAD_INPUT if broken else 0
 
 
 def _tools(run_dir: Path) -> None:

@@ -47,6 +47,7 @@ SLOW_FIRST = (
     "tests/test_reliability.py",
     "tests/test_compare.py",
     "tests/test_interrupts.py",
+    "tests/test_stop_leftovers.py",
     "tests/test_ranks.py",
     "tests/test_pipeline_e2e.py",
     "tests/test_corpus_scripts.py",

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import lzma
 import random
+import shutil
 import sqlite3
 import subprocess
 from concurrent.futures import ThreadPoolExecutor
@@ -20,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from analysis.packed_export import SUFFIX as PACKED
-from tests._fixtures import xz_fixture
+from tests._fixtures import sqlite_fixture, xz_fixture
 from tests.conftest import DATA, REPO, run_cli
 
 #: A small real export (CPU, nsys 2022.4) and a GPU one (H100, nsys 2025.3), as plain xz files
@@ -99,6 +100,20 @@ CASES: list[tuple[str, list[str], str]] = [
     ("compare-missing", ["compare", "{missing}", "{empty_dir}"], "missing.sqlite"),
     ("rediagnose-missing", ["rediagnose", "{missing}"], "no runs.csv"),
     ("rediagnose-bad-runs", ["rediagnose", "{run_bad_runs}"], "no column scenario"),
+    ("report-file", ["report", "{text_file}"], "not a folder"),
+    ("report-out", ["report", "--out", "{text_file}/x", "{run_empty_diag}"],
+     "cannot make the folder"),
+    ("compare-out", ["compare", "{run_empty_diag}", "{run_wrong_diag}", "--out", "{text_file}/x"],
+     "cannot make the folder"),
+    ("kernels-none", ["kernels"], "run_dir"),
+    ("kernels-missing", ["kernels", "{missing}"], "no such folder"),
+    ("kernels-not-a-run", ["kernels", "{empty_dir}"], "not a run folder"),
+    ("kernels-policy", ["kernels", "--policy", "nope", str(H100_TABLES)], "nope"),
+    ("kernels-top", ["kernels", "--top", "0", str(H100_TABLES)], "kernels.top"),
+    ("kernels-variant", ["kernels", "{run_empty_diag}", "--variants", "nope"],
+     "no such scenario or variant"),
+    ("kernels-bad-runs", ["kernels", "{run_bad_runs}", "--variants", "x"], "runs.csv"),
+    ("no-subcommand", [], "a subcommand is needed"),
     ("list-extra", ["list", "extra"], "extra"),
     ("subcommand", ["nope"], "nope"),
     ("run-no-plus", ["run", "scenario=sync_loading"], "+scenario=sync_loading"),
@@ -126,7 +141,7 @@ def outcomes(tmp_path_factory) -> dict[str, tuple[list[str], subprocess.Complete
         out = list(args)
         for key, path in files.items():
             out = [a.replace(f"{{{key}}}", str(path)) for a in out]
-        if out[0] == "run":
+        if out[:1] == ["run"]:
             out.append(f"harness.results_dir={results}")
         return out
 
@@ -252,3 +267,29 @@ def test_score_scores_the_readable_exports_and_names_the_broken_ones(tmp_path) -
                                                               "cannot score flipped"]  # fmt: skip
     assert "cut.sqlite.xz" in lines[0] and "truncated" in lines[0]
     assert "flipped.sqlite.xz" in lines[1]
+
+
+def test_rediagnose_judges_the_readable_exports_and_names_the_broken_ones(tmp_path) -> None:
+    """A run folder (the H100 sync_loading run's tables) whose dali export is real and whose
+    baseline and ideal exports are a truncated and an empty copy: the verdicts are printed as
+    ever, then one line per broken export naming it; exit 2 (it was 0, with nothing said)."""
+    run = tmp_path / "run"
+    shutil.copytree(DATA / "h100_sync_loading", run)
+    good = sqlite_fixture("h100_sync_loading__dali", DATA / "side_streams")
+    exports = {v: run / "sync_loading" / v / "profile" / f"sync_loading__{v}.sqlite"
+               for v in ("baseline", "dali", "ideal")}  # fmt: skip
+    for path in exports.values():
+        path.parent.mkdir(parents=True)
+    shutil.copyfile(good, exports["dali"])
+    exports["baseline"].write_bytes(good.read_bytes()[: good.stat().st_size // 3])
+    exports["ideal"].write_bytes(b"")
+    proc = run_cli(["rediagnose", str(run)], timeout=300)
+    assert "Traceback" not in proc.stdout + proc.stderr, proc.stderr[-3000:]
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert "sync_loading" in proc.stdout  # the verdict table
+    lines = proc.stderr.strip().splitlines()
+    assert [ln.split(": ", 2)[1] for ln in lines] == [
+        f"cannot read the export {exports['baseline']}",
+        f"cannot read the export {exports['ideal']}",
+    ], lines
+    assert "truncated" in lines[0] and "empty file" in lines[1]

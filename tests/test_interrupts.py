@@ -24,6 +24,7 @@ from tests.test_reliability import (
     _wait_for,
     wait_for_text,
 )
+from tests.test_stop_leftovers import leaving_env, what_is_left
 
 pytestmark = pytest.mark.slow
 
@@ -36,11 +37,12 @@ def interrupted_run(request, tmp_path_factory):
     appears); a snapshot of the run folder right after."""
     results = tmp_path_factory.mktemp(f"interrupt-{request.param}")
     never = results.parent / f"never-released-{request.param}"
+    leaving = leaving_env()  # 'slow' leaves a pymp-* folder and a daemon: the run cleans up
     proc = _popen(
         # back to back: ideal finishes before slow's window (a sliced round's processes end
         # together; its interrupt is tests/test_sliced_interrupt.py's)
         _args(results, "scenario.faulty.variants=[ideal,slow]", "harness.timing.slices=false"),
-        env={"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never)},
+        env={"FAULTY_SLOW_S": "0", "FAULTY_HOLD_FILE": str(never), **leaving},
     )
     try:
         _wait_for("*/faulty/ideal/timing-1/status.json", results, proc)
@@ -54,9 +56,11 @@ def interrupted_run(request, tmp_path_factory):
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    left = what_is_left(leaving)
     run_dir = only_run_dir(results)
     ideal = run_dir / "faulty/ideal/timing-1/result.json"
     return {
+        "left": left,
         "rc": proc.returncode,
         "stderr": err,
         "run_dir": run_dir,
@@ -81,6 +85,7 @@ def test_ctrl_c_keeps_finished_and_marks_interrupted(interrupted_run):
     assert snap["statuses"] == {"faulty/ideal/timing-1": "ok"}  # slow: no half-written status
     assert snap["tmp"] == []
     assert not snap["lock"]
+    assert snap["left"] == ([], []), "processes or temporary files outlived the run"
 
 
 def test_a_conflicting_override_on_resume_is_refused(interrupted_run):

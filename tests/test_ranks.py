@@ -25,6 +25,7 @@ from harness.execution.worker import RDZV_FILE_ENV, WINDOW_MARKER
 from tests.conftest import HARNESS, REPO, only_run_dir, run_cli, smoke_args
 from tests.test_faults import pid_gone
 from tests.test_reliability import HANG_S, _wait_for, wait_for_text
+from tests.test_stop_leftovers import leaving_env, what_is_left
 
 DIST_ENV = {"BOTTLENECK_SCENARIO_MODULES": "tests.plugins.faulty_dist"}
 #: harness.timeout_s of the runs whose units must not time out: far above what a forked unit
@@ -98,8 +99,26 @@ def ranks_run(tmp_path_factory):
         f"nsys.enabled={str(profiled).lower()}",
         f"harness.timeout_s={LONG_TIMEOUT_S}",
     )
-    proc = run_cli(args, env={**DIST_ENV, "FAULTY_PID_DIR": str(pid_dir)}, timeout=1800)
+    leaving = leaving_env()
+    leaving.pop("FAULTY_LEAVE")
+    env = {**DIST_ENV, "FAULTY_PID_DIR": str(pid_dir), **leaving}
+    proc = run_cli(args, env=env, timeout=1800)
+    LEFT[results] = what_is_left(leaving)
     return proc, only_run_dir(results), pid_dir, profiled
+
+
+#: What each ranks_run left behind (processes, temporary files), by its results folder.
+LEFT: dict[Path, tuple[list[str], list[str]]] = {}
+
+
+def test_a_run_with_torchrun_leaves_no_process_and_no_temporary_folder(ranks_run):
+    """torch.distributed.run makes a ``torchelastic_*`` folder per launch and leaves it even
+    when it ends well (7 per full run on the CPU): the run's own temporary folder holds them,
+    and goes when the run ends (tests/test_stop_leftovers.py)."""
+    _, run_dir, _, profiled = ranks_run
+    if not profiled:
+        pytest.skip("torchrun launches only the profiles here: needs nsys")
+    assert LEFT[run_dir.parent] == ([], [])
 
 
 def test_timing_ranks_are_forked_and_import_nothing(ranks_run):

@@ -16,6 +16,7 @@ from harness.core import signals
 from harness.execution.worker import WINDOW_MARKER
 from tests.conftest import FAULTY_ENV, REPO, faulty_args, only_run_dir
 from tests.test_reliability import HANG_S, _wait_for, wait_for_text
+from tests.test_stop_leftovers import leaving_env, what_is_left
 
 
 def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool = False):
@@ -29,6 +30,7 @@ def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool 
         signal.signal(signal.SIGINT, dispo)  # as a shell's background job, or nohup, would
         signal.signal(signal.SIGHUP, dispo)
 
+    leaving = leaving_env()  # 'slow' leaves a pymp-* folder and a daemon: the run cleans up
     proc = subprocess.Popen(
         [
             sys.executable,
@@ -46,6 +48,7 @@ def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool 
             **FAULTY_ENV,
             FAULTY_SLOW_S="0",
             FAULTY_HOLD_FILE=str(results.parent / "never-released"),
+            **leaving,
         ),
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -62,6 +65,7 @@ def _stop_during_window(results, sig: signal.Signals, *, ignore_inherited: bool 
     finally:
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
+    assert what_is_left(leaving) == ([], []), "processes or temporary files outlived the run"
     return proc.returncode, err, only_run_dir(results)
 
 

@@ -11,11 +11,20 @@ before anything heavy.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import NoReturn, TextIO
 
-__all__ = ["EXIT_BAD_INPUT", "InputError", "OneLineParser", "UsageError", "one_line", "say"]
+__all__ = [
+    "EXIT_BAD_INPUT",
+    "InputError",
+    "OneLineParser",
+    "UsageError",
+    "check_out",
+    "one_line",
+    "say",
+]
 
 #: The exit code of every command given a bad input (README, docs/reliability.md).
 EXIT_BAD_INPUT = 2
@@ -55,3 +64,18 @@ class OneLineParser(argparse.ArgumentParser):
             EXIT_BAD_INPUT,
             f"{self.prog}: error: {one_line(message)} ({self.prog} --help says more)\n",
         )
+
+
+def check_out(out: Path | None) -> None:
+    """``--out`` is a folder that can be made and written, checked before any work (else an
+    :class:`InputError` naming it); None: the command's default folder."""
+    if out is None:
+        return
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise InputError(
+            f"--out {out}", f"cannot make the folder ({exc.strerror or exc})"
+        ) from None
+    if not os.access(out, os.W_OK):
+        raise InputError(f"--out {out}", "the folder is not writable")

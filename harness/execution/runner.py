@@ -40,7 +40,7 @@ from harness.core.runfolder import (
     WorkerState,
     write_json,
 )
-from harness.execution import console, memcheck
+from harness.execution import console, leftovers, memcheck
 from harness.execution.collect import (
     COLUMNS,
     TIMING_PARTS,
@@ -155,7 +155,8 @@ class Suite:
         """The whole run; the exit code (0, 1 when anything failed, 128 + a stop signal)."""
         with signals.handled() as self.stops:
             try:
-                return self._run()
+                with leftovers.contained(self._say):  # no process, no temp folder outlives it
+                    return self._run()
             except KeyboardInterrupt:  # before the run folder exists, or after its tables
                 self._say("stopped.")
                 return self.stops.exit_code

@@ -340,7 +340,8 @@ def _base(r: pd.Series) -> tuple[str, str]:
 def rewitness(run_dir: Path) -> bool:
     """Bring the witness of a judged run up to date from its kernels tables, in place
     (diagnosis.csv's two columns, verdicts.csv's verdict, reason and the three columns; every
-    other cell's text as it was); False where the run has no diagnosis.csv or verdicts.csv."""
+    other cell's text as it was); False where the run has no diagnosis.csv or verdicts.csv, or
+    tables without the columns a witness needs (a run judged before there were truth states)."""
     run_dir = Path(run_dir)
     diag_path = rf.table_path(run_dir, "diagnosis")
     verdict_path = rf.table_path(run_dir, "verdicts")
@@ -348,6 +349,11 @@ def rewitness(run_dir: Path) -> bool:
         return False
     text = {"dtype": str, "keep_default_na": False}
     diag, verdicts = pd.read_csv(diag_path, **text), pd.read_csv(verdict_path, **text)
+    if not {"scenario", "variant", "truth_state"} <= set(diag) or not {
+        "scenario",
+        "bottleneck",
+    } <= set(verdicts):
+        return False
     klass = dict(zip(verdicts["scenario"], verdicts["bottleneck"], strict=True))
     tables = read_tables(run_dir)
     keys = list(zip(diag["scenario"], diag["variant"], strict=True))

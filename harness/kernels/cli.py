@@ -9,16 +9,20 @@ command line; 130 on Ctrl-C (finished variants' unit folders are kept).
 from __future__ import annotations
 
 import argparse
+import csv
 import sys
 from pathlib import Path
 
+from harness.core.errors import InputError, OneLineParser, say
 from harness.core.kernels_config import VARIANT_POLICIES
 
 
 def parser() -> argparse.ArgumentParser:
     """The subcommand's command line."""
-    p = argparse.ArgumentParser(
-        prog="python -m harness kernels",
+    from harness.__main__ import prog
+
+    p = OneLineParser(
+        prog=f"{prog()} kernels",
         description="Profile the top kernels of a run's profiled variants with Nsight Compute "
         "(one launch each, --clock-control none), mark each compute-, memory- or latency-bound "
         "and give each step's roofline limit. Needs a GPU and ncu; skips with the reason "
@@ -41,8 +45,13 @@ def main(argv: list[str] | None = None) -> int:
     """Run the step on one run folder; the exit code (module docstring)."""
     args = parser().parse_args(argv)
     if not args.run_dir.is_dir():
-        print(f"error: {args.run_dir} is not a folder", file=sys.stderr)
-        return 2
+        return say(InputError(args.run_dir, "no such folder" if not args.run_dir.exists()
+                              else "not a folder"))  # fmt: skip
+    if not (args.run_dir / "runs.csv").is_file():
+        return say(InputError(args.run_dir, "not a run folder (no runs.csv)"))
+    unknown = _unknown_names(args.run_dir, args.variants or [])
+    if unknown:
+        return say(unknown)
     from harness.core.kernels_config import kernels_config
     from harness.kernels.step import StepState, run_kernels
     from harness.kernels.tables import RowState
@@ -53,11 +62,11 @@ def main(argv: list[str] | None = None) -> int:
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    say = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
+    tell = lambda msg: print(msg, file=sys.stderr, flush=True)  # noqa: E731
     try:
-        result = run_kernels(args.run_dir, cfg, say=say, variants=args.variants)
+        result = run_kernels(args.run_dir, cfg, say=tell, variants=args.variants)
     except KeyboardInterrupt:
-        say("kernels: stopped; finished variants' ncu folders are kept")
+        tell("kernels: stopped; finished variants' ncu folders are kept")
         return 130
     if result.state == StepState.SKIPPED:
         return 0
@@ -66,6 +75,27 @@ def main(argv: list[str] | None = None) -> int:
     print(summary(result.limits))
     failed = result.limits["state"].isin([RowState.FAILED.value, RowState.TIMEOUT.value])
     return 1 if bool(failed.any()) else 0
+
+
+def _unknown_names(run_dir: Path, names: list[str]) -> InputError | None:
+    """The first ``--variants`` name that is no scenario, variant or scenario/variant of the
+    run's runs.csv (or the table unreadable), as the error to print; None when all are."""
+    try:
+        with open(run_dir / "runs.csv", newline="") as f:
+            reader = csv.DictReader(f)
+            missing = [c for c in ("scenario", "variant") if c not in (reader.fieldnames or [])]
+            rows = [] if missing else [(r["scenario"], r["variant"]) for r in reader]
+    except (OSError, UnicodeDecodeError, csv.Error) as exc:
+        return InputError(run_dir / "runs.csv", f"unreadable ({exc})")
+    if missing:
+        return InputError(run_dir / "runs.csv", f"no column {missing[0]}")
+    known = {n for s, v in rows for n in (s, v, f"{s}/{v}")}
+    for name in names:
+        if name not in known:
+            labels = ", ".join(sorted({f"{s}/{v}" for s, v in rows}))
+            return InputError(f"--variants {name}", f"no such scenario or variant in {run_dir} "
+                              f"(it has {labels})")  # fmt: skip
+    return None
 
 
 def summary(limits) -> str:  # type: ignore[no-untyped-def]

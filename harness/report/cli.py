@@ -11,6 +11,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from harness.core.errors import InputError, check_out, say
 from harness.report.fmt import BY_RUN
 from harness.report.load import find_run_folders, is_run_folder, marker_runs
 from harness.report.run import write_run_report
@@ -103,7 +104,7 @@ def _run_dirs(paths: list[Path]) -> list[Path] | str:
     run_dirs: list[Path] = []
     for p in paths:
         if not p.is_dir():
-            return f"{p}: no such folder"
+            return f"{p}: {'not a folder' if p.exists() else 'no such folder'}"
         found = find_run_folders(p)
         if not found:
             return (
@@ -123,6 +124,10 @@ def main(argv: list[str]) -> int:
     if isinstance(run_dirs, str):
         print(f"error: {run_dirs}", file=sys.stderr)
         return 2
+    try:
+        check_out(args.out)
+    except InputError as exc:
+        return say(exc)
     try:
         if len(args.paths) == 1 and is_run_folder(args.paths[0]):
             html, md = write_run_report(

@@ -31,6 +31,7 @@ from typing import Any
 
 import pandas as pd
 
+from harness.core.errors import InputError, check_out, say
 from harness.report.doc import Badge, Code, Doc, Link
 from harness.report.fmt import figure_context, rel, section, speedup_ci
 from harness.report.load import RunFolder, scenario_info
@@ -423,6 +424,10 @@ def main(argv: list[str]) -> int:
             print(f"error: {p}: not a run folder with a runs.csv", file=sys.stderr)
             return 2
     out = args.out or _default_out(args.runs)
+    try:
+        check_out(args.out)
+    except InputError as exc:
+        return say(exc)
     try:
         written = write_compare(args.runs, out, columns=args.columns)
     except ValueError as exc:

@@ -18,7 +18,7 @@ import pandas as pd
 
 from analysis.detect import load_thresholds
 from harness.core.console import fit_table
-from harness.core.errors import InputError, UsageError, say
+from harness.core.errors import InputError, UsageError, check_out, say
 from harness.core.tools_config import ToolsConfig, parse_tool_overrides, tools_config
 from harness.judge import score as S
 from harness.judge.score import Labelled
@@ -81,16 +81,7 @@ def check_templates(templates: Sequence[str], known: Sequence[str]) -> None:
 
 def _check_out(out: Path | None) -> None:
     """``--out`` is a folder that can be made and written, before anything is scored."""
-    if out is None:
-        return
-    try:
-        out.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise InputError(
-            f"--out {out}", f"cannot make the folder ({exc.strerror or exc})"
-        ) from None
-    if not os.access(out, os.W_OK):
-        raise InputError(f"--out {out}", "the folder is not writable")
+    check_out(out)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -9,7 +9,11 @@ Environment knobs (the worker inherits the test's environment):
 FAULTY_PID_FILE: where 'hang' writes the PIDs of the children it starts;
 FAULTY_SLOW_S: seconds 'slow' sleeps per step (default 1.5);
 FAULTY_HOLD_FILE: once inside its measured window, 'slow' also waits each step until this file
-exists, so a test can keep a run busy exactly as long as it needs (no fixed sleep to outlast).
+exists, so a test can keep a run busy exactly as long as it needs (no fixed sleep to outlast);
+FAULTY_HOLD_PROFILED=1: 'slow' holds only where nsys traces it (its profile, not its timing);
+FAULTY_LEAVE=1: in its set-up 'slow' leaves what a killed process cannot clean up: a
+multiprocessing temporary folder (``pymp-*``, as torch's loader workers make) and a daemon that
+sleeps for an hour with PID 1 as its parent (as ``nsys --start-agent`` is).
 """
 
 from __future__ import annotations

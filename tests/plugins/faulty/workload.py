@@ -37,6 +37,8 @@ class Fine(Workload):
 
     def setup(self) -> None:
         self.a = torch.randn(self.size.work, self.size.work, device=self.ctx.device)
+        if self.hold is not None and os.environ.get("FAULTY_LEAVE") == "1":
+            _leave_behind()
 
     def start_window(self) -> None:
         self.in_window = True
@@ -47,6 +49,22 @@ class Fine(Workload):
             time.sleep(self.delay_s)
             while self.in_window and self.hold is not None and not self.hold.exists():
                 time.sleep(0.05)  # held by the test until it has seen what it waits for
+
+
+def _leave_behind() -> None:
+    """A ``pymp-*`` folder in the temporary folder, and a daemon: a grandchild in a session of
+    its own whose parent has exited, re-parented to PID 1 (``nsys --start-agent``'s shape)."""
+    import multiprocessing.util
+
+    multiprocessing.util.get_temp_dir()
+    code = "import os, time\nif os.fork():\n    os._exit(0)\nos.setsid()\ntime.sleep(3600)\n"
+    subprocess.run([sys.executable, "-c", code], check=True, stdin=subprocess.DEVNULL)
+
+
+def _holds() -> bool:
+    """Whether 'slow' holds here: always, or with FAULTY_HOLD_PROFILED=1 only under nsys
+    (its NVTX injection is in the environment, also of a worker forked from a traced server)."""
+    return os.environ.get("FAULTY_HOLD_PROFILED") != "1" or "NVTX_INJECTION64_PATH" in os.environ
 
 
 class Crash(Fine):
@@ -127,5 +145,5 @@ def build(cfg: FaultyConfig, size: FaultySize, variant: str, ctx: RunContext) ->
     if variant == "slow":
         hold = os.environ.get("FAULTY_HOLD_FILE")
         delay_s = float(os.environ.get("FAULTY_SLOW_S", "1.5"))
-        return Fine(size, ctx, delay_s, Path(hold) if hold else None)
+        return Fine(size, ctx, delay_s, Path(hold) if hold and _holds() else None)
     return Fine(size, ctx, 0.02 if variant == "baseline" else 0.0)
