@@ -1,0 +1,136 @@
+"""The GPU-side causes: the same work at another rate, as the replay's removal of it.
+
+``fp32`` (fp32_math), ``unfused`` (unfused_elementwise) and ``layout`` (layout_transpose) leave
+the host as it was and change what the GPU's items last (:attr:`~._replay.Removal.item_scale`):
+
+- ``fp32``: every GEMM and convolution on the SIMT FMA pipe in fp32 runs ``tensor_rate`` times
+  faster (bf16 on the tensor cores);
+- ``unfused``: each chain of memory-bound kernels over one tensor (``_gpu_kernels.chains``)
+  takes ``fused_kernels`` of its kernels' mean time, its bytes moved about once;
+- ``layout``: the NCHW <-> NHWC conversions go and the kernels over NCHW tensors run
+  ``nhwc_rate`` times faster.
+
+The replay then finds the new overlap: a host that already bounds the step (a launch-bound
+loop) keeps it, and a shorter GPU saves nothing there. The launch calls stay (a fused chain's
+launches going is launch_bound's saving, not this one's).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from analysis.detect import _gpu_kernels as G
+from analysis.detect import view as V
+from analysis.detect.timemodel._replay import Removal
+from analysis.detect.timemodel._timeline import DISPATCH, Timeline
+
+__all__ = ["CAUSES", "TENSOR_OVER_FMA", "gpu_removal", "tensor_rate"]
+
+#: The causes this module removes.
+CAUSES = ("fp32", "unfused", "layout")
+
+#: Compute capability (major, minor) -> dense bf16 (fp16 on Volta) tensor-core peak over the
+#: fp32 SIMT FMA peak, the datasheets' ratio: the data-centre parts have few fp32 units beside
+#: big tensor cores (V100 ~8, A100 ~16, H100/H200 ~15), the consumer and L-series parts doubled
+#: their fp32 units (Ampere GA10x, Ada: ~2 with fp32 accumulation). The rate a fix reaches is
+#: lower than the peak ratio (bf16 GEMMs of a model's sizes reach less of their peak than SIMT
+#: GEMMs do): ``fp32_math.tensor_efficiency`` of it.
+TENSOR_OVER_FMA: dict[tuple[int, int], float] = {
+    (7, 0): 8.0,
+    (8, 0): 16.0,
+    (8, 6): 2.0,
+    (8, 9): 2.0,
+    (9, 0): 14.8,
+}
+
+
+def tensor_rate(view: V.TraceView) -> float:
+    """How many times faster fp32 FMA GEMMs run in bf16 on this export's GPU."""
+    th = view.config.fp32_math
+    if th.tensor_rate > 0:
+        return float(th.tensor_rate)
+    cc = G.compute_capability(view.trace)
+    peak = TENSOR_OVER_FMA.get(cc) if cc is not None else None
+    if peak is None:
+        return float(th.default_tensor_rate)
+    return max(1.0, peak * th.tensor_efficiency)
+
+
+def gpu_removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
+    """The removal of GPU-side ``cause`` (see the module docstring)."""
+    k = G.kernel_info(view.trace, tl.item_kind, _rowids(tl), V.KIND_KERNEL)
+    scale = np.ones(tl.item_op.size, float)
+    if cause == "fp32":
+        scale[G.fp32_fma(k.name)] = 1.0 / tensor_rate(view)
+        return Removal(item_scale=scale)
+    if cause == "unfused":
+        th = view.config.unfused_elementwise
+        scale, gone = fused(tl, k, th.min_kernels, th.size_ratio, th.fused_kernels)
+        if not th.fused_launches:
+            return Removal(item_scale=scale * ~gone)
+        calls = _calls_gone(tl, gone)  # their launches, and the dispatch before each, go
+        return Removal(item_scale=scale, item_gone=gone, own_zero=calls,
+                       gap_zero=calls & (tl.gap_kind == DISPATCH))  # fmt: skip
+    if cause == "layout":
+        th = view.config.layout_transpose
+        scale[G.nchw_kernel(k.name)] = 1.0 / max(1.0, th.nhwc_rate)
+        gone = G.layout_conversion(k.name)
+        return Removal(item_scale=scale, item_gone=gone)
+    raise ValueError(f"unknown GPU-side cause {cause!r}; known: {CAUSES}")
+
+
+def fused(
+    tl: Timeline, k: G.Kernels, min_kernels: int, size_ratio: float, fused_kernels: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per item: the factor on its duration and whether it goes, so that each chain of k
+    kernels leaves its first ``ceil(fused_kernels)`` (fewer where shorter) holding
+    ``fused_kernels`` of the chain's mean kernel time, and the others gone."""
+    elem, red = G.memory_bound(k.name)
+    chain = G.chains(elem, red, k.threads, tl.item_stream, min_kernels=min_kernels,
+                     size_ratio=size_ratio)  # fmt: skip
+    scale = np.ones(chain.size, float)
+    gone = np.zeros(chain.size, bool)
+    on = np.flatnonzero(chain >= 0)
+    if on.size == 0:
+        return scale, gone
+    dur = (tl.item_end - tl.item_start).astype(float)
+    c = chain[on]
+    n = np.bincount(c)
+    total = np.bincount(c, weights=dur[on])
+    rank = np.arange(on.size) - np.searchsorted(c, c, side="left") if _sorted(c) else _ranks(c)
+    keep = np.minimum(n, max(1, int(np.ceil(fused_kernels))))
+    kept = rank < keep[c]
+    kept_ns = np.bincount(c, weights=dur[on] * kept, minlength=n.size)
+    want = np.minimum(total, fused_kernels * total / n)  # never more than the chain took
+    factor = np.where(kept_ns > 0, want / np.maximum(kept_ns, 1.0), 1.0)
+    scale[on] = np.where(kept, factor[c], 1.0)
+    gone[on] = ~kept
+    return scale, gone
+
+
+def _sorted(c: np.ndarray) -> bool:
+    return bool(np.all(c[1:] >= c[:-1])) if c.size > 1 else True
+
+
+def _ranks(c: np.ndarray) -> np.ndarray:
+    """Per element: how many earlier elements share its value."""
+    order = np.argsort(c, kind="stable")
+    sc = c[order]
+    r = np.empty(c.size, np.int64)
+    r[order] = np.arange(c.size) - np.searchsorted(sc, sc, side="left")
+    return r
+
+
+def _calls_gone(tl: Timeline, gone: np.ndarray) -> np.ndarray:
+    """Non-blocking calls all of whose items are ``gone`` (and which launched at least one)."""
+    has = tl.item_op >= 0
+    n_items = np.bincount(tl.item_op[has], minlength=tl.n_ops)
+    n_gone = np.bincount(tl.item_op[has & gone], minlength=tl.n_ops)
+    return (n_items > 0) & (n_gone == n_items) & ~tl.block
+
+
+def _rowids(tl: Timeline) -> np.ndarray:
+    """The timeline's item rowids (-1 for every item where the timeline has none)."""
+    if tl.item_rowid.size == tl.item_op.size:
+        return tl.item_rowid
+    return np.full(tl.item_op.size, -1, np.int64)
