@@ -49,6 +49,14 @@ ATTENTION = re.compile(r"fmha|flash_?attn|flash_fwd|flash_bwd|attention_?kernel"
 #: Types whose convolutions cuDNN runs in NHWC only (an NCHW tensor is converted around them).
 HALF_TYPES = ("bf16", "fp16", "")
 
+#: A library's own fused normalisation or softmax kernel (PyTorch's batch, layer and group norm,
+#: its softmax, cuDNN's): already one pass a direction, it ends a hand-written chain.
+LIBRARY = re.compile(
+    r"batch_?norm|layer_?norm|group_?norm|rms_?norm|GammaBeta|softmax_warp|cunn_Soft|"
+    r"SoftMax|cudnn::|bn_fw|bn_bw",
+    re.IGNORECASE,
+)
+
 #: A reduction or normalisation kernel: it reads a chain's tensor, its grid says nothing of it.
 REDUCTION = re.compile(r"reduce|reduction|norm|softmax|triton_(red|per)_", re.IGNORECASE)
 
@@ -107,14 +115,29 @@ def _mask(names: np.ndarray, test) -> np.ndarray:
     return np.array([bool(n) and bool(test(n)) for n in uniq], bool)[inv]
 
 
+#: cuDNN's FFT convolution passes (cuFFT's own kernels are ``regular_fft``/``vector_fft``): an
+#: fp32 convolution's algorithm where bf16 runs an implicit GEMM on the tensor cores.
+FFT_CONV = re.compile(r"fft2d_|fft_rt_|flip_filter", re.IGNORECASE)
+
+
+def fp32_memory(names: np.ndarray) -> np.ndarray:
+    """fp32 memory-bound kernels: elementwise, reductions, normalisations and layout
+    conversions over fp32 tensors (mixed precision moves their bytes as bf16)."""
+
+    def test(n: str) -> bool:
+        return KN.family_of(n) in ("elementwise", "layout") and KN.dtype(n) == "fp32"
+
+    return _mask(names, test)
+
+
 def fp32_fma(names: np.ndarray) -> np.ndarray:
     """GEMMs and convolutions whose multiply-adds run on the SIMT FMA pipe in fp32 (or a type
     the name does not spell): what bf16 on the tensor cores would run faster. A bf16 kernel on
     the FMA pipe (a depthwise or NCHW fallback) is a layout or algorithm matter, not this one."""
 
     def test(n: str) -> bool:
-        if ATTENTION.search(n):  # fused attention: two GEMMs a tile, on the pipe its type says
-            return KN.dtype(n) == "fp32"
+        if ATTENTION.search(n) or FFT_CONV.search(n):  # fused attention, FFT convolutions:
+            return KN.dtype(n) == "fp32"  # on the pipe their type says
         return KN.is_matmul(n) and KN.gemm_pipe(n) == KN.FMA and KN.dtype(n) in ("fp32", "")
 
     return _mask(names, test)
@@ -139,10 +162,10 @@ def nchw_kernel(names: np.ndarray) -> np.ndarray:
 
 
 def memory_bound(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Elementwise and reduction kernels (little arithmetic per byte: PyTorch's elementwise,
-    reduce and normalisation kernels, Triton's pointwise and reduction kernels), and which of
-    them reduce."""
-    elem = _mask(names, lambda n: KN.family_of(n) == "elementwise")
+    """Elementwise and reduction kernels (little arithmetic per byte: PyTorch's elementwise and
+    reduce kernels, Triton's pointwise and reduction kernels), and which of them reduce; a
+    library's fused normalisation or softmax (:data:`LIBRARY`) is no link of a chain."""
+    elem = _mask(names, lambda n: KN.family_of(n) == "elementwise" and not LIBRARY.search(n))
     return elem, elem & _mask(names, REDUCTION.search)
 
 
@@ -157,32 +180,39 @@ def chains(
 ) -> np.ndarray:
     """Per item (in launch order): the id of the chain it belongs to, -1 for none. A chain is a
     run, on one stream, of at least ``min_kernels`` consecutive memory-bound kernels (``elem``)
-    over tensors of one size: each elementwise kernel's threads within ``size_ratio`` of the
-    run's largest (the same tensor, read at another vector width); reductions (``reduce``)
-    join any run, their grid being the output's. Any other item on the stream ends the run."""
+    over one tensor and what is derived from it: an elementwise kernel more than ``size_ratio``
+    times the run's largest launch (a larger tensor) starts a new run; smaller ones (a row's
+    statistics, a broadcast operand) and reductions (``reduce``: their grid is the output's)
+    join it. Any other item on the stream (a GEMM, a copy) ends the run."""
     out = np.full(elem.size, -1, np.int64)
     nxt = 0
     for sid in np.unique(stream):
-        idx = np.flatnonzero(stream == sid)
         run: list[int] = []
         big = 0
-        for i in [*idx.tolist(), -1]:
-            fits = i >= 0 and elem[i]
-            if fits and not reduce[i]:
-                t = int(threads[i])
-                hi, lo = max(big, t), min(big, t) if big else t
-                fits = not big or hi <= size_ratio * max(lo, 1)
-            if fits:
+        for i in [*np.flatnonzero(stream == sid).tolist(), -1]:
+            t = int(threads[i]) if i >= 0 else 0
+            larger = i >= 0 and elem[i] and not reduce[i] and big and t > size_ratio * big
+            if i >= 0 and elem[i] and not larger:
                 run.append(i)
-                if not reduce[i]:
-                    big = max(big, int(threads[i]))
+                big = max(big, 0 if reduce[i] else t)
                 continue
             if len(run) >= min_kernels:
                 out[run] = nxt
                 nxt += 1
-            run, big = ([i], 0) if i >= 0 and elem[i] else ([], 0)
-            if run and not reduce[i]:
-                big = int(threads[i])
+            run = [i] if larger else []
+            big = t if larger else 0
+    return out
+
+
+def full_size(chain: np.ndarray, threads: np.ndarray, reduce: np.ndarray, size_ratio: float):
+    """Per chained item: whether it runs over its chain's full tensor (an elementwise kernel
+    within ``size_ratio`` of the chain's largest launch), the kernels whose time a fused pass
+    over the tensor is measured by."""
+    on = chain >= 0
+    top = np.zeros(int(chain.max()) + 1 if on.any() else 0, np.int64)
+    np.maximum.at(top, chain[on], np.where(reduce[on], 0, threads[on]))
+    out = np.zeros(chain.size, bool)
+    out[on] = ~reduce[on] & (threads[on] * size_ratio >= top[chain[on]])
     return out
 
 

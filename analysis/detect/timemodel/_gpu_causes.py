@@ -17,6 +17,8 @@ launches going is launch_bound's saving, not this one's).
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 
 from analysis.detect import _gpu_kernels as G
@@ -57,10 +59,38 @@ def tensor_rate(view: V.TraceView) -> float:
 
 
 def gpu_removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
-    """The removal of GPU-side ``cause`` (see the module docstring)."""
+    """The removal of GPU-side ``cause`` (see the module docstring), with a throttled host's
+    stalls taken out (:func:`_throttled`)."""
+    rm = _removal(view, tl, cause)
+    changed = rm.item_gone is not None and rm.item_gone.any()
+    changed |= rm.item_scale is not None and bool((rm.item_scale != 1.0).any())
+    cut = _throttled(tl, view.config.predict.data_dispatch_percentile) if changed else None
+    return replace(rm, gap_cut=cut) if cut is not None else rm
+
+
+def _throttled(tl: Timeline, percentile: float) -> np.ndarray | None:
+    """Per call, the part of its gap over ``percentile`` of the window's dispatch gaps, where
+    the recorded host ran more than an iteration ahead of its GPU (the median item started over
+    an iteration after its launch): a host held back by a full launch queue sleeps in its
+    launches and wakes late, so its recorded gaps are stalls, not its own pace, which a GPU
+    that finishes sooner would see. None where the host kept pace (its gaps are its own)."""
+    has = tl.item_op >= 0
+    if not has.any() or tl.n_iterations < 1:
+        return None
+    lat = tl.item_start[has] - tl.op_start[tl.item_op[has]]
+    per_it = (tl.edges[-1] - tl.edges[0]) / tl.n_iterations
+    dispatch = tl.gap[tl.gap_kind == DISPATCH]
+    if np.median(lat) <= per_it or dispatch.size == 0:
+        return None
+    cap = int(np.percentile(dispatch, percentile))
+    return np.where(tl.gap_kind == DISPATCH, np.maximum(0, tl.gap - cap), 0)
+
+
+def _removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
     k = G.kernel_info(view.trace, tl.item_kind, _rowids(tl), V.KIND_KERNEL)
     scale = np.ones(tl.item_op.size, float)
     if cause == "fp32":
+        scale[G.fp32_memory(k.name)] = 1.0 / max(1.0, view.config.fp32_math.memory_rate)
         scale[G.fp32_fma(k.name)] = 1.0 / tensor_rate(view)
         return Removal(item_scale=scale)
     if cause == "unfused":
@@ -82,9 +112,10 @@ def gpu_removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
 def fused(
     tl: Timeline, k: G.Kernels, min_kernels: int, size_ratio: float, fused_kernels: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Per item: the factor on its duration and whether it goes, so that each chain of k
-    kernels leaves its first ``ceil(fused_kernels)`` (fewer where shorter) holding
-    ``fused_kernels`` of the chain's mean kernel time, and the others gone."""
+    """Per item: the factor on its duration and whether it goes, so that each chain leaves its
+    first ``ceil(fused_kernels)`` kernels holding ``fused_kernels`` times the mean time of its
+    kernels over the full tensor (``_gpu_kernels.full_size``: one pass over its bytes), never
+    more than the chain took, and the others gone."""
     elem, red = G.memory_bound(k.name)
     chain = G.chains(elem, red, k.threads, tl.item_stream, min_kernels=min_kernels,
                      size_ratio=size_ratio)  # fmt: skip
@@ -94,22 +125,21 @@ def fused(
     if on.size == 0:
         return scale, gone
     dur = (tl.item_end - tl.item_start).astype(float)
+    full = G.full_size(chain, k.threads, red, size_ratio)[on]
     c = chain[on]
-    n = np.bincount(c)
     total = np.bincount(c, weights=dur[on])
-    rank = np.arange(on.size) - np.searchsorted(c, c, side="left") if _sorted(c) else _ranks(c)
-    keep = np.minimum(n, max(1, int(np.ceil(fused_kernels))))
+    n_full = np.bincount(c, weights=full.astype(float), minlength=total.size)
+    t_full = np.bincount(c, weights=dur[on] * full, minlength=total.size)
+    pass_ns = np.where(n_full > 0, t_full / np.maximum(n_full, 1.0), total / np.bincount(c))
+    rank = _ranks(c)
+    keep = np.minimum(np.bincount(c), max(1, int(np.ceil(fused_kernels))))
     kept = rank < keep[c]
-    kept_ns = np.bincount(c, weights=dur[on] * kept, minlength=n.size)
-    want = np.minimum(total, fused_kernels * total / n)  # never more than the chain took
+    kept_ns = np.bincount(c, weights=dur[on] * kept, minlength=total.size)
+    want = np.minimum(total, fused_kernels * pass_ns)  # never more than the chain took
     factor = np.where(kept_ns > 0, want / np.maximum(kept_ns, 1.0), 1.0)
     scale[on] = np.where(kept, factor[c], 1.0)
     gone[on] = ~kept
     return scale, gone
-
-
-def _sorted(c: np.ndarray) -> bool:
-    return bool(np.all(c[1:] >= c[:-1])) if c.size > 1 else True
 
 
 def _ranks(c: np.ndarray) -> np.ndarray:
