@@ -374,10 +374,12 @@ class Fp32MathThresholds(_Section):
     """Of the GPU's peak ratio (bf16 tensor cores over fp32 FMA), the part a fix reaches."""
     default_tensor_rate: float = 12.0
     """The rate where the export names no GPU the table knows."""
-    memory_rate: float = 1.5
+    memory_rate: float = 1.0
     """How many times faster the fp32 memory-bound kernels (elementwise, reductions,
     normalisations, layout conversions) run under the fix: mixed precision moves the
-    activations as bf16 (half the bytes), while weights, gradients and the optimizer stay fp32."""
+    activations as bf16 (up to half the bytes; weights, gradients and the optimizer stay fp32).
+    1 by default: the class is the GEMMs' pipe, and a program whose fp32 GEMMs are few (TF32
+    convolutions beside fp32 normalisations) must not fire on its memory-bound kernels alone."""
 
 
 @dataclass(kw_only=True)
@@ -388,15 +390,22 @@ class UnfusedElementwiseThresholds(_Section):
     min_saving_share: float = 0.15
     """Moving each chain's bytes once (one fused kernel per chain) would save at least this
     share of the step (~1.18x), the same bar as the other classes."""
+    min_window_share: float = 0.15
+    """The chains' GPU time must hold at least this share of the steady window for the class
+    to be a candidate: below it the GPU idles between short chains, and what fusing them saves
+    is their launches, launch_bound's cause (a fused chain's launches go in the prediction, see
+    ``fused_launches``)."""
     min_kernels: int = 3
     """A chain is at least this many memory-bound kernels in a row on one stream."""
     size_ratio: float = 8.0
-    """Elementwise kernels of one chain launch thread counts within this factor of each other
-    (one tensor, read at another vector width or dtype: bf16 8 a thread, fp32 4, scalar 1-2)."""
+    """An elementwise kernel launching more than this factor of threads over the chain's
+    largest starts a new chain (a larger tensor; one tensor is read at several vector widths:
+    bf16 8 a thread, fp32 4, scalar 1-2); smaller ones (a row's statistics) join it."""
     fused_kernels: float = 1.5
-    """A chain of k kernels, fused, takes this many of its kernels' mean time (its bytes moved
-    about once, plus what a fused kernel reads twice: a reduction's input, the backward's saved
-    tensors); never more than the chain took."""
+    """A chain, fused, takes this many passes over its tensor (the mean time of its full-size
+    kernels): its bytes moved about once, plus what a fused kernel reads twice (a reduction's
+    input, the backward's saved tensors); never more than the chain took. It keeps
+    ``ceil(fused_kernels)`` of its kernels' launches."""
     fused_launches: bool = True
     """The fused-away kernels' launches go too (their calls and the dispatch before each): a
     fused kernel is one launch. False: only the GPU's time changes."""

@@ -7,8 +7,9 @@ run of at least ``min_kernels`` elementwise or reduction kernels (PyTorch's elem
 and normalisation kernels, Triton's pointwise and reduction kernels; names as hints) whose
 launch sizes agree within ``size_ratio`` (one tensor) is a chain; a GEMM, a copy or any other
 kernel ends it. ``unfused_elementwise_share`` is the chains' share of the window's GPU time. The
-class is a candidate wherever a chain ran: the decide step replays the window with each chain
-at ``fused_kernels`` of its kernels' mean time (``timemodel._gpu_causes``, cause ``unfused``).
+class is a candidate where the chains hold at least ``min_window_share`` of the window (less,
+and the GPU idles between them: launch_bound's matter): the decide step replays the window with each chain
+at ``fused_kernels`` passes over its tensor (``timemodel._gpu_causes``, cause ``unfused``).
 """
 
 from __future__ import annotations
@@ -51,6 +52,12 @@ def detect(view: V.TraceView, th: UnfusedElementwiseThresholds) -> Finding:
     if not n:
         why = f"no chain of {th.min_kernels} or more memory-bound kernels over one tensor"
         return Finding(KLASS, False, 0.0, metrics, [], why)
+    if r.window_share < th.min_window_share:
+        why = (
+            f"{n} chains of memory-bound kernels hold {r.window_share:.1%} of the window, under "
+            f"{th.min_window_share:.0%}: the GPU idles between them (a launch matter)"
+        )
+        return Finding(KLASS, False, 0.0, metrics, r.top(st), why)
     reason = (
         f"{n} chains of memory-bound kernels over one tensor (mean "
         f"{metrics['mean_chain_kernels']:.1f} kernels) hold {r.gpu_share:.1%} of the window's "

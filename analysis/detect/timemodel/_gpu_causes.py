@@ -1,18 +1,19 @@
 """The GPU-side causes: the same work at another rate, as the replay's removal of it.
 
-``fp32`` (fp32_math), ``unfused`` (unfused_elementwise) and ``layout`` (layout_transpose) leave
-the host as it was and change what the GPU's items last (:attr:`~._replay.Removal.item_scale`):
+``fp32`` (fp32_math), ``unfused`` (unfused_elementwise) and ``layout`` (layout_transpose) change
+what the GPU's items last (:attr:`~._replay.Removal.item_scale`) and which go:
 
 - ``fp32``: every GEMM and convolution on the SIMT FMA pipe in fp32 runs ``tensor_rate`` times
-  faster (bf16 on the tensor cores);
+  faster (bf16 on the tensor cores; by the GPU's compute capability, :data:`TENSOR_OVER_FMA`);
 - ``unfused``: each chain of memory-bound kernels over one tensor (``_gpu_kernels.chains``)
-  takes ``fused_kernels`` of its kernels' mean time, its bytes moved about once;
+  leaves ``ceil(fused_kernels)`` kernels taking ``fused_kernels`` passes over its tensor (its
+  bytes moved about once); the others go, with their launches (``fused_launches``);
 - ``layout``: the NCHW <-> NHWC conversions go and the kernels over NCHW tensors run
   ``nhwc_rate`` times faster.
 
-The replay then finds the new overlap: a host that already bounds the step (a launch-bound
-loop) keeps it, and a shorter GPU saves nothing there. The launch calls stay (a fused chain's
-launches going is launch_bound's saving, not this one's).
+The replay then finds the new overlap: a host that bounds the step keeps it, and a shorter GPU
+saves nothing there. A host that ran far ahead of its GPU (a full launch queue) recorded stalls
+in its gaps, not its pace; those are cut where the GPU's work changes (:func:`_throttled`).
 """
 
 from __future__ import annotations
