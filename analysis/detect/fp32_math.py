@@ -15,6 +15,7 @@ from __future__ import annotations
 from analysis.detect import _gpu_kernels as G
 from analysis.detect import view as V
 from analysis.detect.config import Fp32MathThresholds
+from analysis.detect.timemodel import _gpu_causes as GC
 from analysis.findings import Finding, missing
 from bottlenecks import Klass
 
@@ -36,8 +37,11 @@ def detect(view: V.TraceView, th: Fp32MathThresholds) -> Finding:
         return Finding(
             KLASS, False, 0.0, metrics, [], "no GEMM or convolution ran on the FMA pipe in fp32"
         )
+    rate = GC.tensor_rate(view)
+    metrics["tensor_rate"] = round(rate, 3)
     reason = (
         f"GEMMs and convolutions on the SIMT FMA pipe in fp32 hold {r.gpu_share:.1%} of the "
-        f"window's GPU time ({int(r.picked.sum())} kernels); {st.note}"
+        f"window's GPU time ({int(r.picked.sum())} kernels), replayed {rate:.3g}x faster in "
+        f"bf16 on the tensor cores; {st.note}"
     )
     return Finding(KLASS, True, r.window_share, metrics, r.top(st), reason)
