@@ -307,6 +307,11 @@ class Scenario:
     """Its workers set up with no other worker setting up beside them (harness.setup_batch):
     for a scenario whose set-up measures something (a loader's own rate) or leaves threads
     working after it (loader workers filling their prefetch queues)."""
+    slice_rounds: bool = True
+    """Its timing rounds may be sliced (``harness.timing.slices``). False: they run back to
+    back, each variant's window alone: a variant whose step is longer than a slice is a slice
+    of its own, so the turns pair nothing the rounds do not, while every round holds all its
+    variants' processes (loader workers and all) set up at once (docs/measurement.md)."""
     expected_diagnosis: str = ""
     """What the nsys export must show on the baseline and not on the fixes."""
     limit_note: str = ""

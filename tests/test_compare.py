@@ -225,3 +225,33 @@ def test_the_host_free_table_puts_host_bound_variants_first():
     assert table.iloc[1]["step_launches"] == 4020.0 and pd.isna(
         table.iloc[1]["gpu_busy_ms_per_step"]
     )
+
+
+def test_a_repeat_writes_each_speedup_as_the_run_reports_do(tmp_path):
+    """Two real H200 runs (the 1ee4050 run's tables and the committed reference): each speedup
+    of the repeat table reads as the run's own report writes it, from its runs.csv (one
+    formatter: '51.3x [45.1-57.3]', never '51.30x [45.10-57.30]')."""
+    import tarfile
+    from pathlib import Path
+
+    from analysis.plots.numbers import speedup_ci
+    from harness.report.compare import main
+    from tests.conftest import DATA
+
+    with tarfile.open(DATA / "h200_run_tables.tar.xz") as tar:
+        tar.extractall(tmp_path, filter="data")
+    a = tmp_path / "h200_run_tables"
+    b = Path(shutil.copytree(REPO / "results" / "reference" / "h200", tmp_path / "ref"))
+    out = tmp_path / "cmp"
+    assert main([str(a), str(b), "--out", str(out)]) == 0
+    md = (out / "compare.md").read_text()
+    section = md.partition("## Repeatability")[2].partition("\n## ")[0]
+    rows = [[c.strip() for c in line.split("|")[1:-1]] for line in section.splitlines()
+            if line.startswith("| ") and not line.startswith(("| scenario", "| ---"))]  # fmt: skip
+    runs = [pd.read_csv(run / "runs.csv").set_index(["scenario", "variant"]) for run in (a, b)]
+    assert len(rows) >= 10
+    for cells in rows:
+        for run, shown in zip(runs, cells[2:4], strict=True):
+            r = run.loc[(cells[0], cells[1])]
+            assert shown == speedup_ci(r["speedup"], r["speedup_ci_low"], r["speedup_ci_high"])
+    assert sum(float(c[2].split("x")[0]) >= 10 for c in rows) >= 2  # where '51.30x' was

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import re
+import shutil
 import tarfile
 from html.parser import HTMLParser
 from pathlib import Path
@@ -19,21 +20,32 @@ import pytest
 
 from analysis.plots import numbers as fmt
 from bottlenecks import CLASSES
-from tests.conftest import DATA
+from tests.conftest import DATA, REPO
 
 TABLES = DATA / "h200_run_tables.tar.xz"
 
 
-@pytest.fixture(scope="module")
-def report(tmp_path_factory) -> dict:
-    """The report of the H200 run's tables: its folder, and its tables by section, read from
-    the Markdown and from the HTML."""
-    from harness.report import main
+#: The committed H200 reference run folder (an older run, read with its own classes).
+REFERENCE = REPO / "results" / "reference" / "h200"
 
-    root = tmp_path_factory.mktemp("agree")
+
+def _run_folder(which: str, root: Path) -> Path:
+    """A copy of the run folder ``which`` under ``root``, to write its report into."""
+    if which == "reference":
+        return Path(shutil.copytree(REFERENCE, root / "h200"))
     with tarfile.open(TABLES) as tar:
         tar.extractall(root, filter="data")
-    run = root / "h200_run_tables"
+    return root / "h200_run_tables"
+
+
+@pytest.fixture(scope="module", params=["1ee4050", "reference"])
+def report(request, tmp_path_factory) -> dict:
+    """The report of a real H200 run folder's tables (the 1ee4050 run of issue 52; the
+    committed reference): its folder, and its tables by section, read from the Markdown and
+    from the HTML."""
+    from harness.report import main
+
+    run = _run_folder(request.param, tmp_path_factory.mktemp("agree"))
     assert main([str(run), "--no-timelines"]) == 0
     return {
         "run": run,
@@ -136,6 +148,19 @@ def _table(report: dict, section: str, first_header: str) -> pd.DataFrame:
     raise AssertionError(f"no table under {section!r} starting with {first_header!r}")
 
 
+def _table_if_kept(report: dict, section: str, first_header: str, *needs: str):
+    """The table as :func:`_table`, or None where the run folder lacks a CSV it is built
+    from (the committed reference predates findings.csv and kept no tools_calls.csv): then
+    the section must say so, naming the file, rather than show a table."""
+    missing = [n for n in needs if not (report["run"] / n).is_file()]
+    if not missing:
+        return _table(report, section, first_header)
+    md = (report["run"] / "report.md").read_text(encoding="utf-8")
+    said = md.partition(f"## {section}")[2].partition("\n## ")[0]
+    assert "No data" in said and f"no {missing[0]}" in said, (section, said)
+    return None
+
+
 def _csv(report: dict, name: str) -> pd.DataFrame:
     return pd.read_csv(report["run"] / name)
 
@@ -191,8 +216,8 @@ def test_variant_numbers_are_the_csvs_everywhere(report):
         assert r["share of ideal [95% CI]"] == fmt.share_ci(
             row["share_of_ideal"], row["share_of_ideal_ci_low"], row["share_of_ideal_ci_high"])  # fmt: skip
         shown[(r["scenario"], r["variant"])] = want
-    effect = _table(report, "What each fix removed", "scenario")
-    for r in effect.to_dict("records"):
+    effect = _table_if_kept(report, "What each fix removed", "scenario", "findings.csv")
+    for r in [] if effect is None else effect.to_dict("records"):
         if r["kind"] != "baseline":
             assert r["speedup [95% CI]"] == shown[(r["scenario"], r["variant"])]
     cells = matrix_table(runs)
@@ -268,17 +293,33 @@ def test_one_state_per_variant_and_detector(report):
                 assert kind != "mismatch", (r["variant"], k)  # the judge could not judge it
             if kind == "mismatch":
                 assert row["match"] is False or row["match"] == "False"
-    tools = _table(report, "Tools against the ground truth", "variant")
+    tools = _table_if_kept(report, "Tools against the ground truth", "variant",
+                           "tools_scores.csv", "tools_calls.csv")  # fmt: skip
     truths = {f"{s}/{v}": t for (s, v), t in ((k, _truth(x)) for k, x in d.items())}
-    for r in tools.to_dict("records"):
+    for r in [] if tools is None else tools.to_dict("records"):
         assert r["truth"] == truths[r["variant"]]
 
 
+_N = r"-?[\d.]+"
 _SAID = re.compile(
-    r"(?P<variant>[\w]+): (?P<klass>\w+) measured (?P<measured>[-\d]+% \[[-\d]+-[-\d]+%\]) .*?"
-    r"\((?P<truth>\w+)\)(?:, predicted (?P<predicted>[-\d]+%(?: \[[-\d]+-[-\d]+%\])?) "
+    rf"(?P<variant>[\w]+): (?P<klass>\w+) measured (?P<measured>{_N}% \[{_N}-{_N}%\]) .*?"
+    rf"\((?P<truth>\w+)\)(?:, predicted (?P<predicted>{_N}%(?: \[{_N}-{_N}%\])?) "
     r"\((?P<state>\w+)\))?"
 )
+
+
+def _reads_as(text: str, *values: float) -> bool:
+    """``text`` ('93% [92-94%]', '97.9% [97.6-98.2%]', '57%') writes ``values`` (shares) to the
+    digits it shows: a reason written by the judge, at any precision the formatter used."""
+    m = re.fullmatch(rf"({_N})%(?: \[({_N})-({_N})%\])?", text)
+    shown = [x for x in m.groups() if x is not None] if m else []
+    if len(shown) != len(values):
+        return False
+    for t, v in zip(shown, values, strict=True):
+        places = len(t.partition(".")[2])
+        if abs(float(t) - 100 * v) > 0.5 * 10**-places + 1e-9:
+            return False
+    return True
 
 
 def test_verdicts_say_what_the_tables_say(report):
@@ -299,13 +340,15 @@ def test_verdicts_say_what_the_tables_say(report):
         for m in said:
             row = d[(v["scenario"], m["variant"])]
             assert m["truth"] == row["truth_state"]
-            assert m["measured"] == fmt.share_ci(
-                row["measured_saving"], row["measured_saving_ci_low"],
-                row["measured_saving_ci_high"])  # fmt: skip
+            assert _reads_as(m["measured"], row["measured_saving"], row["measured_saving_ci_low"],
+                             row["measured_saving_ci_high"]), m["measured"]  # fmt: skip
             sp, lo, hi = (row[f"predicted_speedup{s}"] for s in ("", "_ci_low", "_ci_high"))
             if m["predicted"] is not None:
                 assert pd.notna(sp), f"{m['variant']}: a predicted saving without a prediction"
-                assert m["predicted"] == fmt.share_ci(1 - 1 / sp, 1 - 1 / lo, 1 - 1 / hi)
+                if pd.isna(lo) or pd.isna(hi):  # no interval: none written (not "57% [57-57%]")
+                    assert _reads_as(m["predicted"], 1 - 1 / sp), m["predicted"]
+                else:
+                    assert _reads_as(m["predicted"], 1 - 1 / sp, 1 - 1 / lo, 1 - 1 / hi)
         if v["verdict"] == "confirmed":
             assert said, v["reason"]
 
@@ -323,3 +366,21 @@ def test_every_table_says_its_statistic(report):
                     assert "[95% CI]" in col, (section, col)
     assert "a ratio of means" in md and "ratio of mean step times" in md
     assert "mean step time over its scenario's baseline" not in md  # the inverse, as it read
+
+
+def test_a_share_interval_is_written_as_wide_as_it_is():
+    """The judge's reasons and the report's tables write a share and its interval with one
+    formatter; an interval narrower than a percent gets a decimal rather than reading
+    zero-width ('93% [93-93%]' for 92.8-93.2%), and one the finding lacks is not written."""
+    from harness.judge.truth import pct_ci
+
+    nan = float("nan")
+    cases = [
+        ((0.929, 0.928, 0.932), "92.9% [92.8-93.2%]"),
+        ((0.24, 0.22, 0.27), "24% [22-27%]"),
+        ((0.0, 0.0, 0.0), "0% [0-0%]"),  # an interval that is zero-wide: the ideal's own
+        ((0.57, nan, nan), "57%"),
+    ]
+    for args, want in cases:
+        assert fmt.share_ci(*args) == want
+        assert pct_ci(*args) == want

@@ -36,10 +36,12 @@ from tests._fixtures import sqlite_fixture
 from tests.conftest import DATA
 
 #: (export, the run's gpu_work.csv, its row): the H100 run of 822d3ef (the export cut to its
-#: first 5 steps; the tables in tests/data/h100_run_tables) and the H200 run of 1ee4050 (the
-#: export cut to its measured window; the tables in tests/data/h200_run_tables.tar.xz).
+#: first 5 steps; the tables in tests/data/h100_run_tables) and the H200 run of 1ee4050
+#: (cuda_graphs cut to its measured window, the baseline to 3 of its steps; the tables in
+#: tests/data/h200_run_tables.tar.xz).
 CASES = {
     "h100 baseline": ("h100/h100_kernel_flood__baseline", "h100", "baseline"),
+    "h200 baseline": ("h200/h200_kernel_flood__baseline", "h200", "baseline"),
     "h200 cuda_graphs": ("h200/h200_kernel_flood__cuda_graphs", "h200", "cuda_graphs"),
 }
 
@@ -114,10 +116,11 @@ def test_the_drawn_busy_share_is_the_measured_one(case, tmp_path_factory):
         assert data.idle_share < 0.01
 
 
-def test_a_solid_looking_flood_is_drawn_low():
-    """~2,300 kernels a step, each narrower than a pixel: no pixel column of the baseline's GPU
-    row is drawn more than half full, where they all were before."""
-    data = load_timeline(sqlite_fixture("h100/h100_kernel_flood__baseline"))
+@pytest.mark.parametrize("gpu", ["h100", "h200"])
+def test_a_solid_looking_flood_is_drawn_low(gpu):
+    """Thousands of kernels a step, each narrower than a pixel: no pixel column of the
+    baseline's GPU row is drawn more than half full, where they all were before."""
+    data = load_timeline(sqlite_fixture(f"{gpu}/{gpu}_kernel_flood__baseline"))
     fig = plot_timeline(data)
     heights = []
     for c in fig.axes[0].collections:

@@ -70,6 +70,9 @@ def test_the_budget_check_counts_what_is_still_queued(runs):
     queue = [Unit("sync_loading", v.variant, "timing-1") for v in costs.variants["sync_loading"]]
     queue += [Unit("nobody", "x", "timing-1")] * 3  # a scenario not measured yet
     _, more = wallplan.fits(costs, k, 100.0, 400.0, "gil_contention", variants, queue)
-    round_s = wallplan._round_s(costs.variants["sync_loading"], k, True)
+    # sync_loading declines slicing (Scenario.slice_rounds): its round is priced back to back
+    sync = costs.variants["sync_loading"]
+    assert not any(v.sliced for v in sync)
+    round_s = wallplan._round_s(sync, k, False) + wallplan._backtoback_setups(sync, k, 1)
     assert ok and more == pytest.approx(alone + round_s + 3 * wallplan.UNKNOWN_TIMING_UNIT_S)
     assert not wallplan.fits(costs, k, 100.0, alone - 1.0, "gil_contention", variants, [])[0]

@@ -122,7 +122,10 @@ def share_ci(v: Any, low: Any = None, high: Any = None) -> str:
         return DASH
     if not _known(low, high):
         return share(v)
-    return f"{share(v)} [{finite(low) * 100:.0f}-{share(high)}]"
+    lo, hi = finite(low) * 100, finite(high) * 100
+    if hi > lo and f"{lo:.0f}" == f"{hi:.0f}":  # a real width that whole percents hide
+        return f"{share_fine(v)} [{lo:.1f}-{hi:.1f}%]"
+    return f"{share(v)} [{lo:.0f}-{share(high)}]"
 
 
 def signed_share(v: Any) -> str:

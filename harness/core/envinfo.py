@@ -85,7 +85,8 @@ def parse_gpus(text: str) -> GpuInfo:
 
 
 #: Where a copy of the checkout without git metadata (the GPU machine's) says its commit:
-#: ``scripts/device/stamp-revision.sh`` writes it before the tree is sent.
+#: ``scripts/device/run-reference.sh`` sets it from ``.revision``, which
+#: ``git rev-parse HEAD > .revision`` writes here before the tree is sent.
 REVISION_ENV = "BOTTLENECK_GIT_SHA"
 
 

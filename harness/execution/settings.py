@@ -148,11 +148,12 @@ class Settings:
 
     def sliced(self, unit: Unit) -> bool:
         """Whether ``unit`` is timed in a sliced round (harness.timing.slices): a timing round
-        of a single-process scenario on one node."""
+        of a single-process scenario on one node that allows it (``Scenario.slice_rounds``)."""
         return (
             self.cfg.harness.timing.slices
             and rf.is_timing(unit.phase)
             and self.found[unit.scenario].world_size <= 1
+            and self.found[unit.scenario].slice_rounds
             and not self.cfg.dist.multinode
         )
 

@@ -74,6 +74,8 @@ class VariantCost:
     probe_s: float = 0.05
     setup_alone: bool = False
     period_steps: int = 1
+    sliced: bool = True
+    """Its scenario's rounds may be sliced (``Scenario.slice_rounds``)."""
 
     @property
     def warm_s(self) -> float:
@@ -188,10 +190,22 @@ def _profiles_s(vs: Sequence[VariantCost], k: Knobs) -> float:
     return total
 
 
+def _sliced(vs: Sequence[VariantCost], k: Knobs) -> bool:
+    """Whether the scenario's rounds are sliced: the run slices, and the scenario allows it."""
+    return k.slices and all(v.sliced for v in vs)
+
+
+def _one_round(vs: Sequence[VariantCost], k: Knobs) -> float:
+    """One more timing round of ``vs`` as the run would time it, set-ups included."""
+    if _sliced(vs, k):
+        return _round_s(vs, k, True)
+    return _round_s(vs, k, False) + _backtoback_setups(vs, k, 1)
+
+
 def scenario_s(vs: Sequence[VariantCost], k: Knobs) -> dict[str, float]:
     """A scenario's timing rounds and profiles (seconds)."""
     rounds = k.repeats + k.extra_rounds.get(vs[0].scenario, 0) if vs else 0
-    if k.slices:
+    if _sliced(vs, k):
         timing = rounds * _round_s(vs, k, True)
     else:
         timing = rounds * _round_s(vs, k, False) + _backtoback_setups(vs, k, rounds)
@@ -274,6 +288,7 @@ def learn(run_dir: Path, found: dict[str, Any] | None = None) -> Costs:
             warmup_steps=warm, warmup_step_s=float(per_warm or 0.0), steps=steps,
             probe_s=float(timed["probe_s"].median() / 2) if len(timed) else 0.05,
             setup_alone=bool(getattr(scen, "setup_alone", False)),
+            sliced=bool(getattr(scen, "slice_rounds", True)),
         )  # fmt: skip
         out.setdefault(row.scenario, []).append(cost)
     wall_file = run_dir / "wall_time.json"
@@ -338,11 +353,11 @@ def fits(
     variants: Sequence[str],
     queue: Sequence[Any],
 ) -> tuple[bool, float]:
-    """Whether one more sliced round of ``variants`` of ``scenario`` fits ``budget_s``: the
+    """Whether one more round of ``variants`` of ``scenario`` fits ``budget_s``: the
     run's wall so far, that round, what is still queued (``queue``: units), and the tail.
     (fits, the projected wall)."""
     vs = [v for v in costs.variants.get(scenario, []) if v.variant in variants]
-    more = _round_s(vs, knobs, True)
+    more = _one_round(vs, knobs)
     rest, n_prof, profiled = 0.0, 0, set()
     rounds: dict[str, set[str]] = {}
     for unit in queue:
@@ -359,7 +374,7 @@ def fits(
             else:
                 rest += UNKNOWN_TIMING_UNIT_S
     for name, phases in rounds.items():
-        rest += len(phases) * _round_s(costs.variants[name], knobs, True)
+        rest += len(phases) * _one_round(costs.variants[name], knobs)
     projected = elapsed_s + more + rest + TAIL_FIXED_S + TAIL_PER_PROFILE_S * n_prof
     return (budget_s is None or projected <= budget_s), projected
 

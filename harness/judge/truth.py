@@ -33,11 +33,13 @@ positive; one within it is a second cause, not an error.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
 from analysis.findings import Finding, State
+from analysis.plots import numbers
 from harness.core.runfolder import OffTargetState, TruthState
 from harness.judge.measure import Saving
 from scenarios import Scenario
@@ -56,6 +58,7 @@ __all__ = [
     "pct",
     "pct_ci",
     "predicted_saving",
+    "predicted_text",
     "state_of",
     "without_wait",
 ]
@@ -82,8 +85,9 @@ def pct(share: float) -> str:
 
 
 def pct_ci(share: float, low: float, high: float) -> str:
-    """'17% [15-19%]'."""
-    return f"{pct(share)} [{low * 100:.0f}-{pct(high)}]"
+    """'17% [15-19%]', as the report's tables write a share (one formatter); the share alone
+    where the interval is unknown (NaN), never a made-up one."""
+    return numbers.share_ci(share, low, high)
 
 
 def state_of(saving: Saving, bar: float) -> TruthState:
@@ -237,13 +241,32 @@ def judge_own(truth: Truth, finding: Finding | None) -> bool | None:
 
 def predicted_saving(f: Finding) -> tuple[float, float, float]:
     """(saving, low, high) a finding predicts for removing its cause: from its predicted
-    speedup and interval (``1 - 1 / speedup``), else its impact (the same share, no interval)."""
+    speedup (``1 - 1 / speedup``), the interval NaN where it has none; without a predicted
+    speedup its impact (the share of the step it explains), with no interval."""
     sp = f.predicted_speedup
     if sp is None or sp <= 0:
-        return f.impact, f.impact, f.impact
-    lo = f.predicted_speedup_ci_low or sp
-    hi = f.predicted_speedup_ci_high or sp
+        return f.impact, math.nan, math.nan
+    lo, hi = f.predicted_speedup_ci_low, f.predicted_speedup_ci_high
+    if not (lo and hi and lo > 0 and hi > 0):
+        return 1.0 - 1.0 / sp, math.nan, math.nan
     return 1.0 - 1.0 / sp, 1.0 - 1.0 / lo, 1.0 - 1.0 / hi
+
+
+def predicted_text(f: Finding) -> str:
+    """What a finding predicts, as the predictions table has it: 'predicted 57% [49-63%]'
+    (the interval only where the finding has one), 'impact 23% without a predicted speedup'
+    (a fired finding that predicts none: the table shows none), 'no prediction' (clear)."""
+    saving, low, high = predicted_saving(f)
+    if f.predicted_speedup is not None and f.predicted_speedup > 0:
+        return f"predicted {pct_ci(saving, low, high)}"
+    if f.fired:
+        return f"impact {pct(saving)} without a predicted speedup"
+    return "no prediction"
+
+
+def _low_end(pred: tuple[float, float, float]) -> float:
+    """A predicted saving's low end: its point where it has no interval."""
+    return pred[1] if math.isfinite(pred[1]) else pred[0]
 
 
 @dataclass(frozen=True)
@@ -253,11 +276,13 @@ class OffTarget:
     klass: str
     state: OffTargetState
     predicted: tuple[float, float, float]
-    """Its predicted saving (point, low, high)."""
+    """Its predicted saving (point, low, high; NaN ends: no interval)."""
+    text: str = ""
+    """How the verdict words it (:func:`predicted_text`)."""
 
     def describe(self, gap: Saving | None) -> str:
         """'host_sync predicted 30% [28-33%] > the measured gap 5% [3-8%] (false_positive)'."""
-        text = f"{self.klass} predicted {pct_ci(*self.predicted)}"
+        text = f"{self.klass} {self.text or 'predicted ' + pct_ci(*self.predicted)}"
         if gap is None:
             return f"{text}, no measured gap ({self.state})"
         rel = ">" if self.state is OffTargetState.FALSE_POSITIVE else "within"
@@ -277,9 +302,9 @@ def off_targets(truth: Truth, findings: Mapping[str, Finding]) -> tuple[OffTarge
         pred = predicted_saving(f)
         if gap is None:
             state = OffTargetState.UNCHECKED
-        elif pred[1] > gap.high:
+        elif _low_end(pred) > gap.high:
             state = OffTargetState.FALSE_POSITIVE
         else:
             state = OffTargetState.SECOND_CAUSE
-        out.append(OffTarget(klass=k, state=state, predicted=pred))
+        out.append(OffTarget(klass=k, state=state, predicted=pred, text=predicted_text(f)))
     return tuple(out)

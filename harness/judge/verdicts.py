@@ -17,7 +17,7 @@ from collections.abc import Mapping, Sequence
 import pandas as pd
 
 from harness.judge.diagnosis_table import Judged
-from harness.judge.truth import OffTargetState, TruthState, pct_ci, predicted_saving
+from harness.judge.truth import OffTargetState, TruthState, predicted_text
 from scenarios import Scenario
 
 __all__ = ["MIN_CI_LOW", "VERDICT_COLUMNS", "describe", "verdicts"]
@@ -51,7 +51,7 @@ def describe(j: Judged) -> str:
     text = f"{j.variant}: {t.measured()}"
     own = (j.evidence.findings or {}).get(t.klass)
     if own is not None:
-        text += f", predicted {pct_ci(*predicted_saving(own))} ({own.state})"
+        text += f", {predicted_text(own)} ({own.state})"
     if t.declared_agrees is False:
         text += f" (declared {t.declared}: judged by the measurement)"
     for o in j.off:

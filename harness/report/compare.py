@@ -32,7 +32,7 @@ from typing import Any
 import pandas as pd
 
 from harness.report.doc import Badge, Code, Doc, Link
-from harness.report.fmt import figure_context, rel, section
+from harness.report.fmt import figure_context, rel, section, speedup_ci
 from harness.report.load import RunFolder, scenario_info
 from harness.report.repeat import host_free_table, host_probes, repeat_table
 from harness.report.write import write_doc
@@ -279,8 +279,8 @@ def _repeat(doc: Doc, table: pd.DataFrame) -> None:
         doc.note("no two runs share a GPU model and size: nothing to repeat", kind="missing")
         return
 
-    def sp(r: dict[str, Any], side: str) -> str:
-        return f"{r[f'speedup_{side}']:.2f}x [{r[f'ci_low_{side}']:.2f}-{r[f'ci_high_{side}']:.2f}]"
+    def sp(r: dict[str, Any], side: str) -> str:  # as every other table writes a speedup
+        return speedup_ci(r[f"speedup_{side}"], r[f"ci_low_{side}"], r[f"ci_high_{side}"])
 
     for (a, b), g in table.groupby(["run_a", "run_b"], sort=False):
         rows = []

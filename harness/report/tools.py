@@ -95,10 +95,12 @@ def tools_section(doc: Doc, run: RunFolder) -> None:
     scores = run.read("tools_scores", text=text, literal_na=True)
     calls = run.read("tools_calls", text=text, literal_na=True)
     if scores is None or calls is None or scores.empty:
+        missing = [f"{n}.csv" for n, t in (("tools_scores", scores), ("tools_calls", calls))
+                   if t is None or t.empty]  # fmt: skip
         doc.note(
-            "no tools_scores.csv: the run's tools step did not run (a run written before it, "
-            "or tools.run=[]); `python -m harness score RUN --tool hta --tool nsys-ai` scores "
-            "the tools on the run's exports and Kineto traces"
+            f"no {' and no '.join(missing)}: the run's tools step did not run or was kept in "
+            "part (a run written before it, or tools.run=[]); `python -m harness score RUN "
+            "--tool hta --tool nsys-ai` scores the tools on the run's exports and Kineto traces"
         )
         return
     tools = list(dict.fromkeys(scores["tool"]))

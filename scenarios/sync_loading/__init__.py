@@ -110,6 +110,7 @@ SCENARIO = Scenario(
     # The fixes measure their loader's own rate in set-up, and their DataLoader workers or
     # DALI threads go on filling the prefetch queue after it; the first set-up writes the JPEGs.
     setup_alone=True,
+    slice_rounds=False,
     variants=(
         Variant(
             name="baseline",

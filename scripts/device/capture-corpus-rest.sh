@@ -7,7 +7,7 @@
 # profiles each once, whole process, with a short loop (PROFILE_ARGS, default "--seconds 0.3":
 # the scripts round it up to a whole period or cycle; the timing keeps their own 1.5 s loops).
 # Back here, two files:
-#   $OUT/corpus-rest.tar   corpus-rest/{corpus-timing.csv,corpus-measured.csv,corpus-exports.tar,
+#   $OUT/corpus-rest.tar.N (15 MB pieces: cat them)   corpus-rest/{corpus-timing.csv,corpus-measured.csv,corpus-exports.tar,
 #                          capture.log}
 #   $OUT/corpus-rest.log   this call's log, the table last (each switch's speedup, each
 #                          export's size as .sqlite.xz)
@@ -33,7 +33,8 @@ ONLY="$scripts" LABELS=corpus/wild/pending/labels.csv REPEATS=${REPEATS:-2} \
   PROFILE_EST_S=${PROFILE_EST_S:-19} OUT="$work/corpus-rest" \
   bash scripts/device/capture-corpus.sh
 echo "capture done: $(( $(date +%s) - t0 )) s"
-tar -cf "$out/corpus-rest.tar" -C "$work" corpus-rest
+# what comes back is capped at 16 MB a file: pieces (cat corpus-rest.tar.* > corpus-rest.tar)
+tar -cf - -C "$work" corpus-rest | split -b 15M -d -a 1 - "$out/corpus-rest.tar."
 echo "== files in \$OUT:"
 ls -la "$out"
 echo "== exports (.sqlite.xz, KB; corpus/ingest_pending.py packs and cuts them here)"
