@@ -27,10 +27,17 @@ from analysis.detect import view as V
 from analysis.detect.timemodel._replay import Removal
 from analysis.detect.timemodel._timeline import DISPATCH, Timeline
 
-__all__ = ["CAUSES", "TENSOR_OVER_FMA", "gpu_removal", "tensor_rate"]
+__all__ = ["AHEAD_NS", "BUSY_SHARE", "CAUSES", "TENSOR_OVER_FMA", "gpu_removal", "tensor_rate"]
 
 #: The causes this module removes.
 CAUSES = ("fp32", "unfused", "layout")
+
+#: A host whose median item starts this long (ns) after its launch ran ahead of its GPU all
+#: along (a launch takes ~5-20 us to reach an idle GPU).
+AHEAD_NS = 1_000_000
+
+#: ... and whose GPU was busy at least this share of the recorded window never held it back.
+BUSY_SHARE = 0.9
 
 #: Compute capability (major, minor) -> dense bf16 (fp16 on Volta) tensor-core peak over the
 #: fp32 SIMT FMA peak, the datasheets' ratio: the data-centre parts have few fp32 units beside
@@ -71,20 +78,32 @@ def gpu_removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
 
 def _throttled(tl: Timeline, percentile: float) -> np.ndarray | None:
     """Per call, the part of its gap over ``percentile`` of the window's dispatch gaps, where
-    the recorded host ran more than an iteration ahead of its GPU (the median item started over
-    an iteration after its launch): a host held back by a full launch queue sleeps in its
-    launches and wakes late, so its recorded gaps are stalls, not its own pace, which a GPU
-    that finishes sooner would see. None where the host kept pace (its gaps are its own)."""
+    the recorded host ran ahead of its GPU all along (the median item started more than
+    :data:`AHEAD_NS` after its launch, a hundred launch latencies: the queue never ran dry): a
+    host held back by a full launch queue sleeps in its launches and wakes late, so its recorded
+    gaps are stalls, not its own pace, which a GPU that finishes sooner would see. None where
+    the host kept pace or the GPU idled for it (under :data:`BUSY_SHARE` busy: its gaps are
+    its own)."""
     has = tl.item_op >= 0
-    if not has.any() or tl.n_iterations < 1:
+    if not has.any():
         return None
     lat = tl.item_start[has] - tl.op_start[tl.item_op[has]]
-    per_it = (tl.edges[-1] - tl.edges[0]) / tl.n_iterations
     dispatch = tl.gap[tl.gap_kind == DISPATCH]
-    if np.median(lat) <= per_it or dispatch.size == 0:
+    if np.median(lat) <= AHEAD_NS or dispatch.size == 0 or _busy(tl) < BUSY_SHARE:
         return None
     cap = int(np.percentile(dispatch, percentile))
     return np.where(tl.gap_kind == DISPATCH, np.maximum(0, tl.gap - cap), 0)
+
+
+def _busy(tl: Timeline) -> float:
+    """The share of the recorded window (its first to its last edge) the GPU's items cover."""
+    lo, hi = int(tl.edges[0]), int(tl.edges[-1])
+    s, e = np.clip(tl.item_start, lo, hi), np.clip(tl.item_end, lo, hi)
+    keep = e > s
+    if hi <= lo or not keep.any():
+        return 0.0
+    ws, we = V.union(s[keep], e[keep])
+    return float((we - ws).sum()) / (hi - lo)
 
 
 def _removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
