@@ -258,6 +258,7 @@ SPECS: tuple[ClassSpec, ...] = (
         ),
         detector="analysis.detect.fp32_math:detect",
         thresholds="fp32_math",
+        replay_cause="fp32",
     ),
     ClassSpec(
         name="unfused_elementwise",
@@ -273,6 +274,7 @@ SPECS: tuple[ClassSpec, ...] = (
         ),
         detector="analysis.detect.unfused_elementwise:detect",
         thresholds="unfused_elementwise",
+        replay_cause="unfused",
     ),
     ClassSpec(
         name="layout_transpose",
@@ -288,6 +290,7 @@ SPECS: tuple[ClassSpec, ...] = (
         ),
         detector="analysis.detect.layout_transpose:detect",
         thresholds="layout_transpose",
+        replay_cause="layout",
     ),
     ClassSpec(
         name="allocator_churn",

@@ -49,9 +49,6 @@ def test_every_consumer_covers_every_class() -> None:
 
 #: Classes whose detector is a skeleton (not judged on any report yet): the real ones come later.
 SKELETONS = {
-    "fp32_math",
-    "unfused_elementwise",
-    "layout_transpose",
     "allocator_churn",
     "blocking_io",
 }

@@ -360,32 +360,69 @@ class StageImbalanceThresholds(_Section):
 
 @dataclass(kw_only=True)
 class Fp32MathThresholds(_Section):
-    """fp32_math: GEMMs and convolutions off the tensor cores (a skeleton detector)."""
+    """fp32_math: GEMMs and convolutions on the SIMT FMA pipe in fp32, off the tensor cores."""
 
     SECTION: ClassVar[str] = Klass.FP32_MATH
     min_saving_share: float = 0.15
     """Running those GEMMs and convolutions at the bf16 tensor-core rate would save at least
     this share of the step (~1.18x), the same bar as the other classes."""
+    tensor_rate: float = 0.0
+    """How many times faster an fp32 FMA GEMM or convolution runs in bf16 on the tensor cores
+    (the prediction's rate); 0: the GPU's own ratio (``_gpu_causes.TENSOR_OVER_FMA``, by the
+    export's compute capability, ``default_tensor_rate`` where it names none)."""
+    tensor_efficiency: float = 1.0
+    """Of the GPU's peak ratio (bf16 tensor cores over fp32 FMA), the part a fix reaches."""
+    default_tensor_rate: float = 12.0
+    """The rate where the export names no GPU the table knows."""
+    memory_rate: float = 1.0
+    """How many times faster the fp32 memory-bound kernels (elementwise, reductions,
+    normalisations, layout conversions) run under the fix: mixed precision moves the
+    activations as bf16 (up to half the bytes; weights, gradients and the optimizer stay fp32).
+    1 by default: the class is the GEMMs' pipe, and a program whose fp32 GEMMs are few (TF32
+    convolutions beside fp32 normalisations) must not fire on its memory-bound kernels alone."""
 
 
 @dataclass(kw_only=True)
 class UnfusedElementwiseThresholds(_Section):
-    """unfused_elementwise: chains of memory-bound elementwise kernels (a skeleton detector)."""
+    """unfused_elementwise: chains of memory-bound elementwise kernels over one tensor."""
 
     SECTION: ClassVar[str] = Klass.UNFUSED_ELEMENTWISE
     min_saving_share: float = 0.15
     """Moving each chain's bytes once (one fused kernel per chain) would save at least this
     share of the step (~1.18x), the same bar as the other classes."""
+    min_window_share: float = 0.15
+    """The chains' GPU time must hold at least this share of the steady window for the class
+    to be a candidate: below it the GPU idles between short chains, and what fusing them saves
+    is their launches, launch_bound's cause (a fused chain's launches go in the prediction, see
+    ``fused_launches``)."""
+    min_kernels: int = 3
+    """A chain is at least this many memory-bound kernels in a row on one stream."""
+    size_ratio: float = 8.0
+    """An elementwise kernel launching more than this factor of threads over the chain's
+    largest starts a new chain (a larger tensor; one tensor is read at several vector widths:
+    bf16 8 a thread, fp32 4, scalar 1-2); smaller ones (a row's statistics) join it."""
+    fused_kernels: float = 1.5
+    """A chain, fused, takes this many passes over its tensor (the mean time of its full-size
+    kernels): its bytes moved about once, plus what a fused kernel reads twice (a reduction's
+    input, the backward's saved tensors); never more than the chain took. It keeps
+    ``ceil(fused_kernels)`` of its kernels' launches."""
+    fused_launches: bool = True
+    """The fused-away kernels' launches go too (their calls and the dispatch before each): a
+    fused kernel is one launch. False: only the GPU's time changes."""
 
 
 @dataclass(kw_only=True)
 class LayoutTransposeThresholds(_Section):
-    """layout_transpose: NCHW convolutions and their layout conversions (a skeleton detector)."""
+    """layout_transpose: NCHW convolutions and their layout conversions."""
 
     SECTION: ClassVar[str] = Klass.LAYOUT_TRANSPOSE
     min_saving_share: float = 0.15
     """Running the convolutions in NHWC (no conversions, NHWC kernels) would save at least this
     share of the step (~1.18x), the same bar as the other classes."""
+    nhwc_rate: float = 3.0
+    """How many times faster a kernel over an NCHW tensor (``_gpu_kernels.NCHW``: depthwise,
+    pooling, batch norm, cuDNN's NCHW convolutions) runs on the NHWC tensor channels_last
+    gives; the conversions themselves go."""
 
 
 @dataclass(kw_only=True)

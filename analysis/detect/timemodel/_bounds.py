@@ -78,7 +78,7 @@ def gpu_work_ns(tl: Timeline, rm: Removal, measured: slice, n: int) -> float:
     if ks.size == 0 or n <= 0:
         return 0.0
     _, where = np.unique(tl.item_stream[ks], return_inverse=True)
-    busy = np.bincount(where, weights=(tl.item_end - tl.item_start)[ks].astype(float))
+    busy = np.bincount(where, weights=rm.durations(tl)[ks].astype(float))
     return float(busy.max()) / n
 
 

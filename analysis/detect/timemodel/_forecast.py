@@ -26,6 +26,7 @@ import numpy as np
 from analysis.detect import view as V
 from analysis.detect.config import PredictConfig
 from analysis.detect.timemodel import _bounds as B
+from analysis.detect.timemodel import _gpu_causes as GC
 from analysis.detect.timemodel import _replay as M
 from analysis.detect.timemodel import _timeline as TL
 
@@ -130,7 +131,10 @@ def predict(
         cache[key] = (recorded, M.replay(tl, None, *untraced) if changed else recorded)
     recorded, base = cache[key]
     pct = pc.data_dispatch_percentile
-    rm = M.removal(tl, cause, dispatch_percentile=pct)
+    if cause in GC.CAUSES:  # the same GPU work at another rate
+        rm = GC.gpu_removal(view, tl, cause)
+    else:
+        rm = M.removal(tl, cause, dispatch_percentile=pct)
     after = M.replay(tl, rm, *untraced)
     found = _prediction(tl, recorded, base, after, pc)
     if found.speedup is None:

@@ -45,6 +45,16 @@ class Removal:
     unblock: np.ndarray | None = None
     item_gone: np.ndarray | None = None
     no_latency: bool = False
+    item_scale: np.ndarray | None = None
+    """Per item: its duration multiplied by this (the same work at another rate: the GPU-side
+    causes, ``_gpu_causes``); None: every item as long as it lasted."""
+
+    def durations(self, tl: Timeline) -> np.ndarray:
+        """Each item's duration (ns) after the removal's rescaling."""
+        dur = tl.item_end - tl.item_start
+        if self.item_scale is None or self.item_scale.size != dur.size:
+            return dur
+        return np.rint(dur * self.item_scale).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -144,7 +154,7 @@ def replay(
     n = tl.n_ops
     op_start = np.zeros(n, np.int64)
     i_start, i_end = tl.item_start.copy(), tl.item_end.copy()  # unlaunched items keep theirs
-    dur = tl.item_end - tl.item_start
+    dur = (rm or Removal()).durations(tl)
     if speed != 1.0:  # a pageable copy is staged through pinned buffers by the host's CPU:
         # it runs at the host's pace, as the host's own time does
         dur = np.where(tl.pageable_h2d, np.rint(dur / speed).astype(np.int64), dur)

@@ -90,6 +90,8 @@ class Timeline:
     blocked: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     """Per call: time inside its gap, where the gap is a host stretch, the main thread slept
     until another thread woke it (``host.blocked_calls``; zeros where none)."""
+    item_rowid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Per item: its row in its activity's table (a kernel's name, for the GPU-side causes)."""
 
     @property
     def n_ops(self) -> int:
@@ -290,7 +292,7 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
         item_lat=np.where(plausible, lat, -1), item_ptr=ptr,
         pageable_h2d=pageable_h2d, batch_h2d=h2d & (act.nbytes[order] >= BATCH_BYTES),
         nccl=act.nccl[order], med_lat=med_lat, edges=edges, edge_side=side, launch_cap=cap,
-        delivery=delivery,
+        delivery=delivery, item_rowid=act.rowid[order].astype(np.int64),
     )  # fmt: skip
 
 
