@@ -289,7 +289,31 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
         return Removal(item_gone=gone, own_zero=calls, unblock=calls)
     if cause == "gil":  # the waits cut out; what a contended gap held besides them, capped
         return Removal(gap_cut=_gil_side_effects(tl, dispatch_percentile))
+    host_side = _host_side_removal(tl, cause)
+    if host_side is not None:
+        return host_side
     raise ValueError(f"unknown cause {cause!r}; known: {sorted(set(CAUSE_OF.values()))}")
+
+
+def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
+    """The host-side causes (None for any other): ``alloc``, the device-memory calls'
+    own time gone and none of them blocking (a warm caching allocator serves every request);
+    ``io``, the loop thread's write runs gone with the host stretches in them and the
+    device-to-host copies made for them (calls and all): nothing saved on the loop thread.
+    A save every N steps costs the iterations that hold it: the replay's mean over the
+    sampled iterations spreads it over the period."""
+    if cause == "alloc":
+        calls = tl.alloc_call if tl.alloc_call.size == tl.n_ops else np.zeros(tl.n_ops, bool)
+        return Removal(own_zero=calls, unblock=calls & tl.block)
+    if cause == "io":
+        if tl.io_gap.size != tl.n_ops or not tl.io_gap.any():
+            return Removal()
+        on = tl.item_op >= 0
+        gone = np.zeros(tl.item_op.size, bool)
+        gone[on] = tl.item_d2h[on] & tl.io_call[tl.item_op[on]]
+        calls = _only(tl, gone, blocking=True)
+        return Removal(gap_zero=tl.io_gap, item_gone=gone, own_zero=calls, unblock=calls)
+    return None
 
 
 def _input_side_effects(tl: Timeline, percentile: float) -> np.ndarray:

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from analysis.detect.view._api import (
     CATEGORIES,
+    DEVICE_ALLOC,
     LAUNCH,
     MEMCPY_CALL,
     SYNC,
@@ -161,12 +162,18 @@ from analysis.detect.view._window import (
     process_main_thread,
     steady,
 )
+from analysis.detect.view._writes import (
+    near_writes,
+    write_calls,
+    write_runs,
+)
 
 __all__ = [
     "CATEGORIES",
     "CAUSES",
     "CHARGES",
     "CONTEXT_TABLES",
+    "DEVICE_ALLOC",
     "DIRECTIONS",
     "DTOH",
     "GPU_ACTIVITY_LOST",
@@ -274,4 +281,7 @@ __all__ = [
     "union",
     "window_api",
     "window_calls",
+    "near_writes",
+    "write_calls",
+    "write_runs",
 ]
