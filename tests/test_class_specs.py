@@ -52,8 +52,6 @@ SKELETONS = {
     "fp32_math",
     "unfused_elementwise",
     "layout_transpose",
-    "allocator_churn",
-    "blocking_io",
 }
 
 

@@ -428,7 +428,7 @@ class BlockingIoThresholds(_Section):
     min_saving_share: float = 0.15
     """Moving the writes off the loop thread, their cost spread over the period's steps, would
     save at least this share of the step (~1.18x), the same bar as the other classes."""
-    run_gap_ms: float = 50.0
+    run_gap_ms: float = 15.0
     """File writes of the loop thread at most this far apart are one save (a write run): the
     pickling, checksumming and copies of one checkpoint between its chunks."""
     lead_ms: float = 30.0

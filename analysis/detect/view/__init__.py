@@ -258,6 +258,7 @@ __all__ = [
     "member",
     "ms",
     "name_ids",
+    "near_writes",
     "no_steady_state",
     "nvtx_iterations",
     "osrt_ids",
@@ -281,7 +282,6 @@ __all__ = [
     "union",
     "window_api",
     "window_calls",
-    "near_writes",
     "write_calls",
     "write_runs",
 ]

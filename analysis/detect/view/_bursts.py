@@ -8,9 +8,10 @@ burst per step (a foreach/fused optimizer's ``multi_tensor_apply`` chunks: the p
 not change shape), marks the step: its *bursts*, occurrences at most ``burst_gap_items`` items
 apart on its stream, recur with the same count, a similar number of GPU items between them
 (``max_burst_spread``) and across most of the stream. Among the kernels that mark such a
-rhythm, the one with the longest period is the step (a kernel of every layer marks layers);
-a kernel named like an optimizer's step is taken first where it qualifies (a hint, not a
-requirement). Periodic work every N steps (a checkpoint, an eval) falls between two bursts and
+rhythm, the one with the longest period is the step (a kernel of every layer marks layers).
+Only kernels named like an optimizer's step anchor it for now: a layer's kernel pair recurring
+between never-repeating work, or a few repeats of a layer inside a handful of long steps, mark
+rhythms too, and the exact repeats' rule (they hold most of their stretch) keeps those out. Periodic work every N steps (a checkpoint, an eval) falls between two bursts and
 stays in that iteration: only start-up before the first steady burst is left out.
 """
 
@@ -70,8 +71,10 @@ def _stream_rhythms(trace: T.Trace, seq: dict[str, np.ndarray], w: WindowThresho
         for u in np.flatnonzero((g.counts >= w.min_repeats + 1) & (g.uniq >= 0)):
             pos = g.by_code[g.bounds[u] : g.bounds[u + 1]]
             r = _rhythm(int(g.uniq[u]), pos, start, w)
-            if r is not None and r.cover >= w.min_cover_share * codes.size:
-                out.append(_Rhythm(r.code, r.starts, r.period, r.cover, r.code in hinted))
+            if r is None or r.cover < w.min_cover_share * codes.size:
+                continue
+            if r.code in hinted:
+                out.append(_Rhythm(r.code, r.starts, r.period, r.cover, True))
     return out
 
 
