@@ -210,6 +210,12 @@ class HostThresholds(_Section):
     min_wait_share: float = 0.3
     """OS-runtime waits on other threads or processes (queue, pipe, semaphore) covering at
     least this share of a stretch mean the host waits for input."""
+    min_read_share: float = 0.05
+    """File reads mean the host reads input only when they cover at least this share of the
+    stretch or number ``min_reads`` calls in it (a batch's files): a few small opens and reads
+    in a long stretch (a library's or the runtime's own, a config file) are not an input
+    pipeline, whose reads take time or come by the batch."""
+    min_reads: int = 24
     h2d_lookahead_calls: int = 8
     """A host-to-device copy among this many CUDA calls after a stretch, before any kernel
     launch: the new batch (pinning it makes a few calls of its own first)."""
