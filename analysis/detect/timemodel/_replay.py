@@ -276,6 +276,10 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
         # Python after a ``.item()``, the replay's own launch).
         back = np.zeros(tl.n_ops, bool)
         back[1:] = tl.block[:-1]
+        # The allocator's driver calls stay too (a cause of their own: a graph replay does not
+        # give back the memory an ``empty_cache`` frees), with the host's way in and out.
+        alloc, beside = _alloc_marks(tl)
+        back |= alloc | beside
         # Host work goes with it, not the host's sleep on another thread (nor its GIL waits).
         return Removal(
             gap_zero=(tl.gap_kind != DATA) & ~back,
@@ -303,8 +307,8 @@ def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
     A save every N steps costs the iterations that hold it: the replay's mean over the
     sampled iterations spreads it over the period."""
     if cause == "alloc":
-        calls = tl.alloc_call if tl.alloc_call.size == tl.n_ops else np.zeros(tl.n_ops, bool)
-        return Removal(own_zero=calls, unblock=calls & tl.block)
+        calls, beside = _alloc_marks(tl)
+        return Removal(gap_zero=beside, own_zero=calls, unblock=calls & tl.block)
     if cause == "io":
         if tl.io_gap.size != tl.n_ops or not tl.io_gap.any():
             return Removal()
@@ -314,6 +318,20 @@ def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
         calls = _only(tl, gone, blocking=True)
         return Removal(gap_zero=tl.io_gap, item_gone=gone, own_zero=calls, unblock=calls)
     return None
+
+
+def _alloc_marks(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: a device-memory call, and a gap the allocator's driver round trips hold (the
+    host's way into a run of them and back out of it, not input work): a run of cudaFree after
+    the sync the first one makes, then the next mallocs, open a gap on the GPU that a warm
+    cache never opens."""
+    if tl.alloc_call.size != tl.n_ops:
+        none = np.zeros(tl.n_ops, bool)
+        return none, none
+    calls = tl.alloc_call
+    after = np.zeros(tl.n_ops, bool)
+    after[1:] = calls[:-1]
+    return calls, (calls | after) & (tl.gap_kind != DATA)
 
 
 def _input_side_effects(tl: Timeline, percentile: float) -> np.ndarray:
