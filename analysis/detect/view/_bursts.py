@@ -98,7 +98,7 @@ def burst_iterations(trace: T.Trace, w: WindowThresholds) -> S.Iterations | None
     pool = [r for r in found if r.hinted] or found
     best = max(pool, key=lambda r: (r.period, r.cover))
     edges = best.starts[min(w.skip_iterations, max(0, best.starts.size - 1 - w.min_repeats)) :]
-    edges = _lead_trim(edges, w.outlier_factor)
+    edges = _after_loads(trace, _lead_trim(edges, w.outlier_factor), w.min_repeats)
     if edges.size < w.min_repeats + 1:
         return None
     what = "an optimizer-named kernel" if best.hinted else "a kernel"
@@ -106,6 +106,29 @@ def burst_iterations(trace: T.Trace, w: WindowThresholds) -> S.Iterations | None
         f"the rhythm of {what}'s launches (one burst per iteration, ~{best.period:.0f} GPU items)"
     )
     return S.Iterations(edges, source, int(edges[0] - seq["start"][0]))
+
+
+#: Driver calls that load code (a module's first use, lazy loading): start-up, never the loop.
+LOAD_CALLS = ("cuLibraryLoad", "cuModuleLoad")
+
+
+def _after_loads(trace: T.Trace, edges: np.ndarray, min_repeats: int) -> np.ndarray:
+    """The iterations after the last one that loads code (a warm-up over every shape loads
+    each new kernel's module on first use; the steady loop has them all), where at least
+    ``min_repeats`` remain."""
+    if not (trace.has("CUPTI_ACTIVITY_KIND_RUNTIME") and trace.has("StringIds")):
+        return edges
+    like = " OR ".join(f"s.value LIKE '{c}%'" for c in LOAD_CALLS)
+    rows = trace.query(
+        "SELECT MAX(r.start) FROM CUPTI_ACTIVITY_KIND_RUNTIME r JOIN StringIds s "
+        f"ON s.id = r.nameId WHERE ({like}) AND r.start >= {int(edges[0])} "
+        f"AND r.start < {int(edges[-1])}"
+    )[1]
+    last = rows[0][0] if rows else None
+    if last is None:
+        return edges
+    later = edges[edges > last]
+    return later if later.size >= min_repeats + 1 else edges
 
 
 def _lead_trim(edges: np.ndarray, outlier: float) -> np.ndarray:
