@@ -56,6 +56,7 @@ def detect(view: V.TraceView, th: AllocatorChurnThresholds) -> Finding:
     often = value >= min_rate
     if st.mode != "nvtx":  # found iterations may be a period of several steps
         often |= s.size / (st.span_ns / 1e9) >= th.min_calls_per_s
+    often |= metrics["allocator_churn_share"] >= th.min_call_share
     longest = np.argsort(-(e - s), kind="stable")[:3]
     evidence = [V.stamp(st, int(s[i]), int(e[i]), call=str(base[alloc][i])) for i in longest]
     kinds = ", ".join(sorted(set(base[alloc].tolist()))) or "none"

@@ -424,6 +424,9 @@ class AllocatorChurnThresholds(_Section):
     """Device-memory calls per steady iteration (per s: ``min_calls_per_s``) at least this
     many make the class a candidate: a warm caching allocator makes none."""
     min_calls_per_s: float = 5.0
+    min_call_share: float = 0.02
+    """Device-memory calls taking at least this share of the window make the class a candidate
+    however few they are (a capped cache that frees its segments and retries now and then)."""
 
 
 @dataclass(kw_only=True)
