@@ -52,13 +52,14 @@ def test_a_save_copies_its_tensors_out_first() -> None:
 
 @pytest.mark.parametrize(
     ("name", "iterations", "items"),
-    [("ac_empty_cache_varlen", 25, 729), ("ac_fragmentation", 27, 626)],
+    [("ac_empty_cache_varlen", 17, 729), ("ac_fragmentation", 16, 626)],
 )
 def test_a_varying_loop_is_anchored_on_its_optimizer(
     name: str, iterations: int, items: int
 ) -> None:
     """Batches whose length changes every step repeat no GPU work exactly: the steady state is
-    the rhythm of the optimizer's launches, and the finding says so."""
+    the rhythm of the optimizer's launches after the warm-up's module loads (each new shape's
+    kernels loaded on first use), and the finding says so."""
     _, found = _found(name)
     ac = found[Klass.ALLOCATOR_CHURN]
     assert ac.judged, ac.reason
@@ -72,14 +73,16 @@ def test_a_varying_loop_is_anchored_on_its_optimizer(
 def test_empty_cache_every_step_churns_the_allocator() -> None:
     _, found = _found("ac_empty_cache_varlen")
     ac = found[Klass.ALLOCATOR_CHURN]
-    assert ac.metrics["alloc_calls_per_step"] == pytest.approx(65.6, abs=0.05)
-    assert ac.predicted_speedup > 1.0
-
-
-def test_del_and_empty_cache_per_batch_fires_allocator_churn() -> None:
-    _, found = _found("ac_del_infer")
-    ac = found[Klass.ALLOCATOR_CHURN]
+    assert ac.metrics["alloc_calls_per_step"] == pytest.approx(65.94, abs=0.05)
     assert ac.fired, ac.reason
+    assert ac.predicted_speedup > 1.3  # the frees' syncs and the mallocs' gaps, not only calls
+
+
+def test_del_and_empty_cache_per_batch_is_allocator_churn() -> None:
+    """The allocator's driver calls are its own cause: launch_bound's replay keeps them."""
+    primary, found = _found("ac_del_infer")
+    ac = found[Klass.ALLOCATOR_CHURN]
+    assert primary == Klass.ALLOCATOR_CHURN, found[Klass.LAUNCH_BOUND].reason
     assert ac.metrics["alloc_calls_per_step"] == pytest.approx(24.0, abs=0.01)
 
 
@@ -91,3 +94,19 @@ def test_bucketed_lengths_keep_their_primary(name: str, label: str) -> None:
     primary, found = _found(name)
     assert primary == label, found[label].reason
     assert found[Klass.BLOCKING_IO].state is State.CLEAR
+
+
+@pytest.mark.parametrize(
+    "name",
+    [
+        "ac_empty_cache_varlen", "ac_fragmentation", "ac_del_infer",
+        "bio_torch_save", "bio_csv_log", "bio_np_save_acts",
+    ],
+)  # fmt: skip
+def test_a_few_small_reads_are_no_input_pipeline(name: str) -> None:
+    """A library's few opens and reads beside long host work (a module's load) or beside a
+    save: no input work, so data_stall does not fire."""
+    _, found = _found(name)
+    ds = found[Klass.DATA_STALL]
+    assert not ds.fired, ds.reason
+    assert "file reads 0" in ds.reason
