@@ -97,6 +97,18 @@ class WindowThresholds(_Section):
     outlier_factor: float = 3.0
     """Leading or trailing iterations longer than this times the median are dropped (a compile
     inside the first repeat, a tear-down after the last)."""
+    period_calls: list[str] = field(
+        default_factory=lambda: [
+            *("write", "writev", "pwrite", "pwrite64", "pwritev", "pwritev2", "fwrite"),
+            *("fsync", "fdatasync", "msync", "sync_file_range"),
+        ]
+    )
+    """OS-runtime calls of the loop thread's periodic work (a checkpoint, a dump every N
+    steps): the window keeps whole periods of their runs (:mod:`analysis.detect.view._periods`)."""
+    period_gap_ms: float = 15.0
+    """Periodic writes at most this far apart are one run (one save)."""
+    min_period_run_ms: float = 1.0
+    """Write runs shorter than this are no periodic work worth a period (a log line)."""
     min_cover_share: float = 0.3
     """The repeating iterations must hold at least this share of a stream's GPU items (less:
     what repeats is a detail, such as one layer's kernels, not the loop)."""

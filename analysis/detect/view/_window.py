@@ -15,6 +15,7 @@ import numpy as np
 from analysis import trace as T
 from analysis.detect.config import WindowThresholds
 from analysis.detect.view import _bursts as B
+from analysis.detect.view import _periods as P
 from analysis.detect.view import _steady as S
 from analysis.detect.view._api import category_ids
 from analysis.detect.view._reads import (
@@ -141,6 +142,7 @@ def _iteration_window(trace: T.Trace, window: WindowThresholds) -> tuple[Steady 
     if not window.find_iterations:
         return None, None
     it, untrusted = S.gpu_search(trace, window) if has_gpu(trace) else (None, None)
+    rhythm = None
     if has_gpu(trace):  # a loop that varies: its rhythm, where it spans more than the repeats
         rhythm = B.burst_iterations(trace, window)
         if rhythm is not None and (
@@ -150,10 +152,13 @@ def _iteration_window(trace: T.Trace, window: WindowThresholds) -> tuple[Steady 
     it = it or S.nvtx_iterations(trace, window)
     if it is None:
         return None, untrusted
+    tids = launcher_tids(trace, int(it.starts[0]), int(it.starts[-1]), most_first=True)
+    if not it.on_host and tids.size:  # whole periods of the loop's periodic writes
+        counted = rhythm.starts if has_gpu(trace) and rhythm is not None else it.starts
+        it = P.whole_periods(trace, window, it, counted, int(tids[0]))
     lo, hi = int(it.starts[0]), int(it.starts[-1])
     whole = activity_span(trace)
     share = (hi - lo) / max(1, whole[1] - whole[0]) if whole else 1.0
-    tids = launcher_tids(trace, lo, hi, most_first=True)  # none on a CPU capture
     return Steady(
         lo, hi, "iterations", it.n, hi - lo, int(tids[0]) if tids.size else it.tid,
         f"steady state: {it.n} iterations of {it.source}, after "
