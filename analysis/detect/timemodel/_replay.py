@@ -321,17 +321,23 @@ def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
 
 
 def _alloc_marks(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
-    """Per call: a device-memory call, and a gap the allocator's driver round trips hold (the
-    host's way into a run of them and back out of it, not input work): a run of cudaFree after
-    the sync the first one makes, then the next mallocs, open a gap on the GPU that a warm
-    cache never opens."""
-    if tl.alloc_call.size != tl.n_ops:
-        none = np.zeros(tl.n_ops, bool)
+    """Per call: the allocator's host time (its device-memory calls, and the calls of no GPU
+    work between the same two launches: the capture checks, the events it records), and the
+    gaps of its round trips (between those launches, and the next launch's way back). A run
+    of cudaFree after the sync the first one makes, then a cudaMalloc before each op, open a
+    gap on the GPU at every allocation that a warm cache never opens."""
+    n = tl.n_ops
+    if tl.alloc_call.size != n or not tl.alloc_call.any():
+        none = np.zeros(n, bool)
         return none, none
-    calls = tl.alloc_call
-    after = np.zeros(tl.n_ops, bool)
-    after[1:] = calls[:-1]
-    return calls, (calls | after) & (tl.gap_kind != DATA)
+    on = tl.item_op >= 0
+    issues = np.bincount(tl.item_op[on], minlength=n)[:n] > 0
+    seg = np.cumsum(issues)  # a launch opens a segment; the calls up to the next share it
+    touched = np.bincount(seg[tl.alloc_call], minlength=int(seg[-1]) + 2) > 0
+    inside = touched[seg] & ~issues
+    back = issues & touched[np.maximum(seg - 1, 0)] & (seg > 0)
+    own = tl.alloc_call | (inside & ~tl.block)
+    return own, (inside | back) & (tl.gap_kind != DATA)
 
 
 def _input_side_effects(tl: Timeline, percentile: float) -> np.ndarray:
