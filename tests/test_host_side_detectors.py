@@ -110,3 +110,16 @@ def test_a_few_small_reads_are_no_input_pipeline(name: str) -> None:
     ds = found[Klass.DATA_STALL]
     assert not ds.fired, ds.reason
     assert "file reads 0" in ds.reason
+
+
+@pytest.mark.parametrize("name", ["bio_torch_save", "bio_np_save_acts"])
+def test_a_save_every_ten_steps_is_judged_over_whole_periods(name: str) -> None:
+    """A save every 10 steps: the window holds whole periods of the loop thread's write runs
+    (and the replay's warm-up iteration before them), so the save's cost is spread over its
+    10 steps, not over however many iterations repeated; blocking_io is the primary."""
+    primary, found = _found(name)
+    bio = found[Klass.BLOCKING_IO]
+    assert primary == Klass.BLOCKING_IO, bio.reason
+    assert "11 iterations of repeating GPU work" in bio.reason
+    assert "1 whole period(s) of 10 iterations of the loop's periodic writes" in bio.reason
+    assert "writes files in 1 runs" in bio.reason
