@@ -10,7 +10,8 @@ first, so the GPU runs dry while the host waits. The detector counts the device-
 (:data:`~analysis.detect.view.DEVICE_ALLOC`: cudaMalloc/cudaFree, their async and driver forms,
 the virtual-memory calls of expandable segments) that the threads issuing the loop's work make
 inside the steady window, the host time they take and the GPU idle while they run. Frequent
-calls (``min_calls_per_step``, per s without steps) make the class a candidate; the decide step
+calls (``min_calls_per_step``, per s without steps), or calls taking a material share of the
+window however few (``min_call_share``: a capped cache's retries), make the class a candidate; the decide step
 fires it on the saving the time model predicts for those calls gone (cause ``alloc``).
 """
 
@@ -64,7 +65,8 @@ def detect(view: V.TraceView, th: AllocatorChurnThresholds) -> Finding:
         f"{value:.2f} {name.replace('_', ' ')} of device memory on the threads issuing the "
         f"loop's work ({kinds}; {frees} frees; threshold {min_rate}"
         f"{'' if often else ': too few to fire'}); they take "
-        f"{metrics['allocator_churn_share']:.1%} of the window, the GPU idle "
+        f"{metrics['allocator_churn_share']:.1%} of the window (a candidate from "
+        f"{th.min_call_share:.0%} however few), the GPU idle "
         f"{metrics['gpu_idle_in_alloc_share']:.1%} of it beside them; {st.note}"
     )
     return Finding(KLASS, bool(often), metrics["allocator_churn_share"], metrics, evidence, reason)
