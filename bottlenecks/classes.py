@@ -307,6 +307,7 @@ SPECS: tuple[ClassSpec, ...] = (
         ),
         detector="analysis.detect.allocator_churn:detect",
         thresholds="allocator_churn",
+        replay_cause="alloc",
     ),
     ClassSpec(
         name="blocking_io",
@@ -319,6 +320,7 @@ SPECS: tuple[ClassSpec, ...] = (
         ),
         detector="analysis.detect.blocking_io:detect",
         thresholds="blocking_io",
+        replay_cause="io",
     ),
 )
 

@@ -1,25 +1,61 @@
-"""blocking_io: checkpoint or log writes on the training thread.
+"""blocking_io: checkpoint and log writes on the training thread stop the loop.
 
-A skeleton: the class is specified (bottlenecks/classes.py) and its scenario injects it, but the
-detector is not written yet, so every report is ``not_judged`` for it. The detector to come reads
-OS-runtime writes (write, pwrite64, fsync, close) and large device-to-host copies on the loop thread, in periodic gaps, spread over the period's steps.
+``torch.save`` of the weights every N steps, ``np.save`` of an activation, a per-step log
+flushed and fsynced: on the loop thread, each copies its tensors to the host (blocking
+device-to-host copies that drain the stream), serialises them and writes the file while the GPU
+has nothing queued. The detector reads the loop thread's write runs
+(:func:`analysis.detect.view.write_runs`: its write-side OS-runtime calls, ``write``,
+``writev``, ``pwrite64``, ``fsync``..., chained while close together), the device-to-host bytes
+copied in them or just before them, and the GPU idle during them. Runs covering at least
+``min_write_share`` of the window make the class a candidate; the decide step fires it on the
+saving the time model predicts for the writes gone (cause ``io``: the runs' host time and their
+copies removed, the periodic cost spread over the period's iterations by the replay's mean).
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
+import numpy as np
 
-from analysis import trace as T
-from analysis.findings import Finding, State
+from analysis.detect import view as V
+from analysis.detect._needs import host_lacking
+from analysis.detect.config import BlockingIoThresholds
+from analysis.findings import Finding, missing
 from bottlenecks import Klass
 
 KLASS = Klass.BLOCKING_IO
 
-#: The reason every finding of this skeleton gives.
-NOT_WRITTEN = "the blocking_io detector is not written yet: this class is not judged"
 
-
-def detect(trace: T.Trace, thresholds: Mapping[str, Any]) -> Finding:
-    """Not judged, whatever the report holds (the detector is not written yet)."""
-    return Finding(KLASS, State.NOT_JUDGED, reason=NOT_WRITTEN)
+def detect(view: V.TraceView, th: BlockingIoThresholds) -> Finding:
+    trace = view.trace
+    if not trace.has(V.OSRT):
+        return missing(KLASS, V.OSRT, "OS-runtime calls (nsys --trace osrt)")
+    lacking = host_lacking(view, KLASS)
+    if lacking is not None:
+        return lacking
+    st, act, host = view.steady(), view.activity(), view.host()
+    ws, we = V.write_runs(trace, view.config, st, host.tid)
+    ws, we = np.clip(ws, st.lo, st.hi), np.clip(we, st.lo, st.hi)
+    ns, ne = V.near_writes(trace, view.config, st, host.tid)
+    d2h = (act.kind == V.KIND_MEMCPY) & (act.direction == V.DTOH)
+    in_save = d2h & (V.overlap_each(act.start, np.maximum(act.end, act.start + 1), ns, ne) > 0)
+    bs, be = V.busy(trace, st, act)
+    gs, ge = V.gaps(bs, be, st.lo, st.hi)
+    idle = int(V.overlap_each(gs, ge, *V.union(ns, ne)).sum()) if gs.size and ns.size else 0
+    metrics: dict[str, float] = {}
+    name, value = st.rate("write_runs", ws.size)
+    metrics[name] = value
+    metrics["blocking_io_share"] = V.length(*V.union(ws, we)) / st.span_ns
+    metrics["gpu_idle_in_io_share"] = idle / st.span_ns
+    metrics["d2h_bytes_in_io"] = float(act.nbytes[in_save].sum())
+    often = metrics["blocking_io_share"] >= th.min_write_share
+    longest = np.argsort(-(we - ws), kind="stable")[:3]
+    evidence = [V.stamp(st, int(ws[i]), int(we[i])) for i in longest]
+    period = f", one every {st.span_ns / ws.size / 1e6:.0f} ms" if ws.size else ""
+    reason = (
+        f"the loop thread writes files in {ws.size} runs{period} "
+        f"({metrics['blocking_io_share']:.1%} of the window; threshold {th.min_write_share:.1%}"
+        f"{'' if often else ': too little to fire'}), with "
+        f"{metrics['d2h_bytes_in_io'] / 1e6:.1f} MB copied device-to-host for them and the GPU "
+        f"idle {metrics['gpu_idle_in_io_share']:.1%} of the window beside them; {st.note}"
+    )
+    return Finding(KLASS, bool(often), metrics["blocking_io_share"], metrics, evidence, reason)

@@ -97,6 +97,18 @@ class WindowThresholds(_Section):
     outlier_factor: float = 3.0
     """Leading or trailing iterations longer than this times the median are dropped (a compile
     inside the first repeat, a tear-down after the last)."""
+    period_calls: list[str] = field(
+        default_factory=lambda: [
+            *("write", "writev", "pwrite", "pwrite64", "pwritev", "pwritev2", "fwrite"),
+            *("fsync", "fdatasync", "msync", "sync_file_range"),
+        ]
+    )
+    """OS-runtime calls of the loop thread's periodic work (a checkpoint, a dump every N
+    steps): the window keeps whole periods of their runs (:mod:`analysis.detect.view._periods`)."""
+    period_gap_ms: float = 15.0
+    """Periodic writes at most this far apart are one run (one save)."""
+    min_period_run_ms: float = 1.0
+    """Write runs shorter than this are no periodic work worth a period (a log line)."""
     min_cover_share: float = 0.3
     """The repeating iterations must hold at least this share of a stream's GPU items (less:
     what repeats is a detail, such as one layer's kernels, not the loop)."""
@@ -128,6 +140,15 @@ class WindowThresholds(_Section):
     startup_skip_share: float = 0.2
     """Last resort, when nothing repeats: drop this share of the span from the first kernel (or
     first activity) to the last as start-up."""
+    burst_gap_items: int = 4
+    """Varying loops (:mod:`analysis.detect.view._bursts`): occurrences of a kernel at most this
+    many GPU items apart on its stream are one burst (a foreach optimizer's chunks)."""
+    max_burst_spread: float = 0.5
+    """Varying loops: the items from one burst to the next may vary by at most this share of
+    their median (coefficient of variation) for the bursts to be the loop's rhythm."""
+    prefer_bursts_span: float = 1.5
+    """A rhythm of bursts spanning at least this many times the span of the exactly repeating
+    iterations is the loop (those repeats are the steps without the periodic work)."""
     min_call_ns: int = 1000
     """CUDA API calls shorter than this that neither launch, wait, copy, set nor allocate are
     not read: they hold no host time worth a verdict, and on PyTorch 2.11 captures a
@@ -190,9 +211,23 @@ class HostThresholds(_Section):
         ]
     )
     """OS-runtime calls in a stretch that mean the host reads input."""
+    write_calls: list[str] = field(
+        default_factory=lambda: [
+            *("write", "writev", "pwrite", "pwrite64", "pwritev", "pwritev2", "fwrite"),
+            *("fsync", "fdatasync", "msync", "sync_file_range", "fflush"),
+        ]
+    )
+    """OS-runtime calls that write files (a checkpoint, a log): a stretch that writes more
+    than it reads is output, never input work (blocking_io's)."""
     min_wait_share: float = 0.3
     """OS-runtime waits on other threads or processes (queue, pipe, semaphore) covering at
     least this share of a stretch mean the host waits for input."""
+    min_read_share: float = 0.05
+    """File reads mean the host reads input only when they cover at least this share of the
+    stretch or number ``min_reads`` calls in it (a batch's files): a few small opens and reads
+    in a long stretch (a library's or the runtime's own, a config file) are not an input
+    pipeline, whose reads take time or come by the batch."""
+    min_reads: int = 24
     h2d_lookahead_calls: int = 8
     """A host-to-device copy among this many CUDA calls after a stretch, before any kernel
     launch: the new batch (pinning it makes a few calls of its own first)."""
@@ -434,6 +469,13 @@ class AllocatorChurnThresholds(_Section):
     min_saving_share: float = 0.15
     """Serving every allocation from a warm cache (no cudaMalloc/cudaFree in the loop) would
     save at least this share of the step (~1.18x), the same bar as the other classes."""
+    min_calls_per_step: float = 0.5
+    """Device-memory calls per steady iteration (per s: ``min_calls_per_s``) at least this
+    many make the class a candidate: a warm caching allocator makes none."""
+    min_calls_per_s: float = 5.0
+    min_call_share: float = 0.02
+    """Device-memory calls taking at least this share of the window make the class a candidate
+    however few they are (a capped cache that frees its segments and retries now and then)."""
 
 
 @dataclass(kw_only=True)
@@ -444,6 +486,15 @@ class BlockingIoThresholds(_Section):
     min_saving_share: float = 0.15
     """Moving the writes off the loop thread, their cost spread over the period's steps, would
     save at least this share of the step (~1.18x), the same bar as the other classes."""
+    run_gap_ms: float = 15.0
+    """File writes of the loop thread at most this far apart are one save (a write run): the
+    pickling, checksumming and copies of one checkpoint between its chunks."""
+    lead_ms: float = 30.0
+    """A device-to-host copy whose call ends at most this long before a write run, and a host
+    stretch in that lead, belong to the save (the tensor copied out before it is written)."""
+    min_write_share: float = 0.005
+    """Write runs covering less of the window than this share are no candidate (a log line
+    now and then)."""
 
 
 @dataclass(kw_only=True)

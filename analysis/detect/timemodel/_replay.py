@@ -286,6 +286,10 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
         # Python after a ``.item()``, the replay's own launch).
         back = np.zeros(tl.n_ops, bool)
         back[1:] = tl.block[:-1]
+        # The allocator's driver calls stay too (a cause of their own: a graph replay does not
+        # give back the memory an ``empty_cache`` frees), with the host's way in and out.
+        alloc, beside = _alloc_marks(tl)
+        back |= alloc | beside
         # Host work goes with it, not the host's sleep on another thread (nor its GIL waits).
         return Removal(
             gap_zero=(tl.gap_kind != DATA) & ~back,
@@ -299,7 +303,51 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
         return Removal(item_gone=gone, own_zero=calls, unblock=calls)
     if cause == "gil":  # the waits cut out; what a contended gap held besides them, capped
         return Removal(gap_cut=_gil_side_effects(tl, dispatch_percentile))
+    host_side = _host_side_removal(tl, cause)
+    if host_side is not None:
+        return host_side
     raise ValueError(f"unknown cause {cause!r}; known: {sorted(set(CAUSE_OF.values()))}")
+
+
+def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
+    """The host-side causes (None for any other): ``alloc``, the device-memory calls'
+    own time gone and none of them blocking (a warm caching allocator serves every request);
+    ``io``, the loop thread's write runs gone with the host stretches in them and the
+    device-to-host copies made for them (calls and all): nothing saved on the loop thread.
+    A save every N steps costs the iterations that hold it: the replay's mean over the
+    sampled iterations spreads it over the period."""
+    if cause == "alloc":
+        calls, beside = _alloc_marks(tl)
+        return Removal(gap_zero=beside, own_zero=calls, unblock=calls & tl.block)
+    if cause == "io":
+        if tl.io_gap.size != tl.n_ops or not tl.io_gap.any():
+            return Removal()
+        on = tl.item_op >= 0
+        gone = np.zeros(tl.item_op.size, bool)
+        gone[on] = tl.item_d2h[on] & tl.io_call[tl.item_op[on]]
+        calls = _only(tl, gone, blocking=True)
+        return Removal(gap_zero=tl.io_gap, item_gone=gone, own_zero=calls, unblock=calls)
+    return None
+
+
+def _alloc_marks(tl: Timeline) -> tuple[np.ndarray, np.ndarray]:
+    """Per call: the allocator's host time (its device-memory calls, and the calls of no GPU
+    work between the same two launches: the capture checks, the events it records), and the
+    gaps of its round trips (between those launches, and the next launch's way back). A run
+    of cudaFree after the sync the first one makes, then a cudaMalloc before each op, open a
+    gap on the GPU at every allocation that a warm cache never opens."""
+    n = tl.n_ops
+    if tl.alloc_call.size != n or not tl.alloc_call.any():
+        none = np.zeros(n, bool)
+        return none, none
+    on = tl.item_op >= 0
+    issues = np.bincount(tl.item_op[on], minlength=n)[:n] > 0
+    seg = np.cumsum(issues)  # a launch opens a segment; the calls up to the next share it
+    touched = np.bincount(seg[tl.alloc_call], minlength=int(seg[-1]) + 2) > 0
+    inside = touched[seg] & ~issues
+    back = issues & touched[np.maximum(seg - 1, 0)] & (seg > 0)
+    own = tl.alloc_call | (inside & ~tl.block)
+    return own, (inside | back) & (tl.gap_kind != DATA)
 
 
 def _input_side_effects(tl: Timeline, percentile: float) -> np.ndarray:

@@ -92,6 +92,16 @@ class Timeline:
     until another thread woke it (``host.blocked_calls``; zeros where none)."""
     item_rowid: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     """Per item: its row in its activity's table (a kernel's name, for the GPU-side causes)."""
+    item_d2h: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    """Per item: a device-to-host copy."""
+    alloc_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    """Per call: it allocates or frees device memory (cudaMalloc, cudaFree, their async and
+    driver forms: :data:`~analysis.detect.view.DEVICE_ALLOC`)."""
+    io_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    """Per call: made inside a run of the loop thread's file writes, or ending just before
+    one (``blocking_io.lead_ms``: the copy a save makes before it writes)."""
+    io_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    """Per call: its gap is part of a run of file writes (or a host stretch just before one)."""
 
     @property
     def n_ops(self) -> int:
@@ -204,7 +214,31 @@ def _timeline(view: V.TraceView) -> Timeline | None:
     tl = replace(tl, tid=calls["tid"])
     if not (tl.item_op >= 0).any():  # no GPU item of the window was launched by these calls
         return None
-    return _with_waits(view, sm.st, sm.tid if len(sm.issuing) == 1 else None, tl, gil)
+    tl = _with_waits(view, sm.st, sm.tid if len(sm.issuing) == 1 else None, tl, gil)
+    return _with_host_side(view, sm, calls, tl)
+
+
+def _with_host_side(view: V.TraceView, sm: _Sample, calls, tl: Timeline) -> Timeline:
+    """The timeline with the host-side causes' marks: the device-memory calls
+    (:data:`~analysis.detect.view.DEVICE_ALLOC`) and the loop thread's runs of file writes
+    (:func:`analysis.detect.view.write_runs`) with the calls and gaps inside them."""
+    base = V.base_names(view.trace, calls["name"]) if calls["name"].size else np.zeros(0, object)
+    alloc = np.isin(base, V.DEVICE_ALLOC) if base.size else np.zeros(tl.n_ops, bool)
+    ws, we = V.write_runs(view.trace, view.config, sm.st, sm.tid)
+    lead = int(view.config.blocking_io.lead_ms * 1e6)
+    a, b = tl.op_start - tl.gap, tl.op_start
+    in_run = V.overlap_each(a, b, ws, we) > 0 if ws.size else np.zeros(tl.n_ops, bool)
+    before = (
+        V.overlap_each(a, b, *V.union(ws - lead, ws)) > 0 if ws.size else np.zeros(tl.n_ops, bool)
+    )
+    gap = in_run | (before & (tl.gap_kind != DISPATCH))
+    io = np.zeros(tl.n_ops, bool)
+    if ws.size:  # a call in a run, or ending within the lead before one (the copy it writes)
+        ls, le = V.union(ws - lead, we)
+        io = (
+            V.overlap_each(calls["start"], np.maximum(calls["end"], calls["start"] + 1), ls, le) > 0
+        )
+    return replace(tl, alloc_call=alloc, io_call=io, io_gap=gap)
 
 
 def _with_waits(
@@ -293,6 +327,7 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
         pageable_h2d=pageable_h2d, batch_h2d=h2d & (act.nbytes[order] >= BATCH_BYTES),
         nccl=act.nccl[order], med_lat=med_lat, edges=edges, edge_side=side, launch_cap=cap,
         delivery=delivery, item_rowid=act.rowid[order].astype(np.int64),
+        item_d2h=(kind == V.KIND_MEMCPY) & (direction == V.DTOH),
     )  # fmt: skip
 
 

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 from analysis.detect.view._api import (
     CATEGORIES,
+    DEVICE_ALLOC,
     LAUNCH,
     MEMCPY_CALL,
     SYNC,
@@ -161,12 +162,18 @@ from analysis.detect.view._window import (
     process_main_thread,
     steady,
 )
+from analysis.detect.view._writes import (
+    near_writes,
+    write_calls,
+    write_runs,
+)
 
 __all__ = [
     "CATEGORIES",
     "CAUSES",
     "CHARGES",
     "CONTEXT_TABLES",
+    "DEVICE_ALLOC",
     "DIRECTIONS",
     "DTOH",
     "GPU_ACTIVITY_LOST",
@@ -251,6 +258,7 @@ __all__ = [
     "member",
     "ms",
     "name_ids",
+    "near_writes",
     "no_steady_state",
     "nvtx_iterations",
     "osrt_ids",
@@ -274,4 +282,6 @@ __all__ = [
     "union",
     "window_api",
     "window_calls",
+    "write_calls",
+    "write_runs",
 ]

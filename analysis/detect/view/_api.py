@@ -10,6 +10,7 @@ from analysis.detect.view._reads import trace_cache
 
 __all__ = [
     "CATEGORIES",
+    "DEVICE_ALLOC",
     "LAUNCH",
     "MEMCPY_CALL",
     "SYNC",
@@ -65,3 +66,12 @@ def base_names(trace: T.Trace, name_ids: np.ndarray) -> np.ndarray:
     names = api_names(trace)
     ids, inv = np.unique(name_ids, return_inverse=True)
     return np.array([names.get(int(i), ("", "other"))[0] for i in ids], dtype=object)[inv]
+
+
+#: Base names of the CUDA calls that take device memory from the driver or give it back.
+DEVICE_ALLOC = (
+    *("cudaMalloc", "cudaFree", "cudaMallocAsync", "cudaFreeAsync", "cudaMallocManaged"),
+    *("cuMemAlloc", "cuMemFree", "cuMemAllocAsync", "cuMemFreeAsync", "cuMemAllocManaged"),
+    *("cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve"),
+    *("cuMemAddressFree", "cuMemSetAccess", "cudaMallocPitch", "cuMemAllocPitch"),
+)

@@ -346,7 +346,7 @@ def osrt_ids(trace: T.Trace, host: HostThresholds) -> list[int]:
     """Name ids of the OS-runtime calls read from the main thread in one scan: the input
     evidence's file reads and waits, and the sleeps on another thread the time model keeps
     (``host.blocked_calls``)."""
-    names = [*host.file_calls, *WAIT_CALLS, *host.blocked_calls]
+    names = [*host.file_calls, *WAIT_CALLS, *host.blocked_calls, *host.write_calls]
     return sorted(set(name_ids(trace, names)))
 
 
@@ -386,7 +386,7 @@ def input_evidence(
         out["suite_range"] = I.overlap_each(ss, se, ls, le) > 0
     rs, re_ = _osrt(trace, st, tid, file_ids, every)
     ws, we = _osrt(trace, st, tid, wait_ids, every)
-    out["read"] = I.overlap_each(ss, se, rs, re_) > 0
+    out["read"] = _material_reads(ss, se, *_reads_not_saving(trace, cfg, st, tid, rs, re_), hc)
     out["wait"] = I.overlap_each(ss, se, ws, we) >= hc.min_wait_share * size
     if gil is None:
         gil = _gil_waits(trace, cfg.gil_contention, st, tid, np.unique(calls["tid"]))
@@ -395,6 +395,31 @@ def input_evidence(
     out["gil_bound"] = (own < int(hc.stretch_ms * 1e6)) & (se > ss)
     keys = ("read", "wait", "h2d_after", "nvtx_hint", "suite_range", "gil_bound")
     return {k: out[k] for k in keys}
+
+
+def _material_reads(ss, se, rs, re_, hc: HostThresholds) -> np.ndarray:
+    """Per stretch: its file reads are input work's (``min_read_share`` of it or ``min_reads``
+    calls), not a few small reads beside other host work."""
+    if rs.size == 0:
+        return np.zeros(ss.size, bool)
+    took = I.overlap_each(ss, se, rs, re_)
+    calls = np.searchsorted(rs, se, side="left") - np.searchsorted(rs, ss, side="left")
+    return (took > 0) & (
+        (took >= hc.min_read_share * np.maximum(1, se - ss)) | (calls >= hc.min_reads)
+    )
+
+
+def _reads_not_saving(trace, cfg, st, tid, rs, re_) -> tuple[np.ndarray, np.ndarray]:
+    """The file reads (and opens) that are not part of a save: those inside a write run of
+    the thread, or in the lead before one, open or read what the save writes (output, never
+    input work)."""
+    from analysis.detect.view._writes import near_writes  # it reads this module's names
+
+    ws, we = near_writes(trace, cfg, st, tid)
+    if ws.size == 0 or rs.size == 0:
+        return rs, re_
+    inside = I.overlap_each(rs, re_, ws, we) >= np.maximum(re_ - rs, 1)
+    return rs[~inside], re_[~inside]
 
 
 def is_evidence(ev: Mapping[str, np.ndarray]) -> np.ndarray:

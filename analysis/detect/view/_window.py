@@ -14,6 +14,8 @@ import numpy as np
 
 from analysis import trace as T
 from analysis.detect.config import WindowThresholds
+from analysis.detect.view import _bursts as B
+from analysis.detect.view import _periods as P
 from analysis.detect.view import _steady as S
 from analysis.detect.view._api import category_ids
 from analysis.detect.view._reads import (
@@ -140,17 +142,33 @@ def _iteration_window(trace: T.Trace, window: WindowThresholds) -> tuple[Steady 
     if not window.find_iterations:
         return None, None
     it, untrusted = S.gpu_search(trace, window) if has_gpu(trace) else (None, None)
+    rhythm = None
+    if has_gpu(trace):  # a loop that varies: its rhythm, where it spans more than the repeats
+        rhythm = B.burst_iterations(trace, window)
+        if rhythm is not None and (
+            it is None or _span(rhythm) >= window.prefer_bursts_span * _span(it)
+        ):
+            it = rhythm
     it = it or S.nvtx_iterations(trace, window)
     if it is None:
         return None, untrusted
+    tids = launcher_tids(trace, int(it.starts[0]), int(it.starts[-1]), most_first=True)
+    if not it.on_host and tids.size:  # whole periods of the loop's periodic writes
+        counted = rhythm.starts if has_gpu(trace) and rhythm is not None else it.starts
+        it = P.whole_periods(trace, window, it, counted, int(tids[0]))
     lo, hi = int(it.starts[0]), int(it.starts[-1])
-    tids = launcher_tids(trace, lo, hi, most_first=True)  # none on a CPU capture
+    whole = activity_span(trace)
+    share = (hi - lo) / max(1, whole[1] - whole[0]) if whole else 1.0
     return Steady(
         lo, hi, "iterations", it.n, hi - lo, int(tids[0]) if tids.size else it.tid,
         f"steady state: {it.n} iterations of {it.source}, after "
-        f"{it.skipped_ns / 1e9:.2f} s of start-up",
+        f"{it.skipped_ns / 1e9:.2f} s of start-up ({share:.0%} of the capture)",
         edges=it.starts, edges_on_host=it.on_host,
     ), None  # fmt: skip
+
+
+def _span(it: S.Iterations) -> int:
+    return int(it.starts[-1] - it.starts[0])
 
 
 def _activity_window(trace: T.Trace, skip: float) -> Steady:
