@@ -290,6 +290,9 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
         # give back the memory an ``empty_cache`` frees), with the host's way in and out.
         alloc, beside = _alloc_marks(tl)
         back |= alloc | beside
+        if tl.io_gap.size == tl.n_ops:  # and a save's stretches (cause ``io``: an instant host
+            # still copies, writes and waits for its writer)
+            back |= tl.io_gap
         # Host work goes with it, not the host's sleep on another thread (nor its GIL waits).
         return Removal(
             gap_zero=(tl.gap_kind != DATA) & ~back,
@@ -370,9 +373,13 @@ def _gil_side_effects(tl: Timeline, percentile: float) -> np.ndarray:
     is left over ``percentile`` of the window's dispatch gaps. A thread
     that waits for the GIL between two calls would otherwise pass from one to the next at its
     dispatch pace: the rest of such a gap is the contention's own (the wake-ups every switch
-    interval, the mutex around the GIL, a core shared with the holder)."""
+    interval, the mutex around the GIL, a core shared with the holder); not of a gap in a save
+    (``io``'s)."""
     cut = tl.gil_cut.astype(np.int64)
     held = (cut > 0) & (tl.gap_kind != DATA)  # input work is the input's, waits or not
+    if tl.io_gap.size == cut.size:  # and a save's stretch the save's (its writer's hold and
+        # the loop's wait for it go with the save: cause ``io``)
+        held &= ~tl.io_gap
     dispatch = tl.gap[tl.gap_kind == DISPATCH]
     if not held.any() or dispatch.size == 0:
         return cut
