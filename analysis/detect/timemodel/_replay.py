@@ -290,9 +290,6 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
         # give back the memory an ``empty_cache`` frees), with the host's way in and out.
         alloc, beside = _alloc_marks(tl)
         back |= alloc | beside
-        if tl.io_gap.size == tl.n_ops:  # and a save's stretches (cause ``io``: an instant host
-            # still copies, writes and waits for its writer)
-            back |= tl.io_gap
         # Host work goes with it, not the host's sleep on another thread (nor its GIL waits).
         return Removal(
             gap_zero=(tl.gap_kind != DATA) & ~back,
