@@ -313,7 +313,8 @@ def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
     """The host-side causes (None for any other): ``alloc``, the device-memory calls'
     own time gone and none of them blocking (a warm caching allocator serves every request);
     ``io``, the loop thread's write runs gone with the host stretches in them and the
-    device-to-host copies made for them (calls and all): nothing saved on the loop thread.
+    device-to-host copies made for them (calls and all), and of a save another thread writes
+    the loop's staging copies and its waits for that writer: nothing saved on the loop thread.
     A save every N steps costs the iterations that hold it: the replay's mean over the
     sampled iterations spreads it over the period."""
     if cause == "alloc":

@@ -99,9 +99,11 @@ class Timeline:
     driver forms: :data:`~analysis.detect.view.DEVICE_ALLOC`)."""
     io_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     """Per call: made inside a run of the loop thread's file writes, or ending just before
-    one (``blocking_io.lead_ms``: the copy a save makes before it writes)."""
+    one (``blocking_io.lead_ms``: the copy a save makes before it writes), or inside the
+    loop's part of a save another thread writes (its staging copies: ``offloaded_saves``)."""
     io_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    """Per call: its gap is part of a run of file writes (or a host stretch just before one)."""
+    """Per call: its gap is part of a run of file writes (or a host stretch just before one),
+    or of the loop's part of a save another thread writes (its wait for that writer)."""
 
     @property
     def n_ops(self) -> int:

@@ -6,7 +6,8 @@ of what it writes in the short gaps between them. The writes chained while the g
 the next is at most ``blocking_io.run_gap_ms`` form one *write run*, from its first call's
 start to its last call's end: the stretch the loop spends saving. Shared by the blocking_io
 detector, the time model (its ``io`` cause) and the input evidence (a stretch that writes is
-not input work).
+not input work). A save written by another thread (an async checkpoint) leaves the loop its
+staging and its waits for the writer: :func:`offloaded_saves`.
 """
 
 from __future__ import annotations
