@@ -17,7 +17,7 @@ import numpy as np
 from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig
 from analysis.detect.view._api import base_names
-from analysis.detect.view._gpu import DTOH, KIND_MEMCPY, busy
+from analysis.detect.view._gpu import DTOH, KIND_MEMCPY, Activity, busy
 from analysis.detect.view._host import osrt_ids
 from analysis.detect.view._intervals import gaps, overlap_each, union
 from analysis.detect.view._osrt import thread_osrt
@@ -117,7 +117,12 @@ def other_writes(trace: T.Trace, cfg: DiagnosisConfig, st: Steady, tid: int) -> 
 
 
 def offloaded_saves(
-    trace: T.Trace, cfg: DiagnosisConfig, st: Steady, tid: int | None, act, calls
+    trace: T.Trace,
+    cfg: DiagnosisConfig,
+    st: Steady,
+    tid: int | None,
+    act: Activity,
+    calls: dict[str, np.ndarray],
 ) -> tuple[np.ndarray, np.ndarray]:
     """The loop thread's part of saves written by another thread of its process (an async
     checkpoint): its blocking device-to-host copies to pageable memory (the stager's copy of
