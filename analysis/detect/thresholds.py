@@ -495,6 +495,13 @@ class BlockingIoThresholds(_Section):
     min_write_share: float = 0.005
     """Write runs covering less of the window than this share are no candidate (a log line
     now and then)."""
+    min_stage_mb: float = 1.0
+    """Where another thread of the process writes the files (an async checkpoint), a stretch
+    of the loop thread's pageable device-to-host copies staging at least this many MB for it
+    is the save's part on the loop (a ``.item()`` or a metric's copy stages bytes, not MB)."""
+    wake_ms: float = 5.0
+    """A wait of the loop thread that returns at most this long after another thread's file
+    write ends, while the GPU idles, is a wait on that writer (the next save for the last)."""
 
 
 @dataclass(kw_only=True)

@@ -313,7 +313,8 @@ def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
     """The host-side causes (None for any other): ``alloc``, the device-memory calls'
     own time gone and none of them blocking (a warm caching allocator serves every request);
     ``io``, the loop thread's write runs gone with the host stretches in them and the
-    device-to-host copies made for them (calls and all): nothing saved on the loop thread.
+    device-to-host copies made for them (calls and all), and of a save another thread writes
+    the loop's staging copies and its waits for that writer: nothing saved on the loop thread.
     A save every N steps costs the iterations that hold it: the replay's mean over the
     sampled iterations spreads it over the period."""
     if cause == "alloc":
@@ -370,9 +371,13 @@ def _gil_side_effects(tl: Timeline, percentile: float) -> np.ndarray:
     is left over ``percentile`` of the window's dispatch gaps. A thread
     that waits for the GIL between two calls would otherwise pass from one to the next at its
     dispatch pace: the rest of such a gap is the contention's own (the wake-ups every switch
-    interval, the mutex around the GIL, a core shared with the holder)."""
+    interval, the mutex around the GIL, a core shared with the holder); not of a gap in a save
+    (``io``'s)."""
     cut = tl.gil_cut.astype(np.int64)
     held = (cut > 0) & (tl.gap_kind != DATA)  # input work is the input's, waits or not
+    if tl.io_gap.size == cut.size:  # and a save's stretch the save's (its writer's hold and
+        # the loop's wait for it go with the save: cause ``io``)
+        held &= ~tl.io_gap
     dispatch = tl.gap[tl.gap_kind == DISPATCH]
     if not held.any() or dispatch.size == 0:
         return cut

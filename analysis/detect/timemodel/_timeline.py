@@ -99,9 +99,11 @@ class Timeline:
     driver forms: :data:`~analysis.detect.view.DEVICE_ALLOC`)."""
     io_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     """Per call: made inside a run of the loop thread's file writes, or ending just before
-    one (``blocking_io.lead_ms``: the copy a save makes before it writes)."""
+    one (``blocking_io.lead_ms``: the copy a save makes before it writes), or inside the
+    loop's part of a save another thread writes (its staging copies: ``offloaded_saves``)."""
     io_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    """Per call: its gap is part of a run of file writes (or a host stretch just before one)."""
+    """Per call: its gap is part of a run of file writes (or a host stretch just before one),
+    or of the loop's part of a save another thread writes (its wait for that writer)."""
 
     @property
     def n_ops(self) -> int:
@@ -226,15 +228,20 @@ def _with_host_side(view: V.TraceView, sm: _Sample, calls, tl: Timeline) -> Time
     alloc = np.isin(base, V.DEVICE_ALLOC) if base.size else np.zeros(tl.n_ops, bool)
     ws, we = V.write_runs(view.trace, view.config, sm.st, sm.tid)
     lead = int(view.config.blocking_io.lead_ms * 1e6)
+    os_, oe = V.offloaded_saves(
+        view.trace, view.config, view.steady(), sm.tid, view.activity(), view.calls()
+    )
     a, b = tl.op_start - tl.gap, tl.op_start
-    in_run = V.overlap_each(a, b, ws, we) > 0 if ws.size else np.zeros(tl.n_ops, bool)
+    runs = V.union(np.concatenate([ws, os_]), np.concatenate([we, oe]))
+    in_run = V.overlap_each(a, b, *runs) > 0 if runs[0].size else np.zeros(tl.n_ops, bool)
     before = (
         V.overlap_each(a, b, *V.union(ws - lead, ws)) > 0 if ws.size else np.zeros(tl.n_ops, bool)
     )
     gap = in_run | (before & (tl.gap_kind != DISPATCH))
     io = np.zeros(tl.n_ops, bool)
-    if ws.size:  # a call in a run, or ending within the lead before one (the copy it writes)
-        ls, le = V.union(ws - lead, we)
+    if runs[0].size:  # a call in a run, or ending within the lead before one (the copy it
+        # writes); a call in the loop's part of a save another thread writes (its staging)
+        ls, le = V.union(np.concatenate([ws - lead, os_]), np.concatenate([we, oe]))
         io = (
             V.overlap_each(calls["start"], np.maximum(calls["end"], calls["start"] + 1), ls, le) > 0
         )

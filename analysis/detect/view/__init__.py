@@ -163,7 +163,10 @@ from analysis.detect.view._window import (
     steady,
 )
 from analysis.detect.view._writes import (
+    HOST_ALLOC,
     near_writes,
+    offloaded_saves,
+    other_writes,
     write_calls,
     write_runs,
 )
@@ -179,6 +182,7 @@ __all__ = [
     "GPU_ACTIVITY_LOST",
     "GPU_TABLES",
     "GRAPH",
+    "HOST_ALLOC",
     "HTOD",
     "KERNEL",
     "KIND_GRAPH",
@@ -261,7 +265,9 @@ __all__ = [
     "near_writes",
     "no_steady_state",
     "nvtx_iterations",
+    "offloaded_saves",
     "osrt_ids",
+    "other_writes",
     "overlap_any",
     "overlap_each",
     "overlap_total",
