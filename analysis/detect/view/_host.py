@@ -60,22 +60,9 @@ from analysis.detect.view._gpu import (
     gpu_starts,
     steady_activity,
 )
-from analysis.detect.view._osrt import prefetch_osrt, thread_osrt
+from analysis.detect.view._osrt import WAIT_CALLS, osrt_ids, prefetch_osrt, thread_osrt
 from analysis.detect.view._reads import RUNTIME, has_gpu, name_ids, trace_cache
 from analysis.detect.view._window import Steady, loop_thread, steady
-
-#: OS-runtime calls that mean the thread waits on other threads or processes for input: the
-#: polls, receives and (timed) semaphore waits of Python queues fed by loader workers or a
-#: pin-memory thread, and sleeps. Untimed ``pthread_cond_wait`` / mutex waits are left out: the
-#: main thread makes them while PyTorch's autograd thread runs the backward. Timed condition
-#: waits (``pthread_cond_timedwait`` / ``clockwait``) are left out too: on a Python thread they
-#: are CPython waiting for the GIL (Python's own queues and locks wait on semaphores), which is
-#: gil_contention's evidence, not input (``diagnosis.gil_contention.wait_calls``).
-WAIT_CALLS = (
-    "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "recv", "recvfrom",
-    "recvmsg", "sem_wait", "sem_timedwait", "sem_clockwait", "nanosleep", "clock_nanosleep",
-    "usleep", "sleep",
-)  # fmt: skip
 
 CAUSES = ("sync", "data", "host", "dispatch")
 
@@ -340,14 +327,6 @@ def _gil_waits(
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     s = np.clip(np.asarray(found.starts, np.int64), st.lo, st.hi)
     return I.union(s, np.clip(np.asarray(found.ends, np.int64), st.lo, st.hi))
-
-
-def osrt_ids(trace: T.Trace, host: HostThresholds) -> list[int]:
-    """Name ids of the OS-runtime calls read from the main thread in one scan: the input
-    evidence's file reads and waits, and the sleeps on another thread the time model keeps
-    (``host.blocked_calls``)."""
-    names = [*host.file_calls, *WAIT_CALLS, *host.blocked_calls, *host.write_calls]
-    return sorted(set(name_ids(trace, names)))
 
 
 def input_evidence(

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect.config import HostThresholds
 from analysis.detect.view import _reads as R
 from analysis.detect.view._arrays import rows_where
 from analysis.detect.view._calls import LAUNCH_LOOKBACK_NS
@@ -85,3 +86,25 @@ def _read_osrt(
     rows = T.int_columns(trace, table, cols, where, {"lo": st.lo, "hi": st.hi}, pack=pack)
     who = rows.pop("who", np.zeros(rows["start"].size, np.int64))
     return R._end_back(trace, table, rows) | {"tid": np.asarray(tids, np.int64)[who]}
+
+
+#: OS-runtime calls that mean the thread waits on other threads or processes for input: the
+#: polls, receives and (timed) semaphore waits of Python queues fed by loader workers or a
+#: pin-memory thread, and sleeps. Untimed ``pthread_cond_wait`` / mutex waits are left out: the
+#: main thread makes them while PyTorch's autograd thread runs the backward. Timed condition
+#: waits (``pthread_cond_timedwait`` / ``clockwait``) are left out too: on a Python thread they
+#: are CPython waiting for the GIL (Python's own queues and locks wait on semaphores), which is
+#: gil_contention's evidence, not input (``diagnosis.gil_contention.wait_calls``).
+WAIT_CALLS = (
+    "poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "recv", "recvfrom",
+    "recvmsg", "sem_wait", "sem_timedwait", "sem_clockwait", "nanosleep", "clock_nanosleep",
+    "usleep", "sleep",
+)  # fmt: skip
+
+
+def osrt_ids(trace: T.Trace, host: HostThresholds) -> list[int]:
+    """Name ids of the OS-runtime calls read from the main thread in one scan: the input
+    evidence's file reads and waits, and the sleeps on another thread the time model keeps
+    (``host.blocked_calls``)."""
+    names = [*host.file_calls, *WAIT_CALLS, *host.blocked_calls, *host.write_calls]
+    return sorted(set(R.name_ids(trace, names)))

@@ -18,9 +18,8 @@ from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig
 from analysis.detect.view._api import base_names
 from analysis.detect.view._gpu import DTOH, KIND_MEMCPY, Activity, busy
-from analysis.detect.view._host import osrt_ids
 from analysis.detect.view._intervals import gaps, overlap_each, union
-from analysis.detect.view._osrt import thread_osrt
+from analysis.detect.view._osrt import osrt_ids, thread_osrt
 from analysis.detect.view._reads import (
     WINDOW,
     _end_back,
