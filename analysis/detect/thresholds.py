@@ -395,7 +395,8 @@ class StageImbalanceThresholds(_Section):
 
 @dataclass(kw_only=True)
 class Fp32MathThresholds(_Section):
-    """fp32_math: GEMMs and convolutions on the SIMT FMA pipe in fp32, off the tensor cores."""
+    """fp32_math: GEMMs and convolutions on the SIMT FMA pipe in fp32 (off the tensor cores) or
+    in TF32 (at half their bf16 rate)."""
 
     SECTION: ClassVar[str] = Klass.FP32_MATH
     min_saving_share: float = 0.15
@@ -409,6 +410,14 @@ class Fp32MathThresholds(_Section):
     """Of the GPU's peak ratio (bf16 tensor cores over fp32 FMA), the part a fix reaches."""
     default_tensor_rate: float = 12.0
     """The rate where the export names no GPU the table knows."""
+    tf32_rate: float = 0.0
+    """How many times faster a TF32 tensor-core GEMM or convolution runs in bf16 (the
+    prediction's rate); 0: the GPU's own ratio (``_gpu_causes.BF16_OVER_TF32``, by the export's
+    compute capability, ``default_tf32_rate`` where it names none)."""
+    tf32_efficiency: float = 1.0
+    """Of the GPU's peak ratio (bf16 over TF32 tensor cores), the part a fix reaches."""
+    default_tf32_rate: float = 2.0
+    """The TF32 rate where the export names no GPU the table knows."""
     memory_rate: float = 1.0
     """How many times faster the fp32 memory-bound kernels (elementwise, reductions,
     normalisations, layout conversions) run under the fix: mixed precision moves the
