@@ -414,8 +414,10 @@ class Fp32MathThresholds(_Section):
     """How many times faster a TF32 tensor-core GEMM or convolution runs in bf16 (the
     prediction's rate); 0: the GPU's own ratio (``_gpu_causes.BF16_OVER_TF32``, by the export's
     compute capability, ``default_tf32_rate`` where it names none)."""
-    tf32_efficiency: float = 1.0
-    """Of the GPU's peak ratio (bf16 over TF32 tensor cores), the part a fix reaches."""
+    tf32_efficiency: float = 1.25
+    """Of the GPU's peak ratio (bf16 over TF32 tensor cores), the part a fix reaches: above 1,
+    since TF32 GEMMs move twice the operand bytes of bf16 ones and reach less of their peak
+    at a model's sizes (docs/detectors.md, fp32_math, says where the figure comes from)."""
     default_tf32_rate: float = 2.0
     """The TF32 rate where the export names no GPU the table knows."""
     memory_rate: float = 1.0
