@@ -26,7 +26,7 @@ __all__ = [
     "chains",
     "compute_capability",
     "fp32_fma",
-    "fp32_math",
+    "fp32_gemms",
     "kernel_info",
     "layout_conversion",
     "memory_bound",
@@ -152,7 +152,7 @@ def tf32_tensor(names: np.ndarray) -> np.ndarray:
     return _mask(names, lambda n: KN.is_matmul(n) and KN.dtype(n) == "tf32")
 
 
-def fp32_math(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def fp32_gemms(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """fp32_math's GEMMs and convolutions: those on the FMA pipe (:func:`fp32_fma`) and those in
     TF32 on the tensor cores (:func:`tf32_tensor`), apart (they gain at different rates)."""
     fma = fp32_fma(names)

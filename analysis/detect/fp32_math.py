@@ -1,7 +1,7 @@
 """fp32_math: GEMMs and convolutions in fp32 on the SIMT FMA pipe, or in TF32 on the tensor
 cores, where bf16 tensor cores would run them faster.
 
-The kernels the GPU ran in the steady window are read by name (``_gpu_kernels.fp32_math``:
+The kernels the GPU ran in the steady window are read by name (``_gpu_kernels.fp32_gemms``:
 cuBLAS's ``*_ffma_*`` and ``f32f32_f32f32`` xmma GEMMs, ``sgemm``, CUTLASS's ``simt``, cuDNN's
 fp32 implicit GEMMs and direct convolutions on the FMA pipe; the GEMMs and convolutions whose
 name says TF32 on the tensor cores; a kernel whose name says a 16-bit type does not count).
@@ -33,7 +33,7 @@ def detect(view: V.TraceView, th: Fp32MathThresholds) -> Finding:
     parts: dict[str, np.ndarray] = {}
 
     def pick(k: G.Kernels, act: V.Activity) -> np.ndarray:
-        parts["fma"], parts["tf32"] = G.fp32_math(k.name)
+        parts["fma"], parts["tf32"] = G.fp32_gemms(k.name)
         return parts["fma"] | parts["tf32"]
 
     r = G.reading(view, pick)

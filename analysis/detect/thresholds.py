@@ -424,8 +424,9 @@ class Fp32MathThresholds(_Section):
     """How many times faster the fp32 memory-bound kernels (elementwise, reductions,
     normalisations, layout conversions) run under the fix: mixed precision moves the
     activations as bf16 (up to half the bytes; weights, gradients and the optimizer stay fp32).
-    1 by default: the class is the GEMMs' pipe, and a program whose fp32 GEMMs are few (TF32
-    convolutions beside fp32 normalisations) must not fire on its memory-bound kernels alone."""
+    1 by default: the class is the GEMMs' rate, and a program whose fp32 and TF32 GEMMs are few
+    (16-bit convolutions beside fp32 normalisations) must not fire on its memory-bound kernels
+    alone."""
 
 
 @dataclass(kw_only=True)

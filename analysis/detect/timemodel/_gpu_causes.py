@@ -145,7 +145,7 @@ def _removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
     scale = np.ones(tl.item_op.size, float)
     if cause == "fp32":
         scale[G.fp32_memory(k.name)] = 1.0 / max(1.0, view.config.fp32_math.memory_rate)
-        fma, tf32 = G.fp32_math(k.name)
+        fma, tf32 = G.fp32_gemms(k.name)
         scale[fma] = 1.0 / tensor_rate(view)
         scale[tf32] = 1.0 / tf32_rate(view)
         return Removal(item_scale=scale)
