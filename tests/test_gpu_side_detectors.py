@@ -59,6 +59,12 @@ TOLERANCE = 0.25
 #: FMA pipe: fp32_math is their real cause (bf16 was never among their switches).
 FP32_CLEAN = ("clean_compile", "clean_pinned_side_stream", "clean_rare_item")
 
+#: Clean scripts whose GEMMs or convolutions run in TF32 (cuDNN's default for convolutions,
+#: ``allow_tf32`` for matmuls): fp32_math fires on them at the bf16/TF32 rate, a third to
+#: two thirds of their GPU time; no bf16 switch of theirs has been timed yet
+#: (corpus/wild/README.md lists them).
+TF32_CLEAN = ("clean_cudnn_benchmark", "clean_deep_large_batch", "clean_loader_keeps_up")
+
 
 def _path(name: str) -> Path | None:
     for suffix in (SUFFIX, ".sqlite.xz"):
@@ -124,15 +130,18 @@ def test_no_gain_layout_fix_does_not_fire() -> None:
 @pytest.mark.parametrize("path", sorted(EXPORTS.glob(f"clean_*{SUFFIX}")), ids=lambda p: p.name)
 def test_clean_corpus(path: Path) -> None:
     """No clean script fires unfused_elementwise or layout_transpose; fp32_math fires on
-    exactly the ones whose GEMMs run on the FMA pipe, where they hold most of the GPU time."""
+    exactly the ones whose GEMMs run on the FMA pipe, where they hold most of the GPU time, and
+    those whose GEMMs and convolutions run in TF32, where those hold over a quarter of it."""
     name = path.name.removesuffix(SUFFIX)
     found = _findings(name)
     assert not found[Klass.UNFUSED_ELEMENTWISE].fired, found[Klass.UNFUSED_ELEMENTWISE].reason
     assert not found[Klass.LAYOUT_TRANSPOSE].fired, found[Klass.LAYOUT_TRANSPOSE].reason
     fp = found[Klass.FP32_MATH]
-    assert fp.fired == (name in FP32_CLEAN), fp.reason
-    if fp.fired:
+    assert fp.fired == (name in FP32_CLEAN + TF32_CLEAN), fp.reason
+    if name in FP32_CLEAN:
         assert fp.metrics["fp32_math_share"] > 0.8
+    if name in TF32_CLEAN:
+        assert fp.metrics["tf32_share"] > 0.25 and fp.metrics["fp32_math_share"] < 0.8
 
 
 @pytest.mark.parametrize("name", ["lb_handwritten_norm", "lb_manual_sgd"])
@@ -190,6 +199,23 @@ def test_fp32_removal_rescales_the_fma_gemms_at_the_gpu_rate() -> None:
     assert np.allclose(rm.item_scale[scaled], 1 / GC.TENSOR_OVER_FMA[(9, 0)])
     set_rate = TraceView(view.trace, load_thresholds({"fp32_math": {"tensor_rate": 4.0}}))
     assert GC.tensor_rate(set_rate) == 4.0
+
+
+def test_fp32_removal_rescales_the_tf32_gemms_at_their_rate() -> None:
+    """TF32 tensor-core GEMMs (cuBLAS's ``*tf32*`` xmma kernels) run at the bf16/TF32 peak
+    ratio times ``tf32_efficiency``, apart from the FMA ones; a set rate wins."""
+    view, tl = _view("clean_deep_large_batch")
+    assert G.compute_capability(view.trace) == (9, 0)
+    th = view.config.fp32_math
+    assert GC.tf32_rate(view) == GC.BF16_OVER_TF32[(9, 0)] * th.tf32_efficiency
+    rm = GC.gpu_removal(view, tl, "fp32")
+    k = G.kernel_info(view.trace, tl.item_kind, tl.item_rowid, V.KIND_KERNEL)
+    scaled = rm.item_scale != 1.0
+    assert scaled.sum() > 50
+    assert all("tf32" in n.lower() for n in k.name[scaled])
+    assert np.allclose(rm.item_scale[scaled], 1 / GC.tf32_rate(view))
+    set_rate = TraceView(view.trace, load_thresholds({"fp32_math": {"tf32_rate": 1.5}}))
+    assert GC.tf32_rate(set_rate) == 1.5
 
 
 def test_a_cpu_capture_is_not_judged() -> None:

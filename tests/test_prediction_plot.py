@@ -47,6 +47,7 @@ def test_every_labelled_cause_is_a_row(checks: pd.DataFrame) -> None:
         ("hs_item_checks", "data_stall"),
         ("hs_item_checks", "host_sync"),
         ("hs_step_logging", "data_stall"),
+        ("hs_step_logging", "fp32_math"),
         ("hs_step_logging", "host_sync"),
     ]
     assert (checks["predicted_speedup"] > 1).all()

@@ -5,8 +5,10 @@ pipelines on a 2-core CPU box), scored against labels measured on the same machi
 that moves any report shows here. hs_item_checks, hs_nonzero_mask and hs_cpu_metrics are
 labelled data_stall since their competing change was measured (prebuilt device batches beat
 removing the syncs), with host_sync as a measured second cause (``also``); hs_step_logging and
-hs_hard_mining are the host_sync ones (removing the syncs beat removing either part of the host
-work they expose), with data_stall as a measured second cause (prebuilt: 1.24x and 1.25x)."""
+hs_hard_mining were the host_sync ones (removing the syncs beat removing either part of the host
+work they expose), with data_stall as a measured second cause (prebuilt: 1.24x and 1.25x);
+hs_step_logging and hs_plateau_scheduler are now fp32_math's (bf16 autocast beat both), with
+their earlier classes as measured second causes (corpus/wild/README.md)."""
 
 from __future__ import annotations
 
@@ -34,51 +36,66 @@ EXPECTED = {
     "ds_few_workers": ("data_stall", "data_stall", "data_stall"),
     "ds_slow_storage": ("data_stall", "data_stall", "data_stall"),
     "pg_cuda_ram": ("pageable_copy", "pageable_copy", "pageable_copy"),
-    "pg_nonblocking_unpinned": ("pageable_copy", "pageable_copy", "pageable_copy"),
+    "pg_nonblocking_unpinned": ("pageable_copy", "pageable_copy", "pageable_copy;fp32_math"),
     "lb_tiny_layers": ("launch_bound", "launch_bound", "launch_bound"),
     "lb_batch1_infer": ("launch_bound", "launch_bound", "launch_bound"),
     "lb_python_timesteps": ("launch_bound", "launch_bound", "launch_bound"),
-    "hs_item_checks": ("data_stall", "data_stall", "data_stall;host_sync"),
-    "hs_nonzero_mask": ("data_stall", "data_stall", "data_stall;host_sync"),
-    "hs_cpu_metrics": ("data_stall", "data_stall", "data_stall;host_sync"),
-    "hs_step_logging": ("host_sync", "host_sync", "host_sync;data_stall"),
-    "hs_hard_mining": ("host_sync", "host_sync", "host_sync;data_stall"),
+    "hs_item_checks": ("data_stall", "data_stall", "data_stall;host_sync;fp32_math"),
+    "hs_nonzero_mask": ("data_stall", "data_stall", "data_stall;host_sync;fp32_math"),
+    "hs_cpu_metrics": ("data_stall", "data_stall", "data_stall;host_sync;fp32_math"),
+    # fp32_math labels (amp measured under a wrapper, corpus/wild/README.md); fp32_math also
+    # fires on six hs_*/pg_* scripts whose amp is not timed yet (their labels stand as they were)
+    "hs_step_logging": ("fp32_math", "fp32_math", "fp32_math;host_sync;data_stall"),
+    "hs_hard_mining": ("host_sync", "fp32_math", "fp32_math;host_sync;data_stall"),
     "host_bound_with_syncs": ("launch_bound", "launch_bound", "launch_bound"),
-    "clean_rare_item": ("none", "none", ""),
-    "clean_compile": ("none", "none", ""),
-    "clean_cudnn_benchmark": ("none", "none", ""),
-    "clean_loader_keeps_up": ("none", "none", ""),
-    "clean_pinned_side_stream": ("none", "none", ""),
+    "clean_rare_item": ("fp32_math", "fp32_math", "fp32_math"),
+    "clean_compile": ("fp32_math", "fp32_math", "fp32_math"),
+    # TF32 convolutions and GEMMs: fp32_math fires at the bf16/TF32 rate, not yet timed
+    "clean_cudnn_benchmark": ("none", "fp32_math", "fp32_math"),
+    "clean_loader_keeps_up": ("none", "fp32_math", "fp32_math"),
+    "clean_pinned_side_stream": ("fp32_math", "fp32_math", "fp32_math"),
     "ddp_exposed_comm": ("exposed_comm", "exposed_comm", "exposed_comm"),
-    "gil_metrics_thread": ("gil_contention", "gil_contention", "gil_contention"),
-    "gil_shard_prep": ("gil_contention", "gil_contention", "gil_contention"),
-    "gil_log_shipper": ("none", "none", ""),
-    "hs_grad_hooks": ("host_sync", "host_sync", "host_sync"),
-    "pp_param_split": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
-    "pp_heavy_head": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
-    "pp_balanced": ("none", "none", ""),
-    # 2 x H200, 2026-11-28: rank 0 also scores a held-out batch every step
-    "dp_straggler": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     "clean_compile_short": ("none", "none", ""),
     # traced, its 1,029-launch step looks host-bound (nsys: ~20 us a call); calibrated to its
     # untraced step, removing the launches saves under launch_bound's bar: cleared
     "clean_cudnn_short": ("none", "none", ""),
+    "gil_metrics_thread": ("gil_contention", "gil_contention", "gil_contention"),
+    "gil_shard_prep": ("gil_contention", "gil_contention", "gil_contention"),
+    "gil_log_shipper": ("none", "none", ""),
+    "pp_param_split": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
+    "pp_heavy_head": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
+    "pp_balanced": ("none", "none", ""),
+    "hs_grad_hooks": ("host_sync", "fp32_math", "fp32_math;host_sync"),
+    # 2 x H200, 2026-11-28: rank 0 also scores a held-out batch every step
+    "dp_straggler": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     # one H200, 2026-11-29 (corpus/wild/README.md: fourteen entries)
     "ds_text_tokenize": ("data_stall", "data_stall", "data_stall"),
     "ds_json_records": ("data_stall", "data_stall", "data_stall"),
     "pg_feature_bank": ("pageable_copy", "pageable_copy", "pageable_copy"),
-    "pg_dict_batch": ("pageable_copy", "pageable_copy", "pageable_copy"),
-    "lb_gnn_scatter": ("launch_bound", "launch_bound", "launch_bound"),
-    "lb_manual_sgd": ("launch_bound", "launch_bound", "launch_bound"),
-    "lb_handwritten_norm": ("launch_bound", "launch_bound", "launch_bound"),
-    "hs_plateau_scheduler": ("host_sync", "host_sync", "host_sync"),
+    "clean_prefetch_loader": ("none", "none", ""),
+    "hs_plateau_scheduler": ("fp32_math", "fp32_math", "fp32_math;host_sync"),
+    "clean_item_gpu_bound": ("none", "none", ""),
     # the GIL waits before each batch copy are not input work (tests/test_data_stall_gil.py)
     "gil_decode_thread": ("gil_contention", "gil_contention", "gil_contention"),
     "gil_param_monitor": ("gil_contention", "gil_contention", "gil_contention"),
-    "clean_prefetch_loader": ("none", "none", ""),
-    "clean_item_gpu_bound": ("none", "none", ""),
+    "pg_dict_batch": ("pageable_copy", "pageable_copy", "pageable_copy"),
     "clean_waiting_thread": ("none", "none", ""),
-    "clean_deep_large_batch": ("none", "none", ""),
+    "lb_gnn_scatter": ("launch_bound", "launch_bound", "launch_bound"),
+    "lb_manual_sgd": ("launch_bound", "launch_bound", "launch_bound"),
+    "lb_handwritten_norm": ("launch_bound", "launch_bound", "launch_bound"),
+    "clean_deep_large_batch": ("none", "fp32_math", "fp32_math"),
+    "fm_mlp_fp32": ("fp32_math", "fp32_math", "fp32_math"),
+    "fm_vit_tf32_off": ("fp32_math", "fp32_math", "fp32_math"),
+    "fm_convnet_fp32": ("fp32_math", "fp32_math", "fp32_math"),
+    "ue_layernorm_gelu": (
+        "unfused_elementwise",
+        "launch_bound",
+        "launch_bound;allocator_churn;unfused_elementwise",
+    ),
+    "ue_swiglu": ("unfused_elementwise", "launch_bound", "launch_bound;unfused_elementwise"),
+    "ue_softmax_attention": ("unfused_elementwise", "unfused_elementwise", "unfused_elementwise"),
+    "lt_unet_decoder": ("layout_transpose", "layout_transpose", "layout_transpose"),
+    "lt_depthwise": ("layout_transpose", "layout_transpose", "layout_transpose"),
 }
 
 
@@ -123,29 +140,36 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     scores = S.class_scores(reports.reset_index()).set_index("class")
     assert (scores["tool"] == "detectors").all()  # no other tool was asked
     counts = {k: (int(r.tp), int(r.fp), int(r.fn)) for k, r in scores.iterrows()}
-    # host_sync also fires on the three data_stall hs_* scripts and data_stall on the two
-    # host_sync ones: measured second causes there (``also``), neither right nor wrong
+    # host_sync also fires on the three data_stall hs_* scripts and data_stall on the host_sync
+    # and fp32_math ones where it is a measured second cause (``also``): neither right nor wrong
     assert counts == {
         "data_stall": (8, 0, 0),
         "pageable_copy": (4, 0, 0),
-        "launch_bound": (7, 0, 0),
-        "host_sync": (4, 0, 0),
+        # ue_layernorm_gelu and ue_swiglu: their chains' launches hold the host (see below)
+        "launch_bound": (7, 2, 0),
+        "host_sync": (2, 0, 0),
         "exposed_comm": (1, 0, 0),
         "gil_contention": (4, 0, 0),
         "stage_imbalance": (3, 0, 0),
-        # the five new classes: no corpus script is labelled with them yet (they wait in
-        # corpus/wild/pending/ for their H200 timings), and none of them fires anywhere
-        "fp32_math": (0, 0, 0),
-        "unfused_elementwise": (0, 0, 0),
-        "layout_transpose": (0, 0, 0),
-        "allocator_churn": (0, 0, 0),
+        # false positives: six hs_*/pg_* scripts on the FMA pipe and three clean ones in TF32
+        # whose bf16 switch is not timed yet (corpus/wild/README.md: not yet timed)
+        "fp32_math": (8, 9, 0),
+        "unfused_elementwise": (3, 0, 0),
+        "layout_transpose": (2, 0, 0),
+        "allocator_churn": (0, 1, 0),
         "blocking_io": (0, 0, 0),
     }
-    # right on every report; nothing fires on a clean one
-    right = (reports["primary"] == reports["truth"]).sum()
-    assert right == len(reports)
+    wrong = set(reports.index[reports["primary"] != reports["truth"]])
+    assert wrong == {
+        "hs_hard_mining", "hs_grad_hooks",  # fp32_math primary, untimed: their labels stand
+        "clean_cudnn_benchmark", "clean_loader_keeps_up", "clean_deep_large_batch",  # TF32
+        "ue_layernorm_gelu", "ue_swiglu",  # launch_bound primary over their chains
+    }  # fmt: skip
     clean = reports[reports["truth"] == "none"]
-    assert (clean["primary"] == "none").all() and clean["fired"].fillna("").eq("").all()
+    tf32 = clean.index.isin(["clean_cudnn_benchmark", "clean_loader_keeps_up",
+                             "clean_deep_large_batch"])  # fmt: skip
+    assert (clean.loc[~tf32, "primary"] == "none").all()
+    assert clean.loc[~tf32, "fired"].fillna("").eq("").all()
 
 
 def test_a_measured_second_cause_is_not_a_false_positive() -> None:
@@ -201,7 +225,7 @@ def test_cli_scores_a_folder(tmp_path: Path, cli) -> None:
     assert "predicted [95% CI] against measured" in proc.stdout
     assert_fits(proc.stdout)
     table = pd.read_csv(tmp_path / "out" / "score_reports.csv")
-    assert list(table["primary"]) == ["pageable_copy", "none"]
+    assert list(table["primary"]) == ["pageable_copy", "fp32_math"]  # clean_rare_item: amp 5.1x
 
 
 def test_set_and_its_former_name_diagnosis_are_one_flag(tmp_path: Path, cli) -> None:
@@ -302,13 +326,22 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     # calibrated to its capture's session (56.4 ms) against a removal timed in another (43.4).
     # ds_text_tokenize: its removal measured 9.4 and 14.0 ms in its two rounds (5.26x and
     # 3.54x); against the first alone the prediction (5.52x) is within 5%
-    assert outside == {("ds_slow_storage", "data_stall"), ("ds_text_tokenize", "data_stall")}
-    # 36 with the H200 entries of 2026-11-29
-    assert len(got) == 36 and sum(v == "within" for v in got.values()) == 34
+    # fm_convnet_fp32 and ue_layernorm_gelu: tests/test_gpu_side_detectors.py's OUTLIERS. The
+    # four scripts whose amp was timed under a wrapper (one pair, corpus/wild/README.md):
+    # clean_compile's amp measured 2.06x where its GEMMs alone predict 4.9x (TF32 measured
+    # 2.45x), hs_step_logging's 3.15x against a none of 21.8 ms (18-19 ms in its own rounds)
+    fp32 = {"hs_step_logging", "clean_compile", "clean_pinned_side_stream",
+            "hs_plateau_scheduler", "fm_convnet_fp32"}  # fmt: skip
+    assert outside == {
+        ("ds_slow_storage", "data_stall"), ("ds_text_tokenize", "data_stall"),
+        ("ue_layernorm_gelu", "unfused_elementwise"), *((n, "fp32_math") for n in fp32),
+    }  # fmt: skip
+    # 36 with the H200 entries of 2026-11-29, 49 with the GPU-side classes'
+    assert len(got) == 49 and sum(v == "within" for v in got.values()) == 41
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
     assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
-    assert errors.abs().median() == pytest.approx(0.0804, abs=5e-4)
-    assert errors.abs().max() == pytest.approx(0.3082, abs=5e-4)  # ds_slow_storage
+    assert errors.abs().median() == pytest.approx(0.0876, abs=5e-4)
+    assert errors.abs().max() == pytest.approx(1.3769, abs=5e-4)  # clean_compile
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
     assert errors[("gil_decode_thread", "gil_contention")] == pytest.approx(0.1437, abs=5e-4)
@@ -316,9 +349,10 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     assert set(alone[alone.abs() > 0.4].index) == {
         ("lb_batch1_infer", "launch_bound"),  # nsys cost this loop 20 us a call, not 7
         ("gil_param_monitor", "gil_contention"),  # the traced step ran 1.8x the untraced one
+        *((n, "fp32_math") for n in fp32 - {"hs_plateau_scheduler"}),
     }
-    assert int((alone.abs() <= 0.2).sum()) == 27
-    assert alone.abs().median() == pytest.approx(0.1199, abs=5e-4)
+    assert int((alone.abs() <= 0.2).sum()) == 34
+    assert alone.abs().median() == pytest.approx(0.1232, abs=5e-4)
 
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
@@ -375,8 +409,11 @@ def test_the_readmes_figures_are_the_tools(scored: pd.DataFrame) -> None:
             rule = scores.loc[("nsys_rules", klass)]
             said = "n/a (no rule)" if pd.isna(rule.f1) else f"{rule.f1:.2f}"
             assert cells[3] == said, (klass, SCORE_COMMAND)
-    clean = int((reports["truth"] == "none").sum())
-    assert rows["none"].split("|")[3].strip() == f"{clean} of {clean}, nothing fires"
+    clean = reports[reports["truth"] == "none"]
+    ok = int((clean["primary"] == "none").sum())
+    said = rows["none"].split("|")[3].strip()
+    assert said.startswith(f"{ok} of {len(clean)}"), (said, SCORE_COMMAND)
+    assert (ok == len(clean)) == said.endswith(", nothing fires")
     if "nsys_rules" in scores.index.get_level_values(0):
         precision = scores.loc["nsys_rules"]["precision"].dropna()
         want["README.md"].append(f"precision {precision.min():.2f}-{precision.max():.2f} where")

@@ -26,10 +26,12 @@ __all__ = [
     "chains",
     "compute_capability",
     "fp32_fma",
+    "fp32_gemms",
     "kernel_info",
     "layout_conversion",
     "memory_bound",
     "nchw_kernel",
+    "tf32_tensor",
 ]
 
 #: PyTorch's and cuDNN's kernels that run a convolution, pooling or normalisation over an NCHW
@@ -141,6 +143,20 @@ def fp32_fma(names: np.ndarray) -> np.ndarray:
         return KN.is_matmul(n) and KN.gemm_pipe(n) == KN.FMA and KN.dtype(n) in ("fp32", "")
 
     return _mask(names, test)
+
+
+def tf32_tensor(names: np.ndarray) -> np.ndarray:
+    """GEMMs and convolutions on the tensor cores in TF32 (cuBLAS's ``*tf32*`` xmma kernels,
+    CUTLASS's and cuDNN's, nvjet's): fp32 tensors the tensor cores read at half their bf16 rate,
+    what bf16 would run faster."""
+    return _mask(names, lambda n: KN.is_matmul(n) and KN.dtype(n) == "tf32")
+
+
+def fp32_gemms(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """fp32_math's GEMMs and convolutions: those on the FMA pipe (:func:`fp32_fma`) and those in
+    TF32 on the tensor cores (:func:`tf32_tensor`), apart (they gain at different rates)."""
+    fma = fp32_fma(names)
+    return fma, tf32_tensor(names) & ~fma
 
 
 def layout_conversion(names: np.ndarray) -> np.ndarray:

@@ -395,7 +395,8 @@ class StageImbalanceThresholds(_Section):
 
 @dataclass(kw_only=True)
 class Fp32MathThresholds(_Section):
-    """fp32_math: GEMMs and convolutions on the SIMT FMA pipe in fp32, off the tensor cores."""
+    """fp32_math: GEMMs and convolutions on the SIMT FMA pipe in fp32 (off the tensor cores) or
+    in TF32 (at half their bf16 rate)."""
 
     SECTION: ClassVar[str] = Klass.FP32_MATH
     min_saving_share: float = 0.15
@@ -409,12 +410,23 @@ class Fp32MathThresholds(_Section):
     """Of the GPU's peak ratio (bf16 tensor cores over fp32 FMA), the part a fix reaches."""
     default_tensor_rate: float = 12.0
     """The rate where the export names no GPU the table knows."""
+    tf32_rate: float = 0.0
+    """How many times faster a TF32 tensor-core GEMM or convolution runs in bf16 (the
+    prediction's rate); 0: the GPU's own ratio (``_gpu_causes.BF16_OVER_TF32``, by the export's
+    compute capability, ``default_tf32_rate`` where it names none)."""
+    tf32_efficiency: float = 1.25
+    """Of the GPU's peak ratio (bf16 over TF32 tensor cores), the part a fix reaches: above 1,
+    since TF32 GEMMs move twice the operand bytes of bf16 ones and reach less of their peak
+    at a model's sizes (docs/detectors.md, fp32_math, says where the figure comes from)."""
+    default_tf32_rate: float = 2.0
+    """The TF32 rate where the export names no GPU the table knows."""
     memory_rate: float = 1.0
     """How many times faster the fp32 memory-bound kernels (elementwise, reductions,
     normalisations, layout conversions) run under the fix: mixed precision moves the
     activations as bf16 (up to half the bytes; weights, gradients and the optimizer stay fp32).
-    1 by default: the class is the GEMMs' pipe, and a program whose fp32 GEMMs are few (TF32
-    convolutions beside fp32 normalisations) must not fire on its memory-bound kernels alone."""
+    1 by default: the class is the GEMMs' rate, and a program whose fp32 and TF32 GEMMs are few
+    (16-bit convolutions beside fp32 normalisations) must not fire on its memory-bound kernels
+    alone."""
 
 
 @dataclass(kw_only=True)

@@ -4,7 +4,8 @@
 what the GPU's items last (:attr:`~._replay.Removal.item_scale`) and which go:
 
 - ``fp32``: every GEMM and convolution on the SIMT FMA pipe in fp32 runs ``tensor_rate`` times
-  faster (bf16 on the tensor cores; by the GPU's compute capability, :data:`TENSOR_OVER_FMA`);
+  faster (bf16 on the tensor cores; by the GPU's compute capability, :data:`TENSOR_OVER_FMA`),
+  every one in TF32 on the tensor cores ``tf32_rate`` times (:data:`BF16_OVER_TF32`);
 - ``unfused``: each chain of memory-bound kernels over one tensor (``_gpu_kernels.chains``)
   leaves ``ceil(fused_kernels)`` kernels taking ``fused_kernels`` passes over its tensor (its
   bytes moved about once); the others go, with their launches (``fused_launches``);
@@ -27,7 +28,16 @@ from analysis.detect import view as V
 from analysis.detect.timemodel._replay import Removal
 from analysis.detect.timemodel._timeline import DISPATCH, Timeline
 
-__all__ = ["AHEAD_NS", "BUSY_SHARE", "CAUSES", "TENSOR_OVER_FMA", "gpu_removal", "tensor_rate"]
+__all__ = [
+    "AHEAD_NS",
+    "BF16_OVER_TF32",
+    "BUSY_SHARE",
+    "CAUSES",
+    "TENSOR_OVER_FMA",
+    "gpu_removal",
+    "tensor_rate",
+    "tf32_rate",
+]
 
 #: The causes this module removes.
 CAUSES = ("fp32", "unfused", "layout")
@@ -54,6 +64,18 @@ TENSOR_OVER_FMA: dict[tuple[int, int], float] = {
 }
 
 
+#: Compute capability -> dense bf16 tensor-core peak over the dense TF32 peak, the datasheets'
+#: ratio (A100 312/156, A10/A40 and RTX 30 2x, L4/L40 and RTX 40 2x, H100/H200 989/495): TF32
+#: reads fp32 operands at half the bf16 rate. Volta has no TF32. The rate a fix reaches is
+#: ``fp32_math.tf32_efficiency`` of it.
+BF16_OVER_TF32: dict[tuple[int, int], float] = {
+    (8, 0): 2.0,
+    (8, 6): 2.0,
+    (8, 9): 2.0,
+    (9, 0): 2.0,
+}
+
+
 def tensor_rate(view: V.TraceView) -> float:
     """How many times faster fp32 FMA GEMMs run in bf16 on this export's GPU."""
     th = view.config.fp32_math
@@ -64,6 +86,18 @@ def tensor_rate(view: V.TraceView) -> float:
     if peak is None:
         return float(th.default_tensor_rate)
     return max(1.0, peak * th.tensor_efficiency)
+
+
+def tf32_rate(view: V.TraceView) -> float:
+    """How many times faster TF32 tensor-core GEMMs run in bf16 on this export's GPU."""
+    th = view.config.fp32_math
+    if th.tf32_rate > 0:
+        return float(th.tf32_rate)
+    cc = G.compute_capability(view.trace)
+    peak = BF16_OVER_TF32.get(cc) if cc is not None else None
+    if peak is None:
+        return float(th.default_tf32_rate)
+    return max(1.0, peak * th.tf32_efficiency)
 
 
 def gpu_removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
@@ -111,7 +145,9 @@ def _removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
     scale = np.ones(tl.item_op.size, float)
     if cause == "fp32":
         scale[G.fp32_memory(k.name)] = 1.0 / max(1.0, view.config.fp32_math.memory_rate)
-        scale[G.fp32_fma(k.name)] = 1.0 / tensor_rate(view)
+        fma, tf32 = G.fp32_gemms(k.name)
+        scale[fma] = 1.0 / tensor_rate(view)
+        scale[tf32] = 1.0 / tf32_rate(view)
         return Removal(item_scale=scale)
     if cause == "unfused":
         th = view.config.unfused_elementwise
