@@ -6,7 +6,7 @@ from __future__ import annotations
 from analysis.detect import view as V
 from analysis.findings import Finding, missing
 
-__all__ = ["host_lacking"]
+__all__ = ["host_lacking", "lacking"]
 
 
 def host_lacking(view: V.TraceView, klass: str) -> Finding | None:
@@ -18,3 +18,11 @@ def host_lacking(view: V.TraceView, klass: str) -> Finding | None:
     if view.host() is None:
         return missing(klass, V.RUNTIME, "CUDA API calls of a launching thread")
     return None
+
+
+def lacking(view: V.TraceView, klass: str, table: str, what: str) -> Finding | None:
+    """:func:`host_lacking`, after the one table the class reads beside it (``table``, said as
+    ``what`` in the finding) is checked to be in the report."""
+    if not view.trace.has(table):
+        return missing(klass, table, what)
+    return host_lacking(view, klass)

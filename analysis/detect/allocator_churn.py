@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.detect import view as V
-from analysis.detect._needs import host_lacking
+from analysis.detect._needs import lacking
 from analysis.detect.config import AllocatorChurnThresholds
-from analysis.findings import Finding, missing
+from analysis.findings import Finding
 from bottlenecks import Klass
 
 KLASS = Klass.ALLOCATOR_CHURN
@@ -30,11 +30,9 @@ KLASS = Klass.ALLOCATOR_CHURN
 
 def detect(view: V.TraceView, th: AllocatorChurnThresholds) -> Finding:
     trace = view.trace
-    if not trace.has(V.RUNTIME):
-        return missing(KLASS, V.RUNTIME, "CUDA API calls")
-    lacking = host_lacking(view, KLASS)
-    if lacking is not None:
-        return lacking
+    found = lacking(view, KLASS, V.RUNTIME, "CUDA API calls")
+    if found is not None:
+        return found
     st, act, host = view.steady(), view.activity(), view.host()
     every = view.calls()
     mine = np.isin(every["tid"], host.issuing) & (every["start"] >= st.lo)

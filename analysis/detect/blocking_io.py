@@ -20,9 +20,9 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.detect import view as V
-from analysis.detect._needs import host_lacking
+from analysis.detect._needs import lacking
 from analysis.detect.config import BlockingIoThresholds
-from analysis.findings import Finding, missing
+from analysis.findings import Finding
 from bottlenecks import Klass
 
 KLASS = Klass.BLOCKING_IO
@@ -30,11 +30,9 @@ KLASS = Klass.BLOCKING_IO
 
 def detect(view: V.TraceView, th: BlockingIoThresholds) -> Finding:
     trace = view.trace
-    if not trace.has(V.OSRT):
-        return missing(KLASS, V.OSRT, "OS-runtime calls (nsys --trace osrt)")
-    lacking = host_lacking(view, KLASS)
-    if lacking is not None:
-        return lacking
+    found = lacking(view, KLASS, V.OSRT, "OS-runtime calls (nsys --trace osrt)")
+    if found is not None:
+        return found
     st, act, host = view.steady(), view.activity(), view.host()
     ws, we = V.write_runs(trace, view.config, st, host.tid)
     ws, we = np.clip(ws, st.lo, st.hi), np.clip(we, st.lo, st.hi)

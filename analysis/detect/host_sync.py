@@ -25,9 +25,9 @@ import numpy as np
 
 from analysis import trace as T
 from analysis.detect import view as V
-from analysis.detect._needs import host_lacking
+from analysis.detect._needs import lacking
 from analysis.detect.config import HostSyncThresholds
-from analysis.findings import Finding, missing
+from analysis.findings import Finding
 from bottlenecks import Klass
 
 KLASS = Klass.HOST_SYNC
@@ -48,11 +48,9 @@ def _sync_calls(
 
 def detect(view: V.TraceView, th: HostSyncThresholds) -> Finding:
     trace = view.trace
-    if not trace.has(V.RUNTIME):
-        return missing(KLASS, V.RUNTIME, "CUDA API calls")
-    lacking = host_lacking(view, KLASS)
-    if lacking is not None:
-        return lacking
+    found = lacking(view, KLASS, V.RUNTIME, "CUDA API calls")
+    if found is not None:
+        return found
     st, act, host = view.steady(), view.activity(), view.host()
     every = view.calls()
     loop = V.loop_streams(act, every["corr"][np.isin(every["tid"], host.issuing)])

@@ -79,25 +79,27 @@ BF16_OVER_TF32: dict[tuple[int, int], float] = {
 def tensor_rate(view: V.TraceView) -> float:
     """How many times faster fp32 FMA GEMMs run in bf16 on this export's GPU."""
     th = view.config.fp32_math
-    if th.tensor_rate > 0:
-        return float(th.tensor_rate)
-    cc = G.compute_capability(view.trace)
-    peak = TENSOR_OVER_FMA.get(cc) if cc is not None else None
-    if peak is None:
-        return float(th.default_tensor_rate)
-    return max(1.0, peak * th.tensor_efficiency)
+    return _rate(
+        view, th.tensor_rate, TENSOR_OVER_FMA, th.default_tensor_rate, th.tensor_efficiency
+    )
 
 
 def tf32_rate(view: V.TraceView) -> float:
     """How many times faster TF32 tensor-core GEMMs run in bf16 on this export's GPU."""
     th = view.config.fp32_math
-    if th.tf32_rate > 0:
-        return float(th.tf32_rate)
+    return _rate(view, th.tf32_rate, BF16_OVER_TF32, th.default_tf32_rate, th.tf32_efficiency)
+
+
+def _rate(view: V.TraceView, given: float, peaks: dict, default: float, efficiency: float) -> float:
+    """``given`` where set (> 0); else the GPU's datasheet peak ratio (``peaks``, by compute
+    capability) times ``efficiency``, at least 1; ``default`` for a GPU the table lacks."""
+    if given > 0:
+        return float(given)
     cc = G.compute_capability(view.trace)
-    peak = BF16_OVER_TF32.get(cc) if cc is not None else None
+    peak = peaks.get(cc) if cc is not None else None
     if peak is None:
-        return float(th.default_tf32_rate)
-    return max(1.0, peak * th.tf32_efficiency)
+        return float(default)
+    return max(1.0, peak * efficiency)
 
 
 def gpu_removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
