@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import json
 import shutil
 
@@ -235,10 +234,10 @@ def test_no_worker_measures_beside_another(smoke_run):
         cut = result["slices"]
         assert sum(cut["steps"]) == result["steps"] == len(result["step_ms"])
         slices += [(a, b, i) for a, b in zip(cut["start_s"], cut["end_s"], strict=True)]
-    assert slices, "no sliced round ran"
-    slices.sort()
-    for (_, end, who), (start, _, nxt) in itertools.pairwise(slices):
-        assert end <= start, ("slices overlap", who, nxt)
+    # sync_loading declines slicing (Scenario.slice_rounds): its rounds ran back to back, each
+    # span alone; sliced rounds are checked the same way on every scenario in test_smoke_all.py
+    timed = timings[timings["phase"].astype(str).str.startswith("timing")]
+    assert len(timed) >= 2 and not slices, slices
     wall = json.loads((run_dir / "wall_time.json").read_text())
     assert wall["settings"]["overlap"] is True
     assert wall["workers_overlap_s"] >= 0.0

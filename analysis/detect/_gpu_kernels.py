@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 
 from analysis import kernel_names as KN
 from analysis import trace as T
@@ -113,8 +114,8 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 def _mask(names: np.ndarray, test) -> np.ndarray:
     """``test`` on each distinct name, spread back over the items."""
-    uniq, inv = np.unique(names.astype(str), return_inverse=True)
-    return np.array([bool(n) and bool(test(n)) for n in uniq], bool)[inv]
+    inv, uniq = pd.factorize(names, use_na_sentinel=False)  # by hash: no fixed-width copy
+    return np.array([bool(n) and bool(test(str(n))) for n in uniq], bool)[inv]
 
 
 #: cuDNN's FFT convolution passes (cuFFT's own kernels are ``regular_fft``/``vector_fft``): an
