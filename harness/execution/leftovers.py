@@ -14,7 +14,9 @@ removes the folder.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
+import re
 import shutil
 import signal
 import tempfile
@@ -74,6 +76,23 @@ def stop_marked(mark: str, grace_s: float = GRACE_S) -> list[int]:
     return found
 
 
+#: Where Inductor keeps its compiled kernels: by default under the temporary folder, which a
+#: run's own folder would make a cold cache every run (and remove at its end).
+INDUCTOR_CACHE_ENV = "TORCHINDUCTOR_CACHE_DIR"
+
+
+def inductor_cache_dir() -> str:
+    """Inductor's default cache folder for this user under the temporary folder in effect now
+    (as torch names it, without importing torch: the parent never does)."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):
+        user = f"uid_{os.getuid()}"
+    return os.path.join(
+        tempfile.gettempdir(), "torchinductor_" + re.sub(r'[\\/:*?"<>|]', "_", user)
+    )
+
+
 @contextlib.contextmanager
 def contained(say: Callable[[str], None] | None = None) -> Iterator[Path]:
     """The block's child processes get a temporary folder of their own (``TMPDIR``, also this
@@ -82,8 +101,10 @@ def contained(say: Callable[[str], None] | None = None) -> Iterator[Path]:
     waits for that clean-up to end). Yields the folder."""
     root = Path(tempfile.mkdtemp(prefix=PREFIX))
     mark = f"{os.getpid()}-{os.urandom(6).hex()}"
-    saved = {key: os.environ.get(key) for key in ("TMPDIR", MARK_ENV)}
+    saved = {key: os.environ.get(key) for key in ("TMPDIR", MARK_ENV, INDUCTOR_CACHE_ENV)}
     saved_tempdir = tempfile.tempdir
+    # the compiler's cache is no leftover: it stays where it would be without the run's folder
+    os.environ.setdefault(INDUCTOR_CACHE_ENV, inductor_cache_dir())
     os.environ["TMPDIR"], os.environ[MARK_ENV] = str(root), mark
     tempfile.tempdir = str(root)
     try:
