@@ -51,8 +51,8 @@ BUSY_SHARE = 0.9
 
 #: Compute capability (major, minor) -> dense bf16 (fp16 on Volta) tensor-core peak over the
 #: fp32 SIMT FMA peak, the datasheets' ratio: the data-centre parts have few fp32 units beside
-#: big tensor cores (V100 ~8, A100 ~16, H100/H200 ~15), the consumer and L-series parts doubled
-#: their fp32 units (Ampere GA10x, Ada: ~2 with fp32 accumulation). The rate a fix reaches is
+#: big tensor cores (sm70 ~8, sm80 ~16, sm90 ~15), the consumer parts (sm86, sm89) doubled
+#: their fp32 units (~2 with fp32 accumulation); the datasheet figures: docs/detectors.md. The rate a fix reaches is
 #: lower than the peak ratio (bf16 GEMMs of a model's sizes reach less of their peak than SIMT
 #: GEMMs do): ``fp32_math.tensor_efficiency`` of it.
 TENSOR_OVER_FMA: dict[tuple[int, int], float] = {
@@ -65,8 +65,8 @@ TENSOR_OVER_FMA: dict[tuple[int, int], float] = {
 
 
 #: Compute capability -> dense bf16 tensor-core peak over the dense TF32 peak, the datasheets'
-#: ratio (A100 312/156, A10/A40 and RTX 30 2x, L4/L40 and RTX 40 2x, H100/H200 989/495): TF32
-#: reads fp32 operands at half the bf16 rate. Volta has no TF32. The rate a fix reaches is
+#: ratio (2x on sm80, sm86, sm89 and sm90; docs/detectors.md): TF32 reads fp32 operands at
+#: half the bf16 rate. Volta has no TF32. The rate a fix reaches is
 #: ``fp32_math.tf32_efficiency`` of it.
 BF16_OVER_TF32: dict[tuple[int, int], float] = {
     (8, 0): 2.0,
