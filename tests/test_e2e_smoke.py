@@ -242,3 +242,18 @@ def test_no_worker_measures_beside_another(smoke_run):
     assert wall["settings"]["overlap"] is True
     assert wall["workers_overlap_s"] >= 0.0
     assert wall["all_calls_s"] == pytest.approx(wall["total_s"])  # one call
+
+
+def test_each_worker_collects_and_freezes_its_set_up_heap_before_measuring(smoke_run):
+    """A full collection of the import and set-up heap (0.2-0.4 s) must not fall in a window:
+    every measuring worker collected and froze it at the end of its set-up, so its result says
+    how many objects it froze (a torch process holds well over 10,000) and how long it took."""
+    _, run_dir = smoke_run
+    timings = pd.read_csv(run_dir / "timings.csv")
+    seen = 0
+    for _, _, _, result in _measured_spans(run_dir, timings):
+        timing = result["timing"]
+        assert timing["heap_frozen_objects"] > 10_000, timing
+        assert timing["settle_s"] >= 0, timing
+        seen += 1
+    assert seen == len(timings)
