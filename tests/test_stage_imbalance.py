@@ -188,3 +188,13 @@ def test_saving_share_recomputed_from_the_export(variant: str, fired: bool) -> N
     assert f.metrics["saving_share"] == pytest.approx(exp["saving_share"], abs=1e-12)
     assert f.metrics["busy_share_max"] == pytest.approx(exp["busy_share_max"], abs=1e-12)
     assert f.fired is fired, f.reason
+
+
+def test_a_parent_waiting_for_its_one_worker_is_no_second_rank() -> None:
+    """A CPU capture of one worker (gil_contention's ideal, forked by the profile server that
+    nsys launched) on a loaded 2-core box: the server waited in condition variables the whole
+    window and was outside an OS-runtime call 5.5% of it, the worker computed 99.96%. Read as
+    two ranks, that was a 47% "imbalance" on a job with one process; the server is no rank."""
+    f = _find("cpu_nsys2022_gil_ideal_server_waits")
+    assert f.state is State.NOT_JUDGED, f.metrics
+    assert f.reason.startswith("1 rank(s) in the report"), f.reason
