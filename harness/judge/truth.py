@@ -157,9 +157,10 @@ class Truth:
         rel = {TruthState.FIRES: ">=", TruthState.CLEAR: "<"}.get(
             state_of(s, self.bar), "straddles"
         )
+        said = self.state if self.state is TruthState.NOT_TAKEN else state_of(s, self.bar)
         text = (
             f"{self.klass} measured {pct_ci(s.share, s.low, s.high)} {rel} bar "
-            f"{pct(self.bar)} ({state_of(s, self.bar)})"
+            f"{pct(self.bar)} ({said})"
         )
         if self.state is TruthState.OVERSUBSCRIBED and self.extra_share is not None:
             f, w = self.extra_share, self.extra_wait_share or 0.0
@@ -222,9 +223,11 @@ def expect(
     ):
         probe = replace(probe, state=TruthState.OVERSUBSCRIBED)
     state = probe.state
-    text = probe.measured() + f" against {saving.by}"
     if declared == "bottleneck" and state is TruthState.CLEAR:
-        state = TruthState.NOT_TAKEN
+        probe = replace(probe, state=TruthState.NOT_TAKEN)  # said so in its reading
+    text = probe.measured() + f" against {saving.by}"
+    if probe.state is TruthState.NOT_TAKEN:
+        state = probe.state
         text += ": the injection did not take on this machine"
     elif probe.declared_agrees is False:
         text += f"; declared {declared}, judged by the measurement"

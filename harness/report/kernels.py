@@ -37,7 +37,7 @@ VARIANT_HEADER = (
     "state",
     "roofline ms",
     "busy ms",
-    "step ms",
+    "mean step ms",
     "profiled",
     "compute",
     "memory",
