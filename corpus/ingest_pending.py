@@ -58,6 +58,8 @@ KEEP_ITERATIONS = {
 }
 #: README.md's section for the entries this script moves (replaced when run again).
 SECTION = "## The new classes' entries (issues 49 and 50), on one H200"
+#: The rule under the section table's header.
+RULE = "| --- | --- | ---: | --- | --- | ---: |"
 
 
 def read_csv(path: Path) -> tuple[list[str], list[dict[str, str]]]:
@@ -169,7 +171,7 @@ def section(measured: list[dict], names: list[str], sizes: dict[str, float]) -> 
         "",
         "| script | label | `none` ms/step | switches: speedup [min-max over pairs] (* the full "
         "removal) | stands | export KB |",
-        "| --- | --- | ---: | --- | --- | ---: |",
+        RULE,
     ]
     for name in names:
         rs = [r for r in measured if r["script"] == name]
@@ -188,14 +190,33 @@ def section(measured: list[dict], names: list[str], sizes: dict[str, float]) -> 
     return "\n".join(lines) + "\n"
 
 
+def _row_name(line: str) -> str:
+    """The script a section table row (``| name | ...``) is about; "" for any other line,
+    the header and the rule included."""
+    cells = line.split("|")
+    name = cells[1].strip() if line.startswith("| ") and len(cells) > 2 else ""
+    return "" if name in ("script", "---") else name
+
+
+def merged_section(old: str, text: str) -> str:
+    """``text`` with the table rows of ``old`` (the section as it was) whose script ``text``
+    does not name kept before its own: a later call's entries join the earlier ones'."""
+    lines = text.rstrip("\n").split("\n")
+    new = {_row_name(ln) for ln in lines}
+    kept = [ln for ln in old.split("\n") if _row_name(ln) and _row_name(ln) not in new]
+    rule = lines.index(RULE) + 1
+    return "\n".join(lines[:rule] + kept + lines[rule:]) + "\n"
+
+
 def place_section(readme: Path, text: str) -> None:
-    """``text`` as README.md's :data:`SECTION`: replacing it, else before "## The committed
-    exports", else at the end."""
+    """``text`` as README.md's :data:`SECTION`: replacing it (the rows of entries it does not
+    name kept), else before "## The committed exports", else at the end."""
     doc = readme.read_text()
     if SECTION in doc:
         start = doc.index(SECTION)
         nxt = doc.find("\n## ", start + len(SECTION))
-        doc = doc[:start] + text + ("" if nxt < 0 else doc[nxt:])
+        old = doc[start : None if nxt < 0 else nxt]
+        doc = doc[:start] + merged_section(old, text) + ("" if nxt < 0 else doc[nxt:])
     elif "\n## The committed exports" in doc:
         at = doc.index("\n## The committed exports") + 1
         doc = doc[:at] + text + "\n" + doc[at:]

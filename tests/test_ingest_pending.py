@@ -125,3 +125,13 @@ def test_only_leaves_the_other_scripts_of_a_call_out(tmp_path: Path) -> None:
     assert ingest_pending.SECTION not in (dest / "README.md").read_text()  # none moved
     kept = (dest / "pending" / "timing.csv.rows").read_text().splitlines()
     assert not any(ln.startswith(f"{STANDS},") for ln in kept)
+
+
+def test_a_later_call_keeps_the_earlier_entries_rows() -> None:
+    """README.md's section written again: the rows of entries the new call does not name stay,
+    a row it names is replaced."""
+    new = ingest_pending.section([], ["b"], {})
+    old = new.replace("| b | ? |", "| a | old |") + "| b | stale |\n"
+    rows = [ln for ln in ingest_pending.merged_section(old, new).splitlines() if ln[:4] in
+            ("| a ", "| b ")]  # fmt: skip
+    assert [r.split("|")[1:3] for r in rows] == [[" a ", " old "], [" b ", " ? "]]

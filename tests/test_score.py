@@ -96,6 +96,14 @@ EXPECTED = {
     "ue_softmax_attention": ("unfused_elementwise", "unfused_elementwise", "unfused_elementwise"),
     "lt_unet_decoder": ("layout_transpose", "layout_transpose", "layout_transpose"),
     "lt_depthwise": ("layout_transpose", "layout_transpose", "layout_transpose"),
+    # the host-side entries (2026-12-02): ac_empty_cache_varlen's launch_bound, see below
+    "ac_empty_cache_varlen": ("allocator_churn", "launch_bound", "launch_bound;allocator_churn"),
+    "ac_del_infer": ("allocator_churn", "allocator_churn", "allocator_churn;host_sync"),
+    "bio_torch_save": ("blocking_io", "blocking_io", "blocking_io"),
+    "bio_csv_log": ("blocking_io", "blocking_io", "blocking_io"),
+    "bio_np_save_acts": ("blocking_io", "blocking_io", "blocking_io"),
+    "ds_bucketed_text": ("data_stall", "data_stall", "data_stall;launch_bound"),
+    "lb_bucketed_graphs": ("launch_bound", "launch_bound", "launch_bound"),
 }
 
 
@@ -143,11 +151,14 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     # host_sync also fires on the three data_stall hs_* scripts and data_stall on the host_sync
     # and fp32_math ones where it is a measured second cause (``also``): neither right nor wrong
     assert counts == {
-        "data_stall": (8, 0, 0),
+        "data_stall": (9, 0, 0),
         "pageable_copy": (4, 0, 0),
         # ue_layernorm_gelu and ue_swiglu: their chains' launches hold the host (see below)
-        "launch_bound": (7, 2, 0),
-        "host_sync": (2, 0, 0),
+        # and ac_empty_cache_varlen (its only timed removal is the allocator's) and
+        # ds_bucketed_text (its tokenizing host holds the launches: untimed graphs switch)
+        "launch_bound": (8, 4, 0),
+        # ac_del_infer's per-batch reads (untimed: its label's removal keeps them)
+        "host_sync": (2, 1, 0),
         "exposed_comm": (1, 0, 0),
         "gil_contention": (4, 0, 0),
         "stage_imbalance": (3, 0, 0),
@@ -156,14 +167,15 @@ def test_class_scores(reports: pd.DataFrame) -> None:
         "fp32_math": (8, 9, 0),
         "unfused_elementwise": (3, 0, 0),
         "layout_transpose": (2, 0, 0),
-        "allocator_churn": (0, 1, 0),
-        "blocking_io": (0, 0, 0),
+        "allocator_churn": (2, 1, 0),
+        "blocking_io": (3, 0, 0),
     }
     wrong = set(reports.index[reports["primary"] != reports["truth"]])
     assert wrong == {
         "hs_hard_mining", "hs_grad_hooks",  # fp32_math primary, untimed: their labels stand
         "clean_cudnn_benchmark", "clean_loader_keeps_up", "clean_deep_large_batch",  # TF32
         "ue_layernorm_gelu", "ue_swiglu",  # launch_bound primary over their chains
+        "ac_empty_cache_varlen",  # launch_bound over the allocator (corpus/wild/README.md)
     }  # fmt: skip
     clean = reports[reports["truth"] == "none"]
     tf32 = clean.index.isin(["clean_cudnn_benchmark", "clean_loader_keeps_up",
@@ -192,8 +204,11 @@ def test_labels_stand_on_their_measurements() -> None:
     assert stands.all(), set(stands[~stands].index)
     measured = measured[measured["script"].isin(scored)]
     own = measured[measured["fix"] == measured["label_fix"]].set_index("script")
+    # where the label's realistic fix was not timed (the host-side entries: their removal
+    # alone), the label's best timed switch
+    best = measured[measured["class"] == measured["label"]].groupby("script")["speedup"].max()
     labelled = own[own["label"] != "none"]
-    assert (labelled["speedup"] >= 1.2).all()
+    assert (labelled["speedup"].fillna(best.reindex(labelled.index)) >= 1.2).all()
     assert (own.loc[own["label"] == "none", "speedup"] <= 1.1).all()
 
 
@@ -335,12 +350,15 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     assert outside == {
         ("ds_slow_storage", "data_stall"), ("ds_text_tokenize", "data_stall"),
         ("ue_layernorm_gelu", "unfused_elementwise"), *((n, "fp32_math") for n in fp32),
+        # calibrated to a none of 11.0 ms (12.8 and 9.2 in its rounds), nsys's fitted cost is
+        # 37 us a call; from the trace alone 5.26x, -9%
+        ("lb_bucketed_graphs", "launch_bound"),
     }  # fmt: skip
-    # 36 with the H200 entries of 2026-11-29, 49 with the GPU-side classes'
-    assert len(got) == 49 and sum(v == "within" for v in got.values()) == 41
+    # 36 with the H200 entries of 2026-11-29, 49 with the GPU-side classes', 56 the host-side
+    assert len(got) == 56 and sum(v == "within" for v in got.values()) == 47
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
     assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
-    assert errors.abs().median() == pytest.approx(0.0876, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.0882, abs=5e-4)
     assert errors.abs().max() == pytest.approx(1.3769, abs=5e-4)  # clean_compile
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
@@ -351,8 +369,8 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
         ("gil_param_monitor", "gil_contention"),  # the traced step ran 1.8x the untraced one
         *((n, "fp32_math") for n in fp32 - {"hs_plateau_scheduler"}),
     }
-    assert int((alone.abs() <= 0.2).sum()) == 34
-    assert alone.abs().median() == pytest.approx(0.1232, abs=5e-4)
+    assert int((alone.abs() <= 0.2).sum()) == 40
+    assert alone.abs().median() == pytest.approx(0.1178, abs=5e-4)
 
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
