@@ -79,8 +79,9 @@ def warn(msg: str) -> None:
     print(f"report: {msg}", file=sys.stderr)
 
 
-def read_json(path: Path) -> tuple[dict[str, Any] | None, str]:
-    """(the JSON object, "") or (None, why not)."""
+def json_object(path: Path) -> tuple[dict[str, Any] | None, str]:
+    """(the JSON object, "") or (None, why not): the run folder's one reader (``rf.read_json``),
+    its errors as the report says them."""
     try:
         data = rf.read_json(path)
     except rf.CorruptFileError as exc:
@@ -150,10 +151,10 @@ class RunFolder:
     @classmethod
     def load(cls, path: Path) -> RunFolder:
         run = cls(Path(path))
-        run.manifest, why = read_json(rf.manifest_path(run.path))
+        run.manifest, why = json_object(rf.manifest_path(run.path))
         if why:
             run.problems[rf.MANIFEST] = why
-        run.state, _ = read_json(rf.state_path(run.path))
+        run.state, _ = json_object(rf.state_path(run.path))
         for name in TABLES:
             df, why = _read_csv(rf.table_path(run.path, name.removesuffix(".csv")))
             run.tables[name] = df
@@ -347,7 +348,7 @@ def marker_runs(folder: Path) -> list[Path]:
     for marker in sorted(
         folder.glob(f"*/{SWEEP_MARKER}"), key=lambda p: (len(p.parent.name), p.parent.name)
     ):
-        data, _ = read_json(marker)
+        data, _ = json_object(marker)
         for entry in (data or {}).get("runs", []):
             rel, absolute = entry.get("relative"), entry.get("absolute")
             cands = [marker.parent / rel] if rel else []
