@@ -475,8 +475,8 @@ class LayoutTransposeThresholds(_Section):
 
 @dataclass(kw_only=True)
 class AllocatorChurnThresholds(_Section):
-    """allocator_churn: device memory released and requested again in the loop (a skeleton
-    detector)."""
+    """allocator_churn: device memory released and requested again in the loop
+    (cudaMalloc/cudaFree and their driver and async forms on the loop's threads)."""
 
     SECTION: ClassVar[str] = Klass.ALLOCATOR_CHURN
     min_saving_share: float = 0.15
@@ -493,7 +493,8 @@ class AllocatorChurnThresholds(_Section):
 
 @dataclass(kw_only=True)
 class BlockingIoThresholds(_Section):
-    """blocking_io: checkpoint and log writes on the training thread (a skeleton detector)."""
+    """blocking_io: checkpoint and log writes on the training thread, and its waits for a save
+    another thread writes."""
 
     SECTION: ClassVar[str] = Klass.BLOCKING_IO
     min_saving_share: float = 0.15
