@@ -16,7 +16,6 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from hydra.core.config_store import ConfigStore
 from omegaconf import DictConfig, OmegaConf
 
 import scenarios
@@ -487,6 +486,8 @@ def register_configs(found: dict[str, scenarios.Scenario]) -> None:
     hand): a config whose defaults list names each one. Plugin scenarios from
     ``$BOTTLENECK_SCENARIO_MODULES`` are selected by name, never by ``all``.
     """
+    from hydra.core.config_store import ConfigStore  # here: `diagnose` and `score` need no Hydra
+
     cs = ConfigStore.instance()
     cs.store(name="suite_schema", node=SuiteConfig)
     yaml_dir = config_dir() / "scenario"
