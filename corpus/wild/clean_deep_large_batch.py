@@ -6,6 +6,8 @@
 # in ~5-7 ms, well ahead of the GPU, so the queue never drains: GPU-bound.
 # Suspect --fix graphs (the whole step, forward, backward and capturable AdamW, captured once as
 # a CUDA graph and replayed): removes the host's dispatch, which was hidden -> <= 1.03x.
+# --fix amp (bf16 autocast around the whole step: its TF32 GEMMs run in bf16 on the tensor
+# cores): not yet timed (fp32_math fires on its export, predicted 1.72x: corpus/wild/README.md).
 """
 
 import argparse
@@ -29,7 +31,7 @@ class ResBlock(nn.Module):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--fix", default="none", choices=["none", "graphs"])
+    p.add_argument("--fix", default="none", choices=["none", "graphs", "amp"])
     p.add_argument("--seconds", type=float, default=1.0)
     p.add_argument("--device", default="auto")
     args = p.parse_args()
@@ -97,6 +99,13 @@ def main():
             x, y = data[state["i"] % len(data)]
             state["i"] += 1
             train_step(x, y)
+
+    if args.fix == "amp":  # the whole step under bf16 autocast: its GEMMs on the tensor cores
+        fp32_step = step
+
+        def step():
+            with torch.autocast(device.type, dtype=torch.bfloat16):
+                return fp32_step()
 
     for _ in range(3):
         step()

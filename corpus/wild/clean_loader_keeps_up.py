@@ -3,6 +3,9 @@
 # H100 estimate: GPU ~10 ms/step (batch 128 at 64 px, 128-channel convs ~1.4 TFLOP TF32 + BN);
 # one worker makes a batch in ~6 ms (flip + normalize + collate), 8 workers -> ~0.8 ms/batch,
 # so the queue is always full. Suspect --fix workers (12 workers): <= 1.02x.
+# --fix amp (bf16 autocast around the whole step: its TF32 convolutions run in bf16 on the
+# tensor cores): not yet timed (fp32_math fires on its export, predicted 1.24x:
+# corpus/wild/README.md).
 """
 
 import argparse
@@ -37,7 +40,7 @@ class Images(Dataset):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--fix", default="none", choices=["none", "workers"])
+    p.add_argument("--fix", default="none", choices=["none", "workers", "amp"])
     p.add_argument("--seconds", type=float, default=1.5)
     p.add_argument("--device", default="auto")
     args = p.parse_args()
@@ -84,6 +87,13 @@ def main():
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
+
+    if args.fix == "amp":  # the whole step under bf16 autocast: its GEMMs on the tensor cores
+        fp32_step = step
+
+        def step():
+            with torch.autocast(device.type, dtype=torch.bfloat16):
+                return fp32_step()
 
     for _ in range(8):
         step()

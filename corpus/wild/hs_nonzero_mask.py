@@ -7,6 +7,8 @@ next batch then runs with the GPU idle.
 # (1.39x). Its trace: frozen backbone forward 10.0 ms/step on the GPU, numpy batch building
 # ~16 ms on the host; --fix prebuilt (8 device batches cycled, sync kept) removes that
 # competing cause entirely and was measured the larger change (2.61x against 1.59x, 2026-11-24).
+# --fix amp (bf16 autocast around the whole step: the fp32 GEMMs move from the SIMT FMA pipe to
+# the tensor cores): not yet timed (fp32_math fires on its export: corpus/wild/README.md).
 """
 
 import argparse
@@ -36,7 +38,7 @@ def make_batch(rng, n, d):
 
 def main():
     p = argparse.ArgumentParser()
-    p.add_argument("--fix", default="none", choices=["none", "nosync", "prebuilt"])
+    p.add_argument("--fix", default="none", choices=["none", "nosync", "prebuilt", "amp"])
     p.add_argument("--seconds", type=float, default=1.5)
     p.add_argument("--device", default="auto")
     args = p.parse_args()
@@ -101,6 +103,13 @@ def main():
         opt.step()
         state["i"] += 1
         nxt = next_batch()
+
+    if args.fix == "amp":  # the whole step under bf16 autocast: its GEMMs on the tensor cores
+        fp32_step = step
+
+        def step():
+            with torch.autocast(device.type, dtype=torch.bfloat16):
+                return fp32_step()
 
     for _ in range(3):
         step()
