@@ -222,12 +222,11 @@ def expect(
         saving, bar, probe.extra_share, oversubscribed_min_share
     ):
         probe = replace(probe, state=TruthState.OVERSUBSCRIBED)
-    state = probe.state
-    if declared == "bottleneck" and state is TruthState.CLEAR:
+    if declared == "bottleneck" and probe.state is TruthState.CLEAR:
         probe = replace(probe, state=TruthState.NOT_TAKEN)  # said so in its reading
+    state = probe.state
     text = probe.measured() + f" against {saving.by}"
-    if probe.state is TruthState.NOT_TAKEN:
-        state = probe.state
+    if state is TruthState.NOT_TAKEN:
         text += ": the injection did not take on this machine"
     elif probe.declared_agrees is False:
         text += f"; declared {declared}, judged by the measurement"
