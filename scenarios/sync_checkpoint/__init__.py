@@ -19,21 +19,21 @@ period's length, N times the tokens the save's share of it. A small model saved 
 the share and makes the period short, so that a window holds several periods and a timing
 slice is one. 2 feed-forward blocks of width 1024 and hidden 4096, fp32 weights (16.8 M, 67
 MB), bf16 autocast, fused AdamW, 40960 tokens a step: GEMMs 4.1 TFLOP and ~2 GB of elementwise
-and optimizer traffic, ~7.5 ms a step, ~190 ms a period of N = 25 steps. A save costs the loop
-~1.7 ms a MB (a pageable device-to-host copy at ~1.5 GB/s, the CRC, the writes): ~115 ms,
-~4.5 ms a step spread over the period. The writer thread of ``async_snapshot`` needs ~1.8 ms a
-MB beside the loop (~120 ms): it keeps up with the period, with a margin (the next snapshot
-waits for it when it does not: the loop pays what it cannot hide).
+and optimizer traffic, ~7.5-8 ms a step, ~115 ms a period of N = 15 steps. A save costs the loop
+0.8-1.7 ms a MB, with the host (a pageable device-to-host copy at 1.5-3 GB/s, the CRC, the
+writes): 55-115 ms, 3.7-7.7 ms a step spread over the period. The writer thread of
+``async_snapshot`` needs about as long beside the loop: it keeps up with the period (the next
+snapshot waits for it when it does not: the loop pays what it cannot hide).
 
 | variant | loop thread per period | step | speedup |
 | --- | ---: | ---: | ---: |
-| baseline | 190 + ~115 ms | ~12 ms | 1 |
-| async_snapshot | 190 ms (+ ~1 ms to issue the copy) | ~7.6 ms | ~1.6x |
-| async_save | 190 + ~75 ms (pageable staging), more if its writer is late | ~10.5 ms | ~1.15x |
-| ideal | 190 ms | ~7.5 ms | ~1.6x |
+| baseline | 115 + 55-115 ms | 11.5-15 ms | 1 |
+| async_snapshot | 115 ms (+ ~1 ms to issue the copy) | ~7.6 ms | 1.5-2x |
+| async_save | 115 + its pageable staging, more if its writer is late | between | partial |
+| ideal | 115 ms | ~7.5 ms | 1.5-2x |
 
-The window holds whole periods (``Workload.period_steps``): 100 steps, four saves, so a
-sliced round has two cycles of one-period slices. A baseline's warm-up and window take ~1.3 s;
+The window holds whole periods (``Workload.period_steps``): 90 steps, six saves, so a sliced
+round has three cycles of one-period slices. A baseline's warm-up and window take ~1.3 s;
 host memory: ~70 MB pinned, ~150 MB of page cache.
 """
 
@@ -59,8 +59,8 @@ class SyncCheckpointSize(Size):
 
     warmup_steps: int = 5
     """Steps before the window (one checkpoint is written in set-up, outside it)."""
-    steps: int = 100
-    """Steps in the measured window: whole periods of the checkpoint (four at N = 25)."""
+    steps: int = 90
+    """Steps in the measured window: whole periods of the checkpoint (six at N = 15)."""
     tokens: int = 40960
     """Rows of every GEMM a step (a batch of 40 sequences of 1024 tokens, flattened)."""
     width: int = 1024
@@ -92,8 +92,10 @@ class SyncCheckpointSize(Size):
 class SyncCheckpointConfig(ScenarioConfig):
     """Config schema for sync_checkpoint."""
 
-    severity: float = 25
-    """Steps between two checkpoints (``torch.save`` of the model's state dict)."""
+    severity: float = 15
+    """Steps between two checkpoints (``torch.save`` of the model's state dict). 15 keeps the
+    save near the share of the step this size was planned for (a faster host's save costs the
+    loop less than the ~1.7 ms a MB above: docs/scenario-measurements.md)."""
     smoke: SyncCheckpointSize = field(
         default_factory=lambda: SyncCheckpointSize(
             warmup_steps=2,
@@ -108,7 +110,7 @@ class SyncCheckpointConfig(ScenarioConfig):
     )
     """CPU size: seconds per variant, a checkpoint (~0.3 MB) every 3 steps."""
     full: SyncCheckpointSize = field(default_factory=SyncCheckpointSize)
-    """GPU size: a 67 MB state dict every 25 steps of ~7.5 ms."""
+    """GPU size: a 67 MB state dict every 15 steps of ~7.5 ms."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -157,7 +159,7 @@ SCENARIO = Scenario(
         unit="steps",
         low=1,
         high=1000,
-        why_default="a checkpoint every 25 steps (every ~0.2 s of training) is what saving "
+        why_default="a checkpoint every 15 steps (every ~0.1 s of training) is what saving "
         "'every epoch' or 'every few minutes' becomes on a small fine-tuning set or a debug "
         "run, and the frequent save left in when the run is scaled up",
     ),
