@@ -250,6 +250,7 @@ def cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], 
     )
     env = {**os.environ, "CORPUS_DATA_DIR": str(tmp / "data"), "OMP_NUM_THREADS": "1"}
     env["CUDA_VISIBLE_DEVICES"] = ""  # their CPU size even where a GPU is present
+    env["PP_CPU_SEQS"] = "16"  # the pp_* pipelines' micro-batches a quarter of their timed size
     proc = subprocess.run(
         [*(sys.executable, str(ROOT / "corpus" / "timer.py"), "--repeats", "1"),
          *PRELOAD_COMPILER,
