@@ -20,6 +20,7 @@ rules judge the whole report, not the detectors' steady-state window.
 from __future__ import annotations
 
 import csv
+import functools
 import re
 import subprocess
 import tempfile
@@ -152,9 +153,16 @@ def parse_rule_list(text: str, nsys: str = "nsys", returncode: int = 0) -> dict[
 
 
 def runnable_rules(nsys: str) -> list[str]:
-    """The rules of :data:`RULES` this nsys offers, under its own names, in RULES order."""
+    """The rules of :data:`RULES` this nsys offers, under its own names, in RULES order. Asked
+    of each nsys binary once per process: ``run_rules`` on every report of a corpus asked it
+    again for each (one ``nsys analyze`` start in eight)."""
+    return list(_runnable_rules(nsys))
+
+
+@functools.cache
+def _runnable_rules(nsys: str) -> tuple[str, ...]:
     offered = available_rules(nsys)
-    names = [n for spec in RULES for n in spec.names if n in offered]
+    names = tuple(n for spec in RULES for n in spec.names if n in offered)
     if not names:
         raise ExpertRulesUnavailable(
             f"{nsys} offers none of the mapped rules (it offers: {', '.join(sorted(offered))})"

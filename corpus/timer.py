@@ -314,6 +314,14 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--logs", type=Path, required=True, help="one log per run: NAME.FIX.rR.log")
     p.add_argument("--deadline", type=float, default=0.0, help="epoch seconds: start no run after")
     p.add_argument("--no-preload", action="store_true", help="children import everything")
+    p.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="one more module to preload (repeatable), e.g. torch._inductor.compile_fx where no "
+        "GPU is visible: torch.compile's ~3 s of imports once, not in every compiling run",
+    )
     p.add_argument("--dir", type=Path, default=HERE / "wild", help="where NAME.py are")
     p.add_argument("--script-args", default="", help="appended to every run, e.g. '--seconds 0'")
     p.add_argument(
@@ -326,7 +334,8 @@ def main(argv: list[str] | None = None) -> int:
     specs = read_specs(sys.stdin.read().splitlines())
     args.logs.mkdir(parents=True, exist_ok=True)
     if not args.no_preload:
-        print(f"timer: preloaded {', '.join(PRELOAD)} in {preload(PRELOAD):.1f} s", flush=True)
+        modules = (*PRELOAD, *args.preload)
+        print(f"timer: preloaded {', '.join(modules)} in {preload(modules):.1f} s", flush=True)
     if not args.csv.exists():
         args.csv.write_text(",".join(measure.TIMING_FIELDS) + "\n")
     for r in range(1, args.repeats + 1):

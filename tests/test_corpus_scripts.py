@@ -234,6 +234,12 @@ def test_entries_of_one_script_agree() -> None:
             assert row["source"] in {r["script"] for r in LABELS}, row["script"]
 
 
+#: torch.compile's modules imported once in the timer (no GPU is visible here, so importing
+#: them cannot touch CUDA before the forks): about 3 s less in each of the ~10 runs that compile
+#: or, like ue_swiglu, build torch.compile wrappers for every switch.
+PRELOAD_COMPILER = ("--preload", "torch._inductor.compile_fx")
+
+
 @pytest.fixture(scope="module")
 def cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], dict]:
     """Every script with `none` and each of its switches, at its CPU size (no --device: no GPU
@@ -244,8 +250,10 @@ def cpu_runs(tmp_path_factory: pytest.TempPathFactory) -> dict[tuple[str, str], 
     )
     env = {**os.environ, "CORPUS_DATA_DIR": str(tmp / "data"), "OMP_NUM_THREADS": "1"}
     env["CUDA_VISIBLE_DEVICES"] = ""  # their CPU size even where a GPU is present
+    env["PP_CPU_SEQS"] = "16"  # the pp_* pipelines' micro-batches a quarter of their timed size
     proc = subprocess.run(
         [*(sys.executable, str(ROOT / "corpus" / "timer.py"), "--repeats", "1"),
+         *PRELOAD_COMPILER,
          *("--csv", str(tmp / "timing.csv"), "--logs", str(tmp / "logs")),
          "--script-args=--seconds 0"],
         input=specs, capture_output=True, text=True, env=env, timeout=LIMIT_S * 3,

@@ -42,7 +42,9 @@ def _alive(pid: int) -> bool:
 def test_timer_parses_results_keeps_exit_codes_and_stops_a_run_with_its_group(tmp_path):
     for name, text in SCRIPTS.items():
         (tmp_path / f"{name}.py").write_text(text)
-    specs = "ok 1 300 quick\nfails 1 300\nhangs 1 10\n"  # 10 s: time to start its grandchild
+    # 3 s: ample to start its grandchild (forked by the timer, no interpreter start-up of its
+    # own; Popen returns once the grandchild has exec'd), far below its 60 s sleep
+    specs = "ok 1 300 quick\nfails 1 300\nhangs 1 3\n"
     out = tmp_path / "timing.csv"
     env = {**os.environ, "PIDFILE": str(tmp_path / "pid")}
     proc = subprocess.run(
@@ -73,7 +75,7 @@ def test_timer_parses_results_keeps_exit_codes_and_stops_a_run_with_its_group(tm
     deadline = time.monotonic() + 10
     while _alive(grandchild) and time.monotonic() < deadline:
         time.sleep(0.05)
-    assert not _alive(grandchild)  # and rc 124 above: stopped at its 10 s limit, not its 60 s sleep
+    assert not _alive(grandchild)  # and rc 124 above: stopped at its 3 s limit, not its 60 s sleep
 
 
 RANKS = {

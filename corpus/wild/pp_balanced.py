@@ -30,6 +30,11 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+#: Sequences per step on the CPU: 64, the size captured and timed on 2 CPU ranks; the tests'
+#: dry run of every switch (tests/test_corpus_scripts.py) sets PP_CPU_SEQS=16, the same code
+#: paths with smaller micro-batches.
+CPU_SEQS = int(os.environ.get("PP_CPU_SEQS", "64"))
+
 
 class Block(nn.Module):
     def __init__(self, d):
@@ -78,7 +83,7 @@ def main():
     peer = 1 - rank
     torch.manual_seed(0)
     d, depth, classes, seqs, seq, m = (
-        (2048, 8, 512, 64, 256, 4) if cuda else (128, 8, 64, 64, 16, 4)
+        (2048, 8, 512, 64, 256, 4) if cuda else (128, 8, 64, CPU_SEQS, 16, 4)
     )
     dtype = torch.bfloat16 if cuda else torch.float32
     vocab = 32 * d

@@ -40,6 +40,11 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+#: Sequences per step on the CPU: 64, the size captured and timed on 2 CPU ranks; the tests'
+#: dry run of every switch (tests/test_corpus_scripts.py) sets PP_CPU_SEQS=16, the same code
+#: paths with smaller micro-batches.
+CPU_SEQS = int(os.environ.get("PP_CPU_SEQS", "64"))
+
 
 class Block(nn.Module):
     def __init__(self, d):
@@ -134,7 +139,7 @@ def main():
     torch.manual_seed(0)
     # the head's d x vocab matmul = 8 blocks' two d x 4d ones (vocab = 64 d)
     d, depth, features, seqs, seq, m = (
-        (2048, 8, 80, 64, 128, 8) if cuda else (128, 8, 80, 64, 16, 8)
+        (2048, 8, 80, 64, 128, 8) if cuda else (128, 8, 80, CPU_SEQS, 16, 8)
     )
     dtype = torch.bfloat16 if cuda else torch.float32
     vocab = 64 * d

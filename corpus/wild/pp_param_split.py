@@ -43,6 +43,11 @@ import torch.distributed as dist
 import torch.nn as nn
 import torch.nn.functional as F
 
+#: Sequences per step on the CPU: 64, the size captured and timed on 2 CPU ranks; the tests'
+#: dry run of every switch (tests/test_corpus_scripts.py) sets PP_CPU_SEQS=16, the same code
+#: paths with smaller micro-batches.
+CPU_SEQS = int(os.environ.get("PP_CPU_SEQS", "64"))
+
 
 class Block(nn.Module):
     def __init__(self, d):
@@ -130,7 +135,7 @@ def main():
     torch.manual_seed(0)
     # vocab * d = 6 blocks' parameters (8 d^2 each): the embedding weighs 3/4 of the blocks
     d, depth, classes, seqs, seq, m = (
-        (2048, 8, 512, 64, 256, 8) if cuda else (128, 8, 64, 64, 16, 8)
+        (2048, 8, 512, 64, 256, 8) if cuda else (128, 8, 64, CPU_SEQS, 16, 8)
     )
     dtype = torch.bfloat16 if cuda else torch.float32
     vocab = 48 * d
