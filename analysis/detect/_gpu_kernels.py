@@ -15,7 +15,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from analysis import kernel_names as KN
 from analysis import trace as T
@@ -65,57 +64,92 @@ REDUCTION = re.compile(r"reduce|reduction|norm|softmax|triton_(red|per)_", re.IG
 
 
 @dataclass(frozen=True)
+class Names:
+    """Kernel names per item as codes into the export's distinct names (``strings``, sorted,
+    ``''`` first): a name test runs once per distinct name, and no item holds a string."""
+
+    code: np.ndarray
+    strings: np.ndarray
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        """The names (an object array) of the items at ``idx``."""
+        return self.strings[self.code[idx]]
+
+    @property
+    def size(self) -> int:
+        return int(self.code.size)
+
+
+@dataclass(frozen=True)
 class Kernels:
     """Per item (aligned with the arrays it was read for): the kernel's demangled name ('' for
     copies, memsets, graph replays and unknown rows) and its threads (grid x block, 0 there)."""
 
-    name: np.ndarray
+    name: Names
     threads: np.ndarray
 
 
 def kernel_info(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind: int) -> Kernels:
     """The :class:`Kernels` of items of ``kind`` (``kernel_kind``: the kernel code) at ``rowid``
     of their tables, read once per export for all its kernels."""
-    names = np.full(kind.size, "", object)
+    code = np.zeros(kind.size, np.int64)
     threads = np.zeros(kind.size, np.int64)
     is_k = kind == kernel_kind
     if not is_k.any() or not trace.has(KERNEL):
-        return Kernels(names, threads)
-    table = _kernel_table(trace)
+        return Kernels(Names(code, np.array([""], object)), threads)
+    rows, codes, strings, grid = _kernel_table(trace)
     ids = rowid[is_k].astype(np.int64)
-    pos = np.searchsorted(table[0], ids)
-    pos = np.minimum(pos, max(table[0].size - 1, 0))
-    ok = table[0].size > 0
-    hit = (table[0][pos] == ids) if ok else np.zeros(ids.size, bool)
-    names[np.flatnonzero(is_k)[hit]] = table[1][pos[hit]]
-    threads[np.flatnonzero(is_k)[hit]] = table[2][pos[hit]]
-    return Kernels(names, threads)
+    pos = np.searchsorted(rows, ids)
+    pos = np.minimum(pos, max(rows.size - 1, 0))
+    hit = (rows[pos] == ids) if rows.size else np.zeros(ids.size, bool)
+    at = np.flatnonzero(is_k)[hit]
+    code[at] = codes[pos[hit]]
+    threads[at] = grid[pos[hit]]
+    return Kernels(Names(code, strings), threads)
 
 
-def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every kernel row's rowid (sorted), demangled name and threads (cached on the trace)."""
+def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every kernel row's rowid (sorted), name code, the distinct names the codes index, and
+    threads (cached on the trace): integers read in bulk, the names once each."""
     cache = trace_cache(trace)
     if "gpu_kernels" not in cache:
         name = "demangledName" if trace.has(KERNEL, "demangledName") else "shortName"
         grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
         if not trace.has(KERNEL, "gridX"):
             grid = "0"
-        _, rows = trace.query(
-            f"SELECT t.rowid, COALESCE(s.value, ''), {grid} FROM {KERNEL} AS t "
-            f"LEFT JOIN StringIds AS s ON s.id = t.{name} ORDER BY t.rowid"
-        )
+        try:
+            cols = T.int_columns(
+                trace, KERNEL, {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid}, null=0
+            )
+        except T.TraceError:  # a product past int64 (a REAL): the rows one by one
+            cols = _kernel_rows(trace, name, grid)
+        ids, inv = np.unique(cols["name"], return_inverse=True)
+        found = dict(trace.query("SELECT id, value FROM StringIds")[1]) if ids.size else {}
+        text = np.array([found.get(int(i)) or "" for i in ids], object)
+        strings, back = np.unique(np.concatenate([np.array([""], object), text]).astype(str),
+                                  return_inverse=True)  # fmt: skip
         cache["gpu_kernels"] = (
-            np.array([r[0] for r in rows], np.int64),
-            np.array([r[1] for r in rows], object),
-            np.array([r[2] or 0 for r in rows], np.int64),
+            cols["row"],
+            back[1:][inv.reshape(-1)].astype(np.int64),
+            strings.astype(object),
+            cols["grid"],
         )
     return cache["gpu_kernels"]
 
 
-def _mask(names: np.ndarray, test) -> np.ndarray:
+def _kernel_rows(trace: T.Trace, name: str, grid: str) -> dict[str, np.ndarray]:
+    """:func:`_kernel_table`'s columns read as Python rows (a launch size past int64)."""
+    _, rows = trace.query(f"SELECT t.rowid, t.{name}, {grid} FROM {KERNEL} AS t ORDER BY t.rowid")
+    return {
+        "row": np.array([r[0] for r in rows], np.int64),
+        "name": np.array([-1 if r[1] is None else r[1] for r in rows], np.int64),
+        "grid": np.array([r[2] or 0 for r in rows], np.int64),
+    }
+
+
+def _mask(names: Names, test) -> np.ndarray:
     """``test`` on each distinct name, spread back over the items."""
-    inv, uniq = pd.factorize(names, use_na_sentinel=False)  # by hash: no fixed-width copy
-    return np.array([bool(n) and bool(test(str(n))) for n in uniq], bool)[inv]
+    return np.array([bool(n) and bool(test(str(n))) for n in names.strings], bool)[names.code]
 
 
 #: cuDNN's FFT convolution passes (cuFFT's own kernels are ``regular_fft``/``vector_fft``): an
@@ -246,11 +280,10 @@ def compute_capability(trace: T.Trace) -> tuple[int, int] | None:
 def names_of(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind: int) -> list[str]:
     """Distinct kernel names among the items (for evidence), most frequent first."""
     k = kernel_info(trace, kind, rowid, kernel_kind).name
-    k = k[k != ""]
-    if k.size == 0:
-        return []
-    uniq, counts = np.unique(k.astype(str), return_counts=True)
-    return [str(u) for u in uniq[np.argsort(-counts, kind="stable")]]
+    counts = np.bincount(k.code, minlength=k.strings.size)
+    counts[0] = 0  # '' (no kernel)
+    present = np.flatnonzero(counts)
+    return [str(k.strings[u]) for u in present[np.argsort(-counts[present], kind="stable")]]
 
 
 @dataclass(frozen=True)
@@ -278,18 +311,24 @@ class Reading:
         """Evidence: the picked kernel names holding the most time, each with its count, its
         time and its first run in the window."""
         dur = self.act.end - self.act.start
-        names = self.kernels.name[self.picked].astype(str)
         idx = np.flatnonzero(self.picked)
         if idx.size == 0:
             return []
-        uniq, inv = np.unique(names, return_inverse=True)
-        total = np.bincount(inv, weights=dur[idx].astype(float))
+        names = self.kernels.name
+        code = names.code[idx]
+        n_str = names.strings.size
+        total = np.bincount(code, weights=dur[idx].astype(float), minlength=n_str)
+        counts = np.bincount(code, minlength=n_str)
+        present = np.flatnonzero(counts)  # in the names' sorted order, as np.unique gives them
+        first = np.zeros(n_str, np.int64)
+        seen, at = np.unique(code, return_index=True)  # each name's first item
+        first[seen] = idx[at]
         out = []
-        for u in np.argsort(-total, kind="stable")[:n]:
-            first = idx[np.flatnonzero(inv == u)[0]]
+        for u in present[np.argsort(-total[present], kind="stable")][:n]:
+            a = first[u]
             out.append(
-                V.stamp(st, self.act.start[first], self.act.end[first], kernel=str(uniq[u])[:160],
-                      kernels=int((inv == u).sum()), total_ms=round(float(total[u]) / 1e6, 3))
+                V.stamp(st, self.act.start[a], self.act.end[a], kernel=str(names.strings[u])[:160],
+                      kernels=int(counts[u]), total_ms=round(float(total[u]) / 1e6, 3))
             )  # fmt: skip
         return out
 
