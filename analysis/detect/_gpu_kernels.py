@@ -119,7 +119,10 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
             grid = "0"
         try:
             cols = T.int_columns(
-                trace, KERNEL, {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid}, null=0
+                trace,
+                KERNEL,
+                {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
+                null=0,
             )
         except T.TraceError:  # a product past int64 (a REAL): the rows one by one
             cols = _kernel_rows(trace, name, grid)
@@ -235,24 +238,37 @@ def chains(
     times the run's largest launch (a larger tensor) starts a new run; smaller ones (a row's
     statistics, a broadcast operand) and reductions (``reduce``: their grid is the output's)
     join it. Any other item on the stream (a GEMM, a copy) ends the run."""
+    if elem.size == 0:
+        return np.full(0, -1, np.int64)
+    order = np.argsort(stream, kind="stable")  # by stream (as np.unique sorts them), in order
+    e, r, s = elem[order].astype(bool), reduce[order].astype(bool), stream[order]
+    t = threads[order].astype(np.int64)
+    # an elementwise item continues the run of the one before it on its stream ...
+    cont = np.zeros(e.size, bool)
+    cont[1:] = e[1:] & e[:-1] & (s[1:] == s[:-1])
+    # ... unless it is over a larger tensor than the run's largest launch so far: the largest
+    # launch of the run is that of all elementwise items since the last break (a larger one
+    # is larger than every one before it), a running maximum within each unbroken stretch
+    big = _stretch_max(np.where(e & ~r, t, 0), np.cumsum(~cont))
+    before = np.zeros(e.size, np.int64)
+    before[1:] = np.where(cont[1:], big[:-1], 0)
+    larger = e & ~r & (before > 0) & (t > size_ratio * before)
+    run = np.cumsum(e & (~cont | larger)) - 1
+    length = np.bincount(run[e], minlength=int(run.max()) + 1 if e.any() else 0)
+    keep = length >= min_kernels
+    ids = np.where(keep, np.cumsum(keep) - 1, -1)
     out = np.full(elem.size, -1, np.int64)
-    nxt = 0
-    for sid in np.unique(stream):
-        run: list[int] = []
-        big = 0
-        for i in [*np.flatnonzero(stream == sid).tolist(), -1]:
-            t = int(threads[i]) if i >= 0 else 0
-            larger = i >= 0 and elem[i] and not reduce[i] and big and t > size_ratio * big
-            if i >= 0 and elem[i] and not larger:
-                run.append(i)
-                big = max(big, 0 if reduce[i] else t)
-                continue
-            if len(run) >= min_kernels:
-                out[run] = nxt
-                nxt += 1
-            run = [i] if larger else []
-            big = t if larger else 0
+    out[order[e]] = ids[run[e]]
     return out
+
+
+def _stretch_max(v: np.ndarray, stretch: np.ndarray) -> np.ndarray:
+    """The running maximum of ``v`` restarted at every change of ``stretch`` (non-decreasing):
+    one accumulate over ``stretch`` x the values' ranks (no overflow, whatever the values)."""
+    values, rank = np.unique(v, return_inverse=True)
+    k = np.int64(values.size)
+    key = stretch.astype(np.int64) * k + rank.reshape(-1)
+    return values[np.maximum.accumulate(key) - stretch * k]
 
 
 def full_size(chain: np.ndarray, threads: np.ndarray, reduce: np.ndarray, size_ratio: float):

@@ -458,6 +458,13 @@ class UnfusedElementwiseThresholds(_Section):
     """The fused-away kernels' launches go too (their calls and the dispatch before each): a
     fused kernel is one launch. False: only the GPU's time changes."""
 
+    def _check(self) -> None:
+        if self.size_ratio < 1.0:
+            raise ValueError(
+                "diagnosis.unfused_elementwise.size_ratio must be >= 1 (a larger tensor starts "
+                f"a chain, a smaller one joins it), got {self.size_ratio}"
+            )
+
 
 @dataclass(kw_only=True)
 class LayoutTransposeThresholds(_Section):
