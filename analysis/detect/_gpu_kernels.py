@@ -118,11 +118,13 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
         if not trace.has(KERNEL, "gridX"):
             grid = "0"
         try:
+            bits = T.name_bits(trace, KERNEL, name)  # the name under the launch size
             cols = T.int_columns(
                 trace,
                 KERNEL,
                 {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
                 null=0,
+                pack=[] if bits is None else [("grid", "name", bits)],
             )
         except T.TraceError:  # a product past int64 (a REAL): the rows one by one
             cols = _kernel_rows(trace, name, grid)
