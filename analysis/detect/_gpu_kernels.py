@@ -92,6 +92,10 @@ class Kernels:
 def kernel_info(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind: int) -> Kernels:
     """The :class:`Kernels` of items of ``kind`` (``kernel_kind``: the kernel code) at ``rowid``
     of their tables, read once per export for all its kernels."""
+    cache = trace_cache(trace)
+    seen = cache.get("kernel_info")  # the detectors ask again for the same window's items
+    if seen is not None and seen[0] is kind and seen[1] is rowid and seen[2] == kernel_kind:
+        return seen[3]
     code = np.zeros(kind.size, np.int64)
     threads = np.zeros(kind.size, np.int64)
     is_k = kind == kernel_kind
@@ -99,13 +103,17 @@ def kernel_info(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind
         return Kernels(Names(code, np.array([""], object)), threads)
     rows, codes, strings, grid = _kernel_table(trace)
     ids = rowid[is_k].astype(np.int64)
-    pos = np.searchsorted(rows, ids)
-    pos = np.minimum(pos, max(rows.size - 1, 0))
+    if rows.size and rows[-1] - rows[0] == rows.size - 1:  # rowids 1..n, as nsys writes them
+        pos = np.clip(ids - rows[0], 0, rows.size - 1)
+    else:
+        pos = np.minimum(np.searchsorted(rows, ids), max(rows.size - 1, 0))
     hit = (rows[pos] == ids) if rows.size else np.zeros(ids.size, bool)
     at = np.flatnonzero(is_k)[hit]
     code[at] = codes[pos[hit]]
     threads[at] = grid[pos[hit]]
-    return Kernels(Names(code, strings), threads)
+    out = Kernels(Names(code, strings), threads)
+    cache["kernel_info"] = (kind, rowid, kernel_kind, out)
+    return out
 
 
 def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -128,18 +136,26 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
             )
         except T.TraceError:  # a product past int64 (a REAL): the rows one by one
             cols = _kernel_rows(trace, name, grid)
-        ids, inv = np.unique(cols["name"], return_inverse=True)
+        ids, inv = _distinct(cols["name"])
         found = dict(trace.query("SELECT id, value FROM StringIds")[1]) if ids.size else {}
         text = np.array([found.get(int(i)) or "" for i in ids], object)
         strings, back = np.unique(np.concatenate([np.array([""], object), text]).astype(str),
                                   return_inverse=True)  # fmt: skip
-        cache["gpu_kernels"] = (
-            cols["row"],
-            back[1:][inv.reshape(-1)].astype(np.int64),
-            strings.astype(object),
-            cols["grid"],
-        )
+        cache["gpu_kernels"] = (cols["row"], back[1:][inv], strings.astype(object), cols["grid"])
     return cache["gpu_kernels"]
+
+
+def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_inverse=True)`` of string ids (>= -1): by a count over the ids
+    where they are small, as StringIds' are (no sort of every kernel)."""
+    top = int(ids.max()) + 1 if ids.size else 0
+    if ids.size == 0 or ids.min() < -1 or top > 4 * ids.size + (1 << 20):
+        uniq, inv = np.unique(ids, return_inverse=True)
+        return uniq, inv.reshape(-1).astype(np.int64)
+    present = np.flatnonzero(np.bincount(ids + 1, minlength=top + 1))
+    lut = np.zeros(top + 1, np.int64)
+    lut[present] = np.arange(present.size)
+    return present - 1, lut[ids + 1]
 
 
 def _kernel_rows(trace: T.Trace, name: str, grid: str) -> dict[str, np.ndarray]:
@@ -266,11 +282,14 @@ def chains(
 
 def _stretch_max(v: np.ndarray, stretch: np.ndarray) -> np.ndarray:
     """The running maximum of ``v`` restarted at every change of ``stretch`` (non-decreasing):
-    one accumulate over ``stretch`` x the values' ranks (no overflow, whatever the values)."""
-    values, rank = np.unique(v, return_inverse=True)
-    k = np.int64(values.size)
-    key = stretch.astype(np.int64) * k + rank.reshape(-1)
-    return values[np.maximum.accumulate(key) - stretch * k]
+    one accumulate over ``stretch`` x (the values, or their ranks where that could overflow)."""
+    stretch = stretch.astype(np.int64)
+    top = int(v.max()) + 1 if v.size else 1
+    if v.size == 0 or v.min() < 0 or (int(stretch[-1]) + 1) * top >= 1 << 62:
+        values, rank = np.unique(v, return_inverse=True)
+        k = np.int64(values.size)
+        return values[np.maximum.accumulate(stretch * k + rank.reshape(-1)) - stretch * k]
+    return np.maximum.accumulate(stretch * top + v) - stretch * top
 
 
 def full_size(chain: np.ndarray, threads: np.ndarray, reduce: np.ndarray, size_ratio: float):
@@ -338,9 +357,8 @@ class Reading:
         total = np.bincount(code, weights=dur[idx].astype(float), minlength=n_str)
         counts = np.bincount(code, minlength=n_str)
         present = np.flatnonzero(counts)  # in the names' sorted order, as np.unique gives them
-        first = np.zeros(n_str, np.int64)
-        seen, at = np.unique(code, return_index=True)  # each name's first item
-        first[seen] = idx[at]
+        first = np.full(n_str, np.iinfo(np.int64).max)
+        np.minimum.at(first, code, idx)  # each name's first item
         out = []
         for u in present[np.argsort(-total[present], kind="stable")][:n]:
             a = first[u]
