@@ -19,7 +19,6 @@ import numpy as np
 from analysis import kernel_names as KN
 from analysis import trace as T
 from analysis.detect import view as V
-from analysis.detect.view._reads import KERNEL, trace_cache
 
 __all__ = [
     "Kernels",
@@ -92,14 +91,14 @@ class Kernels:
 def kernel_info(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind: int) -> Kernels:
     """The :class:`Kernels` of items of ``kind`` (``kernel_kind``: the kernel code) at ``rowid``
     of their tables, read once per export for all its kernels."""
-    cache = trace_cache(trace)
+    cache = V.trace_cache(trace)
     seen = cache.get("kernel_info")  # the detectors ask again for the same window's items
     if seen is not None and seen[0] is kind and seen[1] is rowid and seen[2] == kernel_kind:
         return seen[3]
     code = np.zeros(kind.size, np.int64)
     threads = np.zeros(kind.size, np.int64)
     is_k = kind == kernel_kind
-    if not is_k.any() or not trace.has(KERNEL):
+    if not is_k.any() or not trace.has(V.KERNEL):
         return Kernels(Names(code, np.array([""], object)), threads)
     rows, codes, strings, grid = _kernel_table(trace)
     ids = rowid[is_k].astype(np.int64)
@@ -119,17 +118,17 @@ def kernel_info(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind
 def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Every kernel row's rowid (sorted), name code, the distinct names the codes index, and
     threads (cached on the trace): integers read in bulk, the names once each."""
-    cache = trace_cache(trace)
+    cache = V.trace_cache(trace)
     if "gpu_kernels" not in cache:
-        name = "demangledName" if trace.has(KERNEL, "demangledName") else "shortName"
+        name = "demangledName" if trace.has(V.KERNEL, "demangledName") else "shortName"
         grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
-        if not trace.has(KERNEL, "gridX"):
+        if not trace.has(V.KERNEL, "gridX"):
             grid = "0"
         try:
-            bits = T.name_bits(trace, KERNEL, name)  # the name under the launch size
+            bits = T.name_bits(trace, V.KERNEL, name)  # the name under the launch size
             cols = T.int_columns(
                 trace,
-                KERNEL,
+                V.KERNEL,
                 {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
                 null=0,
                 pack=[] if bits is None else [("grid", "name", bits)],
@@ -160,7 +159,7 @@ def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 def _kernel_rows(trace: T.Trace, name: str, grid: str) -> dict[str, np.ndarray]:
     """:func:`_kernel_table`'s columns read as Python rows (a launch size past int64)."""
-    _, rows = trace.query(f"SELECT t.rowid, t.{name}, {grid} FROM {KERNEL} AS t ORDER BY t.rowid")
+    _, rows = trace.query(f"SELECT t.rowid, t.{name}, {grid} FROM {V.KERNEL} AS t ORDER BY t.rowid")
     return {
         "row": np.array([r[0] for r in rows], np.int64),
         "name": np.array([-1 if r[1] is None else r[1] for r in rows], np.int64),
