@@ -15,12 +15,10 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import pandas as pd
 
 from analysis import kernel_names as KN
 from analysis import trace as T
 from analysis.detect import view as V
-from analysis.detect.view._reads import KERNEL, trace_cache
 
 __all__ = [
     "Kernels",
@@ -65,57 +63,113 @@ REDUCTION = re.compile(r"reduce|reduction|norm|softmax|triton_(red|per)_", re.IG
 
 
 @dataclass(frozen=True)
+class Names:
+    """Kernel names per item as codes into the export's distinct names (``strings``, sorted,
+    ``''`` first): a name test runs once per distinct name, and no item holds a string."""
+
+    code: np.ndarray
+    strings: np.ndarray
+
+    def __getitem__(self, idx: Any) -> np.ndarray:
+        """The names (an object array) of the items at ``idx``."""
+        return self.strings[self.code[idx]]
+
+    @property
+    def size(self) -> int:
+        return int(self.code.size)
+
+
+@dataclass(frozen=True)
 class Kernels:
     """Per item (aligned with the arrays it was read for): the kernel's demangled name ('' for
     copies, memsets, graph replays and unknown rows) and its threads (grid x block, 0 there)."""
 
-    name: np.ndarray
+    name: Names
     threads: np.ndarray
 
 
 def kernel_info(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind: int) -> Kernels:
     """The :class:`Kernels` of items of ``kind`` (``kernel_kind``: the kernel code) at ``rowid``
     of their tables, read once per export for all its kernels."""
-    names = np.full(kind.size, "", object)
+    cache = V.trace_cache(trace)
+    seen = cache.get("kernel_info")  # the detectors ask again for the same window's items
+    if seen is not None and seen[0] is kind and seen[1] is rowid and seen[2] == kernel_kind:
+        return seen[3]
+    code = np.zeros(kind.size, np.int64)
     threads = np.zeros(kind.size, np.int64)
     is_k = kind == kernel_kind
-    if not is_k.any() or not trace.has(KERNEL):
-        return Kernels(names, threads)
-    table = _kernel_table(trace)
+    if not is_k.any() or not trace.has(V.KERNEL):
+        return Kernels(Names(code, np.array([""], object)), threads)
+    rows, codes, strings, grid = _kernel_table(trace)
     ids = rowid[is_k].astype(np.int64)
-    pos = np.searchsorted(table[0], ids)
-    pos = np.minimum(pos, max(table[0].size - 1, 0))
-    ok = table[0].size > 0
-    hit = (table[0][pos] == ids) if ok else np.zeros(ids.size, bool)
-    names[np.flatnonzero(is_k)[hit]] = table[1][pos[hit]]
-    threads[np.flatnonzero(is_k)[hit]] = table[2][pos[hit]]
-    return Kernels(names, threads)
+    if rows.size and rows[-1] - rows[0] == rows.size - 1:  # rowids 1..n, as nsys writes them
+        pos = np.clip(ids - rows[0], 0, rows.size - 1)
+    else:
+        pos = np.minimum(np.searchsorted(rows, ids), max(rows.size - 1, 0))
+    hit = (rows[pos] == ids) if rows.size else np.zeros(ids.size, bool)
+    at = np.flatnonzero(is_k)[hit]
+    code[at] = codes[pos[hit]]
+    threads[at] = grid[pos[hit]]
+    out = Kernels(Names(code, strings), threads)
+    cache["kernel_info"] = (kind, rowid, kernel_kind, out)
+    return out
 
 
-def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Every kernel row's rowid (sorted), demangled name and threads (cached on the trace)."""
-    cache = trace_cache(trace)
+def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Every kernel row's rowid (sorted), name code, the distinct names the codes index, and
+    threads (cached on the trace): integers read in bulk, the names once each."""
+    cache = V.trace_cache(trace)
     if "gpu_kernels" not in cache:
-        name = "demangledName" if trace.has(KERNEL, "demangledName") else "shortName"
+        name = "demangledName" if trace.has(V.KERNEL, "demangledName") else "shortName"
         grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
-        if not trace.has(KERNEL, "gridX"):
+        if not trace.has(V.KERNEL, "gridX"):
             grid = "0"
-        _, rows = trace.query(
-            f"SELECT t.rowid, COALESCE(s.value, ''), {grid} FROM {KERNEL} AS t "
-            f"LEFT JOIN StringIds AS s ON s.id = t.{name} ORDER BY t.rowid"
-        )
-        cache["gpu_kernels"] = (
-            np.array([r[0] for r in rows], np.int64),
-            np.array([r[1] for r in rows], object),
-            np.array([r[2] or 0 for r in rows], np.int64),
-        )
+        try:
+            bits = T.name_bits(trace, V.KERNEL, name)  # the name under the launch size
+            cols = T.int_columns(
+                trace,
+                V.KERNEL,
+                {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
+                null=0,
+                pack=[] if bits is None else [("grid", "name", bits)],
+            )
+        except T.TraceError:  # a product past int64 (a REAL): the rows one by one
+            cols = _kernel_rows(trace, name, grid)
+        ids, inv = _distinct(cols["name"])
+        found = dict(trace.query("SELECT id, value FROM StringIds")[1]) if ids.size else {}
+        text = np.array([found.get(int(i)) or "" for i in ids], object)
+        strings, back = np.unique(np.concatenate([np.array([""], object), text]).astype(str),
+                                  return_inverse=True)  # fmt: skip
+        cache["gpu_kernels"] = (cols["row"], back[1:][inv], strings.astype(object), cols["grid"])
     return cache["gpu_kernels"]
 
 
-def _mask(names: np.ndarray, test) -> np.ndarray:
+def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(ids, return_inverse=True)`` of string ids (>= -1): by a count over the ids
+    where they are small, as StringIds' are (no sort of every kernel)."""
+    top = int(ids.max()) + 1 if ids.size else 0
+    if ids.size == 0 or ids.min() < -1 or top > 4 * ids.size + (1 << 20):
+        uniq, inv = np.unique(ids, return_inverse=True)
+        return uniq, inv.reshape(-1).astype(np.int64)
+    present = np.flatnonzero(np.bincount(ids + 1, minlength=top + 1))
+    lut = np.zeros(top + 1, np.int64)
+    lut[present] = np.arange(present.size)
+    return present - 1, lut[ids + 1]
+
+
+def _kernel_rows(trace: T.Trace, name: str, grid: str) -> dict[str, np.ndarray]:
+    """:func:`_kernel_table`'s columns read as Python rows (a launch size past int64)."""
+    _, rows = trace.query(f"SELECT t.rowid, t.{name}, {grid} FROM {V.KERNEL} AS t ORDER BY t.rowid")
+    return {
+        "row": np.array([r[0] for r in rows], np.int64),
+        "name": np.array([-1 if r[1] is None else r[1] for r in rows], np.int64),
+        "grid": np.array([r[2] or 0 for r in rows], np.int64),
+    }
+
+
+def _mask(names: Names, test) -> np.ndarray:
     """``test`` on each distinct name, spread back over the items."""
-    inv, uniq = pd.factorize(names, use_na_sentinel=False)  # by hash: no fixed-width copy
-    return np.array([bool(n) and bool(test(str(n))) for n in uniq], bool)[inv]
+    return np.array([bool(n) and bool(test(str(n))) for n in names.strings], bool)[names.code]
 
 
 #: cuDNN's FFT convolution passes (cuFFT's own kernels are ``regular_fft``/``vector_fft``): an
@@ -201,24 +255,40 @@ def chains(
     times the run's largest launch (a larger tensor) starts a new run; smaller ones (a row's
     statistics, a broadcast operand) and reductions (``reduce``: their grid is the output's)
     join it. Any other item on the stream (a GEMM, a copy) ends the run."""
+    if elem.size == 0:
+        return np.full(0, -1, np.int64)
+    order = np.argsort(stream, kind="stable")  # by stream (as np.unique sorts them), in order
+    e, r, s = elem[order].astype(bool), reduce[order].astype(bool), stream[order]
+    t = threads[order].astype(np.int64)
+    # an elementwise item continues the run of the one before it on its stream ...
+    cont = np.zeros(e.size, bool)
+    cont[1:] = e[1:] & e[:-1] & (s[1:] == s[:-1])
+    # ... unless it is over a larger tensor than the run's largest launch so far: the largest
+    # launch of the run is that of all elementwise items since the last break (a larger one
+    # is larger than every one before it), a running maximum within each unbroken stretch
+    big = _stretch_max(np.where(e & ~r, t, 0), np.cumsum(~cont))
+    before = np.zeros(e.size, np.int64)
+    before[1:] = np.where(cont[1:], big[:-1], 0)
+    larger = e & ~r & (before > 0) & (t > size_ratio * before)
+    run = np.cumsum(e & (~cont | larger)) - 1
+    length = np.bincount(run[e], minlength=int(run.max()) + 1 if e.any() else 0)
+    keep = length >= min_kernels
+    ids = np.where(keep, np.cumsum(keep) - 1, -1)
     out = np.full(elem.size, -1, np.int64)
-    nxt = 0
-    for sid in np.unique(stream):
-        run: list[int] = []
-        big = 0
-        for i in [*np.flatnonzero(stream == sid).tolist(), -1]:
-            t = int(threads[i]) if i >= 0 else 0
-            larger = i >= 0 and elem[i] and not reduce[i] and big and t > size_ratio * big
-            if i >= 0 and elem[i] and not larger:
-                run.append(i)
-                big = max(big, 0 if reduce[i] else t)
-                continue
-            if len(run) >= min_kernels:
-                out[run] = nxt
-                nxt += 1
-            run = [i] if larger else []
-            big = t if larger else 0
+    out[order[e]] = ids[run[e]]
     return out
+
+
+def _stretch_max(v: np.ndarray, stretch: np.ndarray) -> np.ndarray:
+    """The running maximum of ``v`` restarted at every change of ``stretch`` (non-decreasing):
+    one accumulate over ``stretch`` x (the values, or their ranks where that could overflow)."""
+    stretch = stretch.astype(np.int64)
+    top = int(v.max()) + 1 if v.size else 1
+    if v.size == 0 or v.min() < 0 or (int(stretch[-1]) + 1) * top >= 1 << 62:
+        values, rank = np.unique(v, return_inverse=True)
+        k = np.int64(values.size)
+        return values[np.maximum.accumulate(stretch * k + rank.reshape(-1)) - stretch * k]
+    return np.maximum.accumulate(stretch * top + v) - stretch * top
 
 
 def full_size(chain: np.ndarray, threads: np.ndarray, reduce: np.ndarray, size_ratio: float):
@@ -246,11 +316,10 @@ def compute_capability(trace: T.Trace) -> tuple[int, int] | None:
 def names_of(trace: T.Trace, kind: np.ndarray, rowid: np.ndarray, kernel_kind: int) -> list[str]:
     """Distinct kernel names among the items (for evidence), most frequent first."""
     k = kernel_info(trace, kind, rowid, kernel_kind).name
-    k = k[k != ""]
-    if k.size == 0:
-        return []
-    uniq, counts = np.unique(k.astype(str), return_counts=True)
-    return [str(u) for u in uniq[np.argsort(-counts, kind="stable")]]
+    counts = np.bincount(k.code, minlength=k.strings.size)
+    counts[0] = 0  # '' (no kernel)
+    present = np.flatnonzero(counts)
+    return [str(k.strings[u]) for u in present[np.argsort(-counts[present], kind="stable")]]
 
 
 @dataclass(frozen=True)
@@ -278,18 +347,23 @@ class Reading:
         """Evidence: the picked kernel names holding the most time, each with its count, its
         time and its first run in the window."""
         dur = self.act.end - self.act.start
-        names = self.kernels.name[self.picked].astype(str)
         idx = np.flatnonzero(self.picked)
         if idx.size == 0:
             return []
-        uniq, inv = np.unique(names, return_inverse=True)
-        total = np.bincount(inv, weights=dur[idx].astype(float))
+        names = self.kernels.name
+        code = names.code[idx]
+        n_str = names.strings.size
+        total = np.bincount(code, weights=dur[idx].astype(float), minlength=n_str)
+        counts = np.bincount(code, minlength=n_str)
+        present = np.flatnonzero(counts)  # in the names' sorted order, as np.unique gives them
+        first = np.full(n_str, np.iinfo(np.int64).max)
+        np.minimum.at(first, code, idx)  # each name's first item
         out = []
-        for u in np.argsort(-total, kind="stable")[:n]:
-            first = idx[np.flatnonzero(inv == u)[0]]
+        for u in present[np.argsort(-total[present], kind="stable")][:n]:
+            a = first[u]
             out.append(
-                V.stamp(st, self.act.start[first], self.act.end[first], kernel=str(uniq[u])[:160],
-                      kernels=int((inv == u).sum()), total_ms=round(float(total[u]) / 1e6, 3))
+                V.stamp(st, self.act.start[a], self.act.end[a], kernel=str(names.strings[u])[:160],
+                      kernels=int(counts[u]), total_ms=round(float(total[u]) / 1e6, 3))
             )  # fmt: skip
         return out
 

@@ -16,9 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.detect import _gpu_kernels as G
+from analysis.detect import timemodel as TM
 from analysis.detect import view as V
 from analysis.detect.config import Fp32MathThresholds
-from analysis.detect.timemodel import _gpu_causes as GC
 from analysis.findings import Finding, missing
 from bottlenecks import Klass
 
@@ -49,7 +49,7 @@ def detect(view: V.TraceView, th: Fp32MathThresholds) -> Finding:
     st = view.steady()
     if not r.picked.any():
         return Finding(KLASS, False, 0.0, metrics, [], "no GEMM or convolution ran in fp32 or TF32")
-    rate, tf32 = GC.tensor_rate(view), GC.tf32_rate(view)
+    rate, tf32 = TM.tensor_rate(view), TM.tf32_rate(view)
     metrics["tensor_rate"] = round(rate, 3)
     metrics["tf32_rate"] = round(tf32, 3)
     reason = (

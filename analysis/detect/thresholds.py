@@ -79,6 +79,11 @@ class _Section:
     def _check(self) -> None:
         """Checks the naming rules cannot express; none by default."""
 
+    def _refuse(self, key: str, must: str) -> None:
+        """Raise the one error of a value the naming rules let through: what it ``must`` be."""
+        value = getattr(self, key)
+        raise ValueError(f"diagnosis.{self.SECTION}.{key} must be {must}, got {value}")
+
 
 @dataclass(kw_only=True)
 class WindowThresholds(_Section):
@@ -156,9 +161,8 @@ class WindowThresholds(_Section):
 
     def _check(self) -> None:
         if self.startup_skip_share >= 1.0:
-            raise ValueError(
-                "diagnosis.window.startup_skip_share must be in 0..1 (exclusive of 1: something "
-                f"must be left to judge), got {self.startup_skip_share}"
+            self._refuse(
+                "startup_skip_share", "in 0..1 (exclusive of 1: something must be left to judge)"
             )
 
 
@@ -457,6 +461,12 @@ class UnfusedElementwiseThresholds(_Section):
     fused_launches: bool = True
     """The fused-away kernels' launches go too (their calls and the dispatch before each): a
     fused kernel is one launch. False: only the GPU's time changes."""
+
+    def _check(self) -> None:
+        if self.size_ratio < 1.0:
+            self._refuse(
+                "size_ratio", ">= 1 (a larger tensor starts a chain, a smaller one joins it)"
+            )
 
 
 @dataclass(kw_only=True)

@@ -35,6 +35,7 @@ from analysis.detect.timemodel._forecast import (
     saving,
     usable_speed,
 )
+from analysis.detect.timemodel._gpu_causes import tensor_rate, tf32_rate
 from analysis.detect.timemodel._replay import (
     CAUSE_OF,
     Removal,
@@ -81,6 +82,8 @@ __all__ = [
     "replay",
     "replay_inputs",
     "saving",
+    "tensor_rate",
+    "tf32_rate",
     "timeline",
     "usable_speed",
 ]
