@@ -203,20 +203,36 @@ class _Forks:
             with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
                 conn.connect(path)
                 conn.sendall(json.dumps(request).encode() + b"\n")
-                answers = conn.makefile("rb")
-                pid = int(answers.readline())
+                answers = _Lines(conn)
+                pid = answers.number()
                 conn.settimeout(timeout)
                 try:
-                    code = int(answers.readline())
+                    code = answers.number()
                 except TimeoutError:
                     os.kill(pid, signal.SIGKILL)  # as subprocess.run's timeout does
                     conn.settimeout(None)
-                    answers.readline()
+                    answers.number()
                     raise subprocess.TimeoutExpired(
                         [*HARNESS, *args], timeout, out.read_text(), err.read_text()
                     ) from None
             return subprocess.CompletedProcess([*HARNESS, *args], code, out.read_text(),
                                                err.read_text())  # fmt: skip
+
+
+class _Lines:
+    """The server's answers on one connection: a number a line (the pid, then the exit code)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.buf = conn, b""
+
+    def number(self) -> int:
+        while b"\n" not in self.buf:
+            chunk = self.conn.recv(64)
+            if not chunk:
+                raise ConnectionError("the harness command server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return int(line)
 
 
 _FORKS = _Forks()
