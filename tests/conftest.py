@@ -209,12 +209,12 @@ class _Forks:
                 try:
                     code = answers.number()
                 except TimeoutError:
-                    os.kill(pid, signal.SIGKILL)  # as subprocess.run's timeout does
+                    with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                        os.kill(pid, signal.SIGKILL)  # as subprocess.run's timeout does
                     conn.settimeout(None)
                     answers.number()
-                    raise subprocess.TimeoutExpired(
-                        [*HARNESS, *args], timeout, out.read_text(), err.read_text()
-                    ) from None
+                    said = [p.read_text() if p.is_file() else "" for p in (out, err)]
+                    raise subprocess.TimeoutExpired([*HARNESS, *args], timeout, *said) from None
             return subprocess.CompletedProcess([*HARNESS, *args], code, out.read_text(),
                                                err.read_text())  # fmt: skip
 
