@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import atexit
 import contextlib
+import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -141,12 +146,109 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 HARNESS = [sys.executable, str(Path(__file__).resolve().parent / "harness_cli.py")]
 
 
+#: Environment keys a forked command cannot take as a new interpreter would (they act when
+#: Python starts, or when a preloaded module is imported): a command given one of them that
+#: differs from this process's runs as a new process (tests/harness_cli.py --serve).
+AT_START = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "NUMEXPR_", "MPL", "HOME", "LANG", "LC_")
+
+
+class _Forks:
+    """This test process's harness command server (tests/harness_cli.py --serve), started on
+    the first command; None where it cannot start or its imports said anything (then every
+    command is a new process). BOTTLENECK_TEST_FORK=0 turns it off."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen | None = None
+        self.path = ""
+        self.failed = os.environ.get("BOTTLENECK_TEST_FORK") == "0"
+        self.lock = threading.Lock()  # tests/test_bad_input.py runs commands from threads
+
+    def socket_path(self) -> str | None:
+        with self.lock:
+            if self.proc is None and not self.failed:
+                self._start()
+        return None if self.failed else self.path
+
+    def _start(self) -> None:
+        folder = tempfile.mkdtemp(prefix="bncli-")  # short: a socket path has 108 bytes
+        self.path = f"{folder}/s"
+        err = Path(folder) / "stderr"
+        with err.open("w") as fh:
+            self.proc = subprocess.Popen(
+                [*HARNESS, "--serve", self.path], cwd=REPO, stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE, stderr=fh, start_new_session=True,
+            )  # fmt: skip
+        ready = self.proc.stdout.readline() == b"ready\n"
+        if not ready or err.read_text():  # a warning of an import would be lost to the commands
+            self.failed = True
+            self.proc.kill()
+            self.proc.wait()
+        atexit.register(self.close)
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.stdin.close()  # it ends
+            self.proc.wait(timeout=30)
+        shutil.rmtree(Path(self.path).parent, ignore_errors=True)
+
+    def run(self, args: list[str], env: dict[str, str], timeout: float):
+        """``python -m harness ARGS`` in a child forked by the server, as subprocess.run."""
+        path = self.socket_path()
+        if path is None:
+            return None
+        with tempfile.TemporaryDirectory(prefix="bncli-") as folder:
+            out, err = Path(folder) / "stdout", Path(folder) / "stderr"
+            request = {"argv": args, "env": env, "cwd": str(REPO), "stdout": str(out),
+                       "stderr": str(err)}  # fmt: skip
+            with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as conn:
+                conn.connect(path)
+                conn.sendall(json.dumps(request).encode() + b"\n")
+                answers = _Lines(conn)
+                pid = answers.number()
+                conn.settimeout(timeout)
+                try:
+                    code = answers.number()
+                except TimeoutError:
+                    with contextlib.suppress(ProcessLookupError):  # ended meanwhile
+                        os.kill(pid, signal.SIGKILL)  # as subprocess.run's timeout does
+                    conn.settimeout(None)
+                    answers.number()
+                    said = [p.read_text() if p.is_file() else "" for p in (out, err)]
+                    raise subprocess.TimeoutExpired([*HARNESS, *args], timeout, *said) from None
+            return subprocess.CompletedProcess([*HARNESS, *args], code, out.read_text(),
+                                               err.read_text())  # fmt: skip
+
+
+class _Lines:
+    """The server's answers on one connection: a number a line (the pid, then the exit code)."""
+
+    def __init__(self, conn: socket.socket) -> None:
+        self.conn, self.buf = conn, b""
+
+    def number(self) -> int:
+        while b"\n" not in self.buf:
+            chunk = self.conn.recv(64)
+            if not chunk:
+                raise ConnectionError("the harness command server closed the connection")
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        return int(line)
+
+
+_FORKS = _Forks()
+
+
 def run_cli(args: list[str], *, env: dict[str, str] | None = None, timeout: float = 900):
     """``python -m harness ARGS`` from the repository root (through :data:`HARNESS`); returns
-    the CompletedProcess."""
+    the CompletedProcess. A child of the command server where it runs (its imports paid once),
+    else a new process."""
     # cwd=REPO: `python -m` puts the working folder first on sys.path, so the worker processes
     # the harness starts can import the test plugins under tests/ as well.
     full_env = dict(os.environ, **(env or {}))
+    if not any(k.startswith(AT_START) and v != os.environ.get(k) for k, v in full_env.items()):
+        done = _FORKS.run(list(args), full_env, timeout)
+        if done is not None:
+            return done
     return subprocess.run(
         [*HARNESS, *args],
         cwd=REPO,

@@ -16,6 +16,9 @@ from tests.conftest import assert_fits, only_run_dir
 pytestmark = pytest.mark.slow
 
 VARIANTS = ["baseline", "async_dataloader", "dali", "ideal"]
+#: Measured steps per worker: fewer than the smoke size's 12 (each ~0.3 s of CPU, 12 workers),
+#: as tests/test_report.py's sweep; the warm-up is the fewest that still warms (2).
+STEPS = 8
 
 
 @pytest.fixture(scope="module")
@@ -29,6 +32,8 @@ def smoke_run(tmp_path_factory, cache_dir):
             "+scenario=sync_loading",
             "size=smoke",
             "harness.repeats=2",
+            f"scenario.sync_loading.smoke.steps={STEPS}",
+            "scenario.sync_loading.smoke.warmup_steps=2",
             # no window budgets: under load (a 2-core box running two test workers) the 3 s
             # profiled budget cut the window to 11 of the 12 steps these tests count on;
             # the budgets are tested in test_window.py
@@ -37,6 +42,9 @@ def smoke_run(tmp_path_factory, cache_dir):
             f"harness.results_dir={results}",
             f"harness.cache_dir={cache_dir}",
             "harness.progress=false",
+            # no report: these tests read none; a profiled sync_loading run's report is
+            # tests/test_report.py's (its shared sweep)
+            "harness.report=false",
         ]
     )
     return proc, only_run_dir(results)
@@ -73,7 +81,7 @@ def test_run_folder_layout(smoke_run):
     parquet = pd.read_parquet(run_dir / "runs.parquet")
     assert list(csv["variant"]) == VARIANTS == list(parquet["variant"])
     assert (csv["status"] == "ok").all(), csv[["variant", "error"]]
-    assert (csv["n_steps"] == 2 * 12).all()
+    assert (csv["n_steps"] == 2 * STEPS).all()
     for col in ("step_ms_median", "step_ms_p10", "step_ms_p90", "throughput_samples_per_s"):
         assert (csv[col] > 0).all(), col
     assert (csv["step_ms_p10"] <= csv["step_ms_median"]).all()
@@ -125,7 +133,7 @@ def test_profiled_with_real_exports(smoke_run):
         assert len(window) == 1
         w0, w1 = window["start_ns"].iloc[0], window["end_ns"].iloc[0]
         inside = steps[(steps["start_ns"] >= w0) & (steps["end_ns"] <= w1)]
-        assert len(inside) == result["steps"] == 12
+        assert len(inside) == result["steps"] == STEPS
         assert len(steps) == len(inside) and result["warmup_steps"] > 0
         if v == "baseline":
             loads = ranges[(ranges["text"] == "data_load")]

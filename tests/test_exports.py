@@ -22,6 +22,7 @@ def _args(results, *extra):
         "harness.repeats=1",
         "harness.progress=false",
         f"harness.results_dir={results}",
+        "harness.report=false",  # these tests read no report (tests/test_report.py does)
         *extra,
     ]
 
@@ -67,3 +68,4 @@ def test_waiting_for_nsys_in_line_records_no_background_time(cli, tmp_path):
     assert len(profiles) == 2 and (profiles["status"] == "ok").all()
     assert profiles["finalize_s"].isna().all() and (profiles["export_s"] > 0).all()
     assert len(list(run.glob("faulty/*/profile/*.sqlite"))) == 2
+    assert not (run / "report.html").exists() and not (run / "report.md").exists()

@@ -13,10 +13,13 @@ import pytest
 
 from tests.conftest import only_run_dir, smoke_args
 
+#: These tests read no report (tests/test_smoke_all.py's run writes forced_sync's).
+NO_REPORT = ("harness.report=false",)
+
 
 def _run(cli, results, *extra: str):
     args = smoke_args("forced_sync", results, "harness.repeats=2", "harness.timing.max_rounds=4",
-                      *extra)  # fmt: skip
+                      *NO_REPORT, *extra)  # fmt: skip
     proc = cli(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = only_run_dir(results)
@@ -53,7 +56,7 @@ def test_no_round_is_added_past_the_budget(cli, tmp_path):
 
 @pytest.mark.parametrize("device_default", [None])
 def test_the_cpu_adds_no_rounds_by_default(cli, tmp_path, device_default):
-    proc = cli(smoke_args("forced_sync", tmp_path / "r", "harness.repeats=2"))
+    proc = cli(smoke_args("forced_sync", tmp_path / "r", "harness.repeats=2", *NO_REPORT))
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = only_run_dir(tmp_path / "r")
     assert not (run / "rounds.json").exists()  # max_rounds: harness.repeats on the CPU

@@ -532,6 +532,7 @@ def _local_sweep(cli, sweep_dir: Path, env: dict[str, str], *overrides: str):
             "harness.repeats=1",
             "nsys.enabled=false",
             "harness.progress=false",
+            "harness.report=false",  # the sweep tests read no report
             f"hydra.sweep.dir={sweep_dir}",
             "harness.results_dir=${hydra:sweep.dir}/${hydra:job.num}",
         ],

@@ -61,7 +61,11 @@ def test_window_budget_per_phase():
 
 
 SLOW = {**FAULTY_ENV, "FAULTY_SLOW_S": "0.25"}
-SLOW_SIZE = ("scenario.faulty.smoke.warmup_steps=12", "scenario.faulty.smoke.steps=40")
+#: No report: these tests read none (tests/test_report.py reads a run's report).
+SLOW_SIZE = ("scenario.faulty.smoke.warmup_steps=12", "scenario.faulty.smoke.steps=40",
+             "harness.report=false")  # fmt: skip
+#: The window tests' size: the fewest warm-up steps (their 0.25 s each are wall time).
+SHORT_WARMUP = (*SLOW_SIZE, f"scenario.faulty.smoke.warmup_steps={MIN_WARMUP_STEPS}")
 
 
 def _slow_result(cli, results, window_s: float, warmup_s: str) -> dict:
@@ -89,7 +93,7 @@ def test_a_slow_warmup_ends_at_its_budget(cli, tmp_path):
 def test_the_profiled_window_has_its_own_budget(cli, tmp_path):
     results = tmp_path / "r"
     args = [
-        *smoke_args("faulty", results, "scenario.faulty.variants=[slow]", *SLOW_SIZE),
+        *smoke_args("faulty", results, "scenario.faulty.variants=[slow]", *SHORT_WARMUP),
         "nsys.enabled=true",
         "harness.max_window_s=3",
         "harness.timing.window_s=null",  # the sliced timing window takes max_window_s
@@ -116,7 +120,7 @@ def test_a_sliced_window_has_its_own_budget(cli, tmp_path):
 
 
 def _slow_result_sliced(cli, results, *extra: str) -> dict:
-    args = faulty_args(results, "scenario.faulty.variants=[slow]", *SLOW_SIZE, *extra)
+    args = faulty_args(results, "scenario.faulty.variants=[slow]", *SHORT_WARMUP, *extra)
     proc = cli(args, env=SLOW)
     assert proc.returncode == 0, proc.stderr[-2000:]
     return json.loads((only_run_dir(results) / "faulty/slow/timing-1/result.json").read_text())

@@ -171,6 +171,9 @@ class HarnessConfig:
     """Generated data sets; default ``$XDG_CACHE_HOME/bottleneck-suite`` or ``~/.cache/...``."""
     progress: bool = True
     """Show a tqdm bar over scenario x variant x phase."""
+    report: bool = True
+    """Write report.html and report.md at the end of the run; false: the tables only (the
+    tests that never read the report; ``harness report RUN_DIR`` writes it later)."""
     bootstrap: int = 2000
     """Bootstrap resamples for speedup confidence intervals."""
     memory_cap_gb: float | None = None

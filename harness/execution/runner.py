@@ -357,8 +357,10 @@ class Suite:
         from harness.report import report_after_run  # never raises; the results are kept
 
         t0 = time.perf_counter()
-        self._say("writing the report (report.html, report.md, pictures)")
-        problem = report_after_run(run_dir, self._say, self.found)
+        problem = None
+        if self.cfg.harness.report:
+            self._say("writing the report (report.html, report.md, pictures)")
+            problem = report_after_run(run_dir, self._say, self.found)
         walls["report_s"] = time.perf_counter() - t0
         self.write_timings(run_dir, walls, time.perf_counter() - t_start)
         if problem == "interrupted":
