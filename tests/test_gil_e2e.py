@@ -1,7 +1,9 @@
 """gil_contention end to end through the real CLI on the CPU, profiled under real nsys (issue 43):
 the baseline's GIL waits found from its own export, its saving measured against ``ideal``, the
 best fix measured faster than the baseline with an interval whose low end is above 1, and the
-verdict ``confirmed``, loaded box or not.
+verdict ``confirmed``; on a box loaded past its cores (a load average of 4-7), the baseline's
+gap may itself be its loop's wait for a core: then it reads ``oversubscribed`` with the numbers
+that say so, and the verdict is never refuted.
 
 What a loaded 2-core box does, and why the verdict holds there: ``process_pool``'s pool process
 (and ``vectorised``'s numpy thread) compete with the training loop for the two cores, so
@@ -78,12 +80,22 @@ def test_the_truth_is_measured_and_the_verdict_confirmed(run_dir: Path) -> None:
     for variant in ["baseline", *FIXES]:
         want = saving_from_files(run_dir, SCENARIO, variant, "ideal")
         assert diag.loc[variant, "measured_saving"] == pytest.approx(want, abs=1e-9)
-    assert diag.loc["baseline", "truth_state"] == "fires"
     assert diag.loc["baseline", "primary"] == "gil_contention"
     assert (diag.loc[FIXES, "primary"] == "none").all(), diag.loc[FIXES, "primary"]
     verdict = pd.read_csv(run_dir / "verdicts.csv").set_index("scenario").loc[SCENARIO]
-    assert verdict["verdict"] == "confirmed", verdict["reason"]
     assert "baseline: gil_contention measured" in verdict["reason"]
+    base = diag.loc["baseline", "truth_state"]
+    if base == "oversubscribed":
+        # a box loaded past its two cores (a load average of 4-7 beside other work): the
+        # baseline's gap to ideal is its loop's extra wait for a core, with the numbers that
+        # say so: the baseline is shown, not judged, and the verdict never refuted
+        extra = diag.loc["baseline", ["extra_runqueue_wait_share", "extra_loop_cpu_share"]].sum()
+        assert extra >= 0.5 * diag.loc["baseline", "measured_saving"] > 0
+        assert verdict["verdict"] in ("confirmed", "inconclusive"), verdict["reason"]
+        assert "(oversubscribed)" in verdict["reason"]
+    else:
+        assert base == "fires", base
+        assert verdict["verdict"] == "confirmed", verdict["reason"]
     # a fix whose gap to ideal is its loop's extra wait for a core (a loaded box) is named
     # oversubscribed, with its numbers, and not judged; it never reads fires
     # a GIL wait is asleep: the loop's extra CPU time is measured beside its extra wait
