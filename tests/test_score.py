@@ -7,8 +7,9 @@ labelled data_stall since their competing change was measured (prebuilt device b
 removing the syncs), with host_sync as a measured second cause (``also``); hs_step_logging and
 hs_hard_mining were the host_sync ones (removing the syncs beat removing either part of the host
 work they expose), with data_stall as a measured second cause (prebuilt: 1.24x and 1.25x);
-hs_step_logging and hs_plateau_scheduler are now fp32_math's (bf16 autocast beat both), with
-their earlier classes as measured second causes (corpus/wild/README.md)."""
+hs_step_logging, hs_plateau_scheduler, hs_hard_mining and hs_grad_hooks are now fp32_math's
+(bf16 autocast beat both), with their earlier classes as measured second causes, and fp32_math
+is a measured second cause of the three data_stall ones (corpus/wild/README.md)."""
 
 from __future__ import annotations
 
@@ -43,14 +44,14 @@ EXPECTED = {
     "hs_item_checks": ("data_stall", "data_stall", "data_stall;host_sync;fp32_math"),
     "hs_nonzero_mask": ("data_stall", "data_stall", "data_stall;host_sync;fp32_math"),
     "hs_cpu_metrics": ("data_stall", "data_stall", "data_stall;host_sync;fp32_math"),
-    # fp32_math labels (amp measured under a wrapper, corpus/wild/README.md); fp32_math also
-    # fires on six hs_*/pg_* scripts whose amp is not timed yet (their labels stand as they were)
+    # fp32_math labels (amp timed under a wrapper or in rounds amp-1/2, corpus/wild/README.md);
+    # fp32_math also fires on pg_nonblocking_unpinned, whose amp measured 1.07x
     "hs_step_logging": ("fp32_math", "fp32_math", "fp32_math;host_sync;data_stall"),
-    "hs_hard_mining": ("host_sync", "fp32_math", "fp32_math;host_sync;data_stall"),
+    "hs_hard_mining": ("fp32_math", "fp32_math", "fp32_math;host_sync;data_stall"),
     "host_bound_with_syncs": ("launch_bound", "launch_bound", "launch_bound"),
     "clean_rare_item": ("fp32_math", "fp32_math", "fp32_math"),
     "clean_compile": ("fp32_math", "fp32_math", "fp32_math"),
-    # TF32 convolutions and GEMMs: fp32_math fires at the bf16/TF32 rate, not yet timed
+    # TF32 convolutions: fp32_math fires at the bf16/TF32 rate; amp measured 1.12x and 1.19x
     "clean_cudnn_benchmark": ("none", "fp32_math", "fp32_math"),
     "clean_loader_keeps_up": ("none", "fp32_math", "fp32_math"),
     "clean_pinned_side_stream": ("fp32_math", "fp32_math", "fp32_math"),
@@ -65,7 +66,7 @@ EXPECTED = {
     "pp_param_split": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     "pp_heavy_head": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     "pp_balanced": ("none", "none", ""),
-    "hs_grad_hooks": ("host_sync", "fp32_math", "fp32_math;host_sync"),
+    "hs_grad_hooks": ("fp32_math", "fp32_math", "fp32_math;host_sync"),
     # 2 x H200, 2026-11-28: rank 0 also scores a held-out batch every step
     "dp_straggler": ("stage_imbalance", "stage_imbalance", "stage_imbalance"),
     # one H200, 2026-11-29 (corpus/wild/README.md: fourteen entries)
@@ -83,7 +84,7 @@ EXPECTED = {
     "lb_gnn_scatter": ("launch_bound", "launch_bound", "launch_bound"),
     "lb_manual_sgd": ("launch_bound", "launch_bound", "launch_bound"),
     "lb_handwritten_norm": ("launch_bound", "launch_bound", "launch_bound"),
-    "clean_deep_large_batch": ("none", "fp32_math", "fp32_math"),
+    "clean_deep_large_batch": ("fp32_math", "fp32_math", "fp32_math"),
     "fm_mlp_fp32": ("fp32_math", "fp32_math", "fp32_math"),
     "fm_vit_tf32_off": ("fp32_math", "fp32_math", "fp32_math"),
     "fm_convnet_fp32": ("fp32_math", "fp32_math", "fp32_math"),
@@ -157,14 +158,15 @@ def test_class_scores(reports: pd.DataFrame) -> None:
         # and ac_empty_cache_varlen (its only timed removal is the allocator's) and
         # ds_bucketed_text (its tokenizing host holds the launches: untimed graphs switch)
         "launch_bound": (8, 4, 0),
+        # no host_sync label left (the four are fp32_math's, host_sync their ``also``);
         # ac_del_infer's per-batch reads (untimed: its label's removal keeps them)
-        "host_sync": (2, 1, 0),
+        "host_sync": (0, 1, 0),
         "exposed_comm": (1, 0, 0),
         "gil_contention": (4, 0, 0),
         "stage_imbalance": (3, 0, 0),
-        # false positives: six hs_*/pg_* scripts on the FMA pipe and three clean ones in TF32
-        # whose bf16 switch is not timed yet (corpus/wild/README.md: not yet timed)
-        "fp32_math": (8, 9, 0),
+        # false positives where amp measured below 1.2x: pg_nonblocking_unpinned (FMA pipe),
+        # clean_cudnn_benchmark and clean_loader_keeps_up (TF32 convolutions)
+        "fp32_math": (11, 3, 0),
         "unfused_elementwise": (3, 0, 0),
         "layout_transpose": (2, 0, 0),
         "allocator_churn": (2, 1, 0),
@@ -172,14 +174,12 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     }
     wrong = set(reports.index[reports["primary"] != reports["truth"]])
     assert wrong == {
-        "hs_hard_mining", "hs_grad_hooks",  # fp32_math primary, untimed: their labels stand
-        "clean_cudnn_benchmark", "clean_loader_keeps_up", "clean_deep_large_batch",  # TF32
+        "clean_cudnn_benchmark", "clean_loader_keeps_up",  # TF32: amp 1.12x, 1.19x
         "ue_layernorm_gelu", "ue_swiglu",  # launch_bound primary over their chains
         "ac_empty_cache_varlen",  # launch_bound over the allocator (corpus/wild/README.md)
     }  # fmt: skip
     clean = reports[reports["truth"] == "none"]
-    tf32 = clean.index.isin(["clean_cudnn_benchmark", "clean_loader_keeps_up",
-                             "clean_deep_large_batch"])  # fmt: skip
+    tf32 = clean.index.isin(["clean_cudnn_benchmark", "clean_loader_keeps_up"])
     assert (clean.loc[~tf32, "primary"] == "none").all()
     assert clean.loc[~tf32, "fired"].fillna("").eq("").all()
 
@@ -197,11 +197,12 @@ def test_a_measured_second_cause_is_not_a_false_positive() -> None:
 def test_labels_stand_on_their_measurements() -> None:
     """Every label of a scored script (one with a committed export) is the largest measured
     single change, >= 1.2x (clean: no change > 1.1x), from the timed processes in
-    corpus/wild/timing.csv; every timed label stands."""
+    corpus/wild/timing.csv; every timed label stands but two clean ones, whose amp measured
+    1.12x and 1.19x: above the clean bar, below the 1.2x a label needs (corpus/wild/README.md)."""
     measured = pd.read_csv(CORPUS / "measured.csv")
     stands = measured["label_stands"].astype(bool).groupby(measured["script"]).all()
     scored = {p.name.removesuffix(SUFFIX) for p in (CORPUS / "exports").glob(f"*{SUFFIX}")}
-    assert stands.all(), set(stands[~stands].index)
+    assert set(stands[~stands].index) == {"clean_cudnn_benchmark", "clean_loader_keeps_up"}
     measured = measured[measured["script"].isin(scored)]
     own = measured[measured["fix"] == measured["label_fix"]].set_index("script")
     # where the label's realistic fix was not timed (the host-side entries: their removal
@@ -247,7 +248,7 @@ def test_set_and_its_former_name_diagnosis_are_one_flag(tmp_path: Path, cli) -> 
     """score's threshold overrides are --set, as in diagnose; -d/--diagnosis still read the
     same; an unknown key exits 2 naming it."""
     parse = S.parser().parse_args
-    key = "host_sync.min_saving_share=0.99"
+    key = "fp32_math.min_saving_share=0.99"
     assert parse(["x", "--set", key]).set == parse(["x", "-d", key]).set
     assert parse(["x", "--diagnosis", key]).set == [key]
     corpus = _mini_corpus(tmp_path, ("hs_grad_hooks",))
@@ -347,18 +348,21 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     # 2.45x), hs_step_logging's 3.15x against a none of 21.8 ms (18-19 ms in its own rounds)
     fp32 = {"hs_step_logging", "clean_compile", "clean_pinned_side_stream",
             "hs_plateau_scheduler", "fm_convnet_fp32"}  # fmt: skip
+    # hs_cpu_metrics' amp (rounds amp-1/2): 1.44x predicted against 1.82x, -21%
     assert outside == {
+        ("hs_cpu_metrics", "fp32_math"),
         ("ds_slow_storage", "data_stall"), ("ds_text_tokenize", "data_stall"),
         ("ue_layernorm_gelu", "unfused_elementwise"), *((n, "fp32_math") for n in fp32),
         # calibrated to a none of 11.0 ms (12.8 and 9.2 in its rounds), nsys's fitted cost is
         # 37 us a call; from the trace alone 5.26x, -9%
         ("lb_bucketed_graphs", "launch_bound"),
     }  # fmt: skip
-    # 36 with the H200 entries of 2026-11-29, 49 with the GPU-side classes', 56 the host-side
-    assert len(got) == 56 and sum(v == "within" for v in got.values()) == 47
+    # 36 with the H200 entries of 2026-11-29, 49 with the GPU-side classes', 56 the host-side,
+    # 62 with the six amp removals of rounds amp-1/2
+    assert len(got) == 62 and sum(v == "within" for v in got.values()) == 52
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
     assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
-    assert errors.abs().median() == pytest.approx(0.0882, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.0961, abs=5e-4)
     assert errors.abs().max() == pytest.approx(1.3769, abs=5e-4)  # clean_compile
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
@@ -369,8 +373,8 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
         ("gil_param_monitor", "gil_contention"),  # the traced step ran 1.8x the untraced one
         *((n, "fp32_math") for n in fp32 - {"hs_plateau_scheduler"}),
     }
-    assert int((alone.abs() <= 0.2).sum()) == 40
-    assert alone.abs().median() == pytest.approx(0.1178, abs=5e-4)
+    assert int((alone.abs() <= 0.2).sum()) == 44
+    assert alone.abs().median() == pytest.approx(0.121, abs=5e-4)
 
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
