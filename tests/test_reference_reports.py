@@ -38,7 +38,7 @@ def _folders() -> list[Path]:
 
 #: Folders packed for the repository's size budget: README.md and tables.tar.xz, the pictures in
 #: git at the commit the README names.
-PACKED = ("h200x2", "h200x4")
+PACKED = ("h200x2", "h200x4", "h200/tools")
 
 
 def _param(folder: Path):
