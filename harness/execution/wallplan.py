@@ -22,7 +22,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -363,7 +363,7 @@ UNKNOWN_PROFILE_UNIT_S = 6.5
 #: The factor on the run's own mean per unit when it prices a scenario it has not measured:
 #: scenarios differ (one unit of a data-loading scenario costs several of a GPU-bound one), and
 #: under-pricing them costs the budget while over-pricing only defers rounds to later scenarios.
-UNKNOWN_SAFETY = 1.5
+UNKNOWN_SAFETY = 1.25
 
 
 def unit_prices(costs: Costs, knobs: Knobs) -> tuple[float, float]:
@@ -377,6 +377,16 @@ def unit_prices(costs: Costs, knobs: Knobs) -> tuple[float, float]:
     timing = sum(_one_round(vs, knobs) for vs in known) / units
     profile = sum(_profiles_s(vs, knobs) + PROFILE_SWITCH_S for vs in known) / units
     return UNKNOWN_SAFETY * timing, UNKNOWN_SAFETY * profile
+
+
+def _unsliced_more_s(k: Knobs) -> float:
+    """What a unit that declines slicing (``Scenario.slice_rounds``) may take beyond a sliced
+    one: its window and warm-up run to the general budgets, not the sliced round's."""
+    if not k.slices:
+        return 0.0
+    window = (k.max_window_s or 0.0) - (_at_most(k.max_window_s, k.window_s) or 0.0)
+    warm = (k.max_warmup_s or 0.0) - (_at_most(k.max_warmup_s, k.warmup_s) or 0.0)
+    return window + warm
 
 
 @dataclass(frozen=True)
@@ -414,11 +424,18 @@ def project(
     variants: Sequence[str],
     queue: Sequence[Any],
     extra: int = 1,
+    found: Mapping[str, Any] | None = None,
 ) -> Projection:
     """The run's wall with one more round of ``variants`` of ``scenario`` (its ``extra``-th
-    added one), and the fair share it must leave (:class:`Projection`)."""
+    added one), and the fair share it must leave (:class:`Projection`); ``found``: the
+    scenarios (a unit of one not measured yet that declines slicing costs more)."""
     vs = [v for v in costs.variants.get(scenario, []) if v.variant in variants]
-    t_unit, p_unit = unit_prices(costs, knobs)
+    t_mean, p_unit = unit_prices(costs, knobs)
+
+    def t_unit(name: str) -> float:
+        sliced = getattr((found or {}).get(name), "slice_rounds", True)
+        return t_mean + (0.0 if sliced else _unsliced_more_s(knobs))
+
     rest, n_prof, profiled = 0.0, 0, set()
     rounds: dict[str, set[str]] = {}
     unknown: dict[str, set[str]] = {}
@@ -436,13 +453,13 @@ def project(
             if (rf.timing_round(unit.phase) or 0) <= knobs.repeats:
                 planned.add(unit.scenario)
             if not known:
-                rest += t_unit
+                rest += t_unit(unit.scenario)
                 unknown.setdefault(unit.scenario, set()).add(unit.variant)
     reserve = 0.0
     for name, phases in rounds.items():
         share = extra if name in planned and name != scenario else 0
         if name in unknown:
-            reserve += share * len(unknown[name]) * t_unit
+            reserve += share * len(unknown[name]) * t_unit(name)
             continue
         one = _one_round(costs.variants[name], knobs)
         rest += len(phases) * one
@@ -461,12 +478,13 @@ def fits(
     variants: Sequence[str],
     queue: Sequence[Any],
     extra: int = 1,
+    found: Mapping[str, Any] | None = None,
 ) -> tuple[bool, float]:
     """Whether one more round of ``variants`` of ``scenario`` (its ``extra``-th added one) fits
     ``budget_s``: the run's wall so far, that round, what is still queued (``queue``: units),
     the tail, and the fair share left to the scenarios still queued (:func:`project`).
     (fits, the number held against the budget)."""
-    p = project(costs, knobs, elapsed_s, scenario, variants, queue, extra)
+    p = project(costs, knobs, elapsed_s, scenario, variants, queue, extra, found)
     return (budget_s is None or p.checked_s <= budget_s), p.checked_s
 
 
