@@ -12,6 +12,14 @@ them is wider than ``harness.timing.target_half_width``, up to ``max_rounds``, a
 the pair's two variants (its other variants are not timed again); the budget check is
 :func:`harness.execution.wallplan.fits`.
 
+The check spreads the rounds over the run rather than giving them to whichever scenario runs
+first: a scenario's k-th added round must leave room for k added rounds of every scenario whose
+planned rounds are still queued (a fair share, :func:`harness.execution.wallplan.project`), and
+the scenarios not measured yet are priced from what this run has measured so far, not from
+fixed constants, so the early checks are neither refused by an inflated projection nor
+allowed to spend what the later scenarios need. What the later ones leave unused (their pairs
+narrow) is there for the last ones.
+
 Every decision is recorded (:attr:`MoreRounds.decisions`, ``rounds.json`` in the run folder),
 with the half-widths it read.
 """

@@ -5,7 +5,9 @@ a finished run (its step time, warm-up steps, size, set-up; ``timings.csv``, ``r
 ``result.json``, ``wall_time.json``) and prints what the same scenarios would take under the
 run's own settings or under others (``repeats=5 slices=true window_s=1.5 ...``: :class:`Knobs`).
 The run loop uses the same model to decide whether one more round fits the suite's budget
-(:func:`fits`).
+(:func:`fits`, :func:`project`): the units still queued (a scenario not measured yet at this
+run's own mean per unit, :func:`unit_prices`), the tail of every profile of the run, and a fair
+share kept for the scenarios whose planned rounds are still queued.
 
 The model follows the run loop: nothing measures beside a set-up, so a scenario's timing part is
 its set-ups that nobody's measurement hides plus every worker's measured span (warm-up, window,
