@@ -60,13 +60,13 @@ def test_the_cpu_adds_no_rounds_by_default(cli, tmp_path, device_default):
     assert (pd.read_csv(run / "runs.csv")["repeats"] == 2).all()
 
 
-# -- the budget check replayed on two real H200 runs (tests/data/rounds_runs.tar.xz) -----------
+# -- the budget check replayed on a real H200 run (tests/data/rounds_runs.tar.xz) ---------------
 
 
 @pytest.fixture(scope="module")
 def replays(tmp_path_factory) -> dict[str, pd.DataFrame]:
-    """Each decision of two ``+scenario=all`` runs (harness.repeats=2, budget_s=480), replayed
-    by scripts/replay_budget.py from their trimmed folders (timings, runs, rounds.json,
+    """Each decision of an H200 ``+scenario=all`` run (harness.repeats=2, budget_s=480),
+    replayed by scripts/replay_budget.py from its trimmed folder (timings, runs, rounds.json,
     wall_time.json, each unit's warm-up and window steps)."""
     import tarfile
     from pathlib import Path
@@ -76,10 +76,10 @@ def replays(tmp_path_factory) -> dict[str, pd.DataFrame]:
     root = tmp_path_factory.mktemp("rounds")
     with tarfile.open(Path(__file__).parent / "data" / "rounds_runs.tar.xz") as tar:
         tar.extractall(root, filter="data")
-    return {name: replay(root / name) for name in ("ref1", "run1")}
+    return {name: replay(root / name) for name in ("run1",)}
 
 
-@pytest.mark.parametrize("name", ["ref1", "run1"])
+@pytest.mark.parametrize("name", ["run1"])
 def test_the_projection_never_under_predicts_what_the_run_had_left(replays, name):
     table = replays[name]
     assert len(table) >= 8 and (table["remained_s"] > 100).all()
@@ -92,7 +92,7 @@ def test_the_projection_never_under_predicts_what_the_run_had_left(replays, name
     assert table["new/remained"].iloc[0] < table["old/remained"].iloc[0]
 
 
-@pytest.mark.parametrize("name", ["ref1", "run1"])
+@pytest.mark.parametrize("name", ["run1"])
 def test_the_replayed_old_check_is_the_one_the_run_recorded(replays, name):
     # late in the run nothing the machine skips is queued any more: the replay then rebuilds
     # the run's own number (its queue, its clock)
@@ -102,7 +102,7 @@ def test_the_replayed_old_check_is_the_one_the_run_recorded(replays, name):
 
 
 def test_the_fair_share_refuses_early_rounds_the_later_scenarios_need(replays):
-    table = replays["ref1"]
+    table = replays["run1"]
     first = table.iloc[0]
     # at the first decision nine scenarios' planned rounds are still queued (one round of
     # each kept for them), at kernel_flood's first only unfused_chain's, at the last none
