@@ -61,3 +61,55 @@ def test_the_cpu_adds_no_rounds_by_default(cli, tmp_path, device_default):
     run = only_run_dir(tmp_path / "r")
     assert not (run / "rounds.json").exists()  # max_rounds: harness.repeats on the CPU
     assert (pd.read_csv(run / "runs.csv")["repeats"] == 2).all()
+
+
+# -- the budget check replayed on a real H200 run (tests/data/rounds_runs.tar.xz) ---------------
+
+
+@pytest.fixture(scope="module")
+def replays(tmp_path_factory) -> dict[str, pd.DataFrame]:
+    """Each decision of an H200 ``+scenario=all`` run (harness.repeats=2, budget_s=480),
+    replayed by scripts/replay_budget.py from its trimmed folder (timings, runs, rounds.json,
+    wall_time.json, each unit's warm-up and window steps)."""
+    import tarfile
+    from pathlib import Path
+
+    from scripts.replay_budget import replay
+
+    root = tmp_path_factory.mktemp("rounds")
+    with tarfile.open(Path(__file__).parent / "data" / "rounds_runs.tar.xz") as tar:
+        tar.extractall(root, filter="data")
+    return {name: replay(root / name) for name in ("run1",)}
+
+
+@pytest.mark.parametrize("name", ["run1"])
+def test_the_projection_never_under_predicts_what_the_run_had_left(replays, name):
+    table = replays[name]
+    assert len(table) >= 8 and (table["remained_s"] > 100).all()
+    # the new projection of the rest (queued units, the tail) against what the run took
+    # after each decision, less the added rounds
+    assert (table["new/remained"] >= 0.9).all(), table[["scenario", "round", "new/remained"]]
+    # the old one under-predicted late in the run (the tail of the profiles already run) and
+    # over-predicted early (every unmeasured unit at 5 s / 6.5 s)
+    assert table["old/remained"].min() < 0.8 and table["old/remained"].iloc[0] > 1.25
+    assert table["new/remained"].iloc[0] < table["old/remained"].iloc[0]
+
+
+@pytest.mark.parametrize("name", ["run1"])
+def test_the_replayed_old_check_is_the_one_the_run_recorded(replays, name):
+    # late in the run nothing the machine skips is queued any more: the replay then rebuilds
+    # the run's own number (its queue, its clock)
+    late = replays[name][replays[name]["elapsed_s"] > 300]
+    assert len(late) >= 3
+    assert ((late["old_s"] - late["recorded_s"]).abs() < 0.02 * late["recorded_s"]).all()
+
+
+def test_the_fair_share_refuses_early_rounds_the_later_scenarios_need(replays):
+    table = replays["run1"]
+    first = table.iloc[0]
+    # at the first decision nine scenarios' planned rounds are still queued (one round of
+    # each kept for them), at kernel_flood's first only unfused_chain's, at the last none
+    share = table["checked_s"] - table["new_s"]
+    kernel_flood = table.index[table["scenario"] == "kernel_flood"][0]
+    assert share.iloc[0] > 5 * share[kernel_flood] > 0 and share.iloc[-1] == 0
+    assert not first["new_fits"]

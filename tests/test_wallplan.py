@@ -69,10 +69,78 @@ def test_the_budget_check_counts_what_is_still_queued(runs):
     ok, alone = wallplan.fits(costs, k, 100.0, 400.0, "gil_contention", variants, [])
     queue = [Unit("sync_loading", v.variant, "timing-1") for v in costs.variants["sync_loading"]]
     queue += [Unit("nobody", "x", "timing-1")] * 3  # a scenario not measured yet
-    _, more = wallplan.fits(costs, k, 100.0, 400.0, "gil_contention", variants, queue)
+    p = wallplan.project(costs, k, 100.0, "gil_contention", variants, queue)
     # sync_loading declines slicing (Scenario.slice_rounds): its round is priced back to back
     sync = costs.variants["sync_loading"]
     assert not any(v.sliced for v in sync)
     round_s = wallplan._round_s(sync, k, False) + wallplan._backtoback_setups(sync, k, 1)
-    assert ok and more == pytest.approx(alone + round_s + 3 * wallplan.UNKNOWN_TIMING_UNIT_S)
+    unit, _ = wallplan.unit_prices(costs, k)
+    assert p.rest_s == pytest.approx(round_s + 3 * unit)
+    # the fair share: one more round of each scenario whose planned rounds are queued
+    assert p.reserve_s == pytest.approx(round_s + unit)
+    _, more = wallplan.fits(costs, k, 100.0, 400.0, "gil_contention", variants, queue)
+    assert ok and more == pytest.approx(alone + p.rest_s + p.reserve_s)
     assert not wallplan.fits(costs, k, 100.0, alone - 1.0, "gil_contention", variants, [])[0]
+
+
+def test_an_unmeasured_unit_is_priced_from_the_runs_own_means(runs):
+    costs = runs["run1"]
+    k = wallplan.replace(costs.knobs, slices=True, window_s=1.0)
+    none = wallplan.Costs(variants={}, knobs=k)
+    assert wallplan.unit_prices(none, k) == (wallplan.UNKNOWN_TIMING_UNIT_S,
+                                             wallplan.UNKNOWN_PROFILE_UNIT_S)  # fmt: skip
+    timing, profile = wallplan.unit_prices(costs, k)
+    units = sum(len(vs) for vs in costs.variants.values())
+    per_round = [wallplan._one_round(vs, k) / len(vs) for vs in costs.variants.values()]
+    # a weighted mean of the scenarios' per-unit costs, with its safety factor
+    assert min(per_round) < timing / wallplan.UNKNOWN_SAFETY < max(per_round)
+    assert timing == pytest.approx(wallplan.UNKNOWN_SAFETY * sum(
+        wallplan._one_round(vs, k) for vs in costs.variants.values()) / units)  # fmt: skip
+    assert profile > 0
+
+
+def test_an_unmeasured_scenario_that_declines_slicing_costs_the_general_window(runs):
+    from harness.core.runfolder import Unit
+
+    costs = runs["run1"]
+    k = wallplan.replace(costs.knobs, slices=True, window_s=1.0, warmup_s=1.0, profile=False)
+    rest = {s: vs for s, vs in costs.variants.items() if s != "sync_loading"}
+    costs = wallplan.replace(costs, variants=rest)
+    queue = [Unit("sync_loading", "baseline", "timing-1"), Unit("forced_sync", "x", "timing-1")]
+    found = discover_scenarios()
+    assert not found["sync_loading"].slice_rounds and found["forced_sync"].slice_rounds
+    unit, _ = wallplan.unit_prices(costs, k)
+    p = wallplan.project(costs, k, 0.0, "gil_contention", [], queue[1:], found=found)
+    q = wallplan.project(costs, k, 0.0, "gil_contention", [], queue, found=found)
+    more = (k.max_window_s - 1.0) + (k.max_warmup_s - 1.0)
+    assert more > 0 and q.rest_s - p.rest_s == pytest.approx(unit + more)
+
+
+def test_the_tail_counts_every_profile_of_the_run_and_the_kernels_row(runs):
+    from harness.core.runfolder import Unit
+
+    costs = runs["run1"]
+    assert costs.profiles_done == sum(len(vs) for vs in costs.variants.values())  # all profiled
+    k = wallplan.replace(costs.knobs, kernels_s=40.0)
+    queue = [Unit("gil_contention", "baseline", "profile")]
+    p = wallplan.project(costs, k, 0.0, "gil_contention", [], queue)
+    per = wallplan.TAIL_PER_PROFILE_S
+    assert p.tail_s == pytest.approx(wallplan.TAIL_FIXED_S + per * (costs.profiles_done + 1) + 40)
+
+
+def test_the_fair_share_grows_with_the_rounds_asked_and_skips_added_ones(runs):
+    from harness.core.runfolder import Unit
+
+    costs = runs["run1"]
+    k = wallplan.replace(costs.knobs, slices=True, window_s=1.0, profile=False)
+    gil = [v.variant for v in costs.variants["gil_contention"]]
+    planned = [Unit("forced_sync", v.variant, "timing-1") for v in costs.variants["forced_sync"]]
+    added = [Unit("kernel_flood", v.variant, "timing-4") for v in costs.variants["kernel_flood"]]
+    one = wallplan._one_round(costs.variants["forced_sync"], k)
+    for extra in (1, 3):
+        p = wallplan.project(costs, k, 0.0, "gil_contention", gil, planned + added, extra)
+        # forced_sync's planned rounds are queued: as many added rounds as gil_contention
+        # would have; kernel_flood's queued round is an added one: no share kept for it
+        assert p.reserve_s == pytest.approx(extra * one)
+    mine = [Unit("gil_contention", v, "timing-4") for v in gil]
+    assert wallplan.project(costs, k, 0.0, "gil_contention", gil, mine, 2).reserve_s == 0

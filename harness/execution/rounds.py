@@ -12,6 +12,14 @@ them is wider than ``harness.timing.target_half_width``, up to ``max_rounds``, a
 the pair's two variants (its other variants are not timed again); the budget check is
 :func:`harness.execution.wallplan.fits`.
 
+The check spreads the rounds over the run rather than giving them to whichever scenario runs
+first: a scenario's k-th added round must leave room for k added rounds of every scenario whose
+planned rounds are still queued (a fair share, :func:`harness.execution.wallplan.project`), and
+the scenarios not measured yet are priced from what this run has measured so far, not from
+fixed constants, so the early checks are neither refused by an inflated projection nor
+allowed to spend what the later scenarios need. What the later ones leave unused (their pairs
+narrow) is there for the last ones.
+
 Every decision is recorded (:attr:`MoreRounds.decisions`, ``rounds.json`` in the run folder),
 with the half-widths it read.
 """
@@ -77,7 +85,8 @@ class Decision:
     why: str = ""
     """``narrow`` (every pair within the target), ``max_rounds``, ``budget``, or ``added``."""
     projected_s: float | None = None
-    """The run's projected wall with the added round (the budget check's number)."""
+    """The budget check's number: the run's projected wall with the added round, and the fair
+    share kept for the scenarios still queued (:func:`harness.execution.wallplan.project`)."""
 
 
 class MoreRounds:
@@ -92,7 +101,7 @@ class MoreRounds:
         target: float,
         planned: int,
         max_rounds: int,
-        fits: Callable[[str, list[str], Sequence[Unit]], tuple[bool, float | None]],
+        fits: Callable[[str, list[str], Sequence[Unit], int], tuple[bool, float | None]],
     ) -> None:
         self.run_dir = run_dir
         self.found = found
@@ -102,8 +111,8 @@ class MoreRounds:
         """The rounds every scenario gets (``harness.repeats``): none is added before them."""
         self.max_rounds = max_rounds
         self.fits = fits
-        """(scenario, variants of the round, the units still queued) -> (whether the round
-        fits the budget, the run's projected wall with it)."""
+        """(scenario, variants of the round, the units still queued, which added round it is)
+        -> (whether the round fits the budget, the number held against it)."""
         self.decisions: list[Decision] = []
 
     def after(self, scenario: str, phase: str, queue: Sequence[Unit]) -> list[Unit]:
@@ -125,7 +134,7 @@ class MoreRounds:
         else:
             members = {v for p in wide for v in p.split("/")}
             chosen = [v for v in names if v in members]
-            ok, projected = self.fits(scenario, chosen, queue)
+            ok, projected = self.fits(scenario, chosen, queue, r + 1 - self.planned)
             decision.projected_s = projected
             decision.why = "added" if ok else "budget"
             if ok:

@@ -116,16 +116,23 @@ class Scheduler:
         return added
 
     def _fits(
-        self, scenario: str, variants: list[str], queue: Sequence[Unit]
+        self, scenario: str, variants: list[str], queue: Sequence[Unit], extra: int = 1
     ) -> tuple[bool, float]:
-        """Whether one more round fits harness.timing.budget_s (harness.execution.wallplan)."""
+        """Whether one more round fits harness.timing.budget_s (harness.execution.wallplan):
+        the units still queued that this machine runs (none it will skip) and those started
+        beside it (the next scenario's set-ups)."""
         assert self.run_dir is not None
         s = self.settings
         costs = wallplan.learn(self.run_dir, s.found)
         elapsed = time.perf_counter() - self.started
-        knobs = wallplan.knobs_of_config(s.cfg)
+        knobs = wallplan.knobs_of_config(s.cfg, gpu=s.device == "cuda")
         budget = s.cfg.harness.timing.budget_s
-        return wallplan.fits(costs, knobs, elapsed, budget, scenario, variants, queue)
+        started = [x.unit for x in self._live if x.unit.scenario != scenario]
+        queued = [u for u in queue if u not in started and not s.skip_reason(u)]
+        pending = [*started, *queued]
+        return wallplan.fits(
+            costs, knobs, elapsed, budget, scenario, variants, pending, extra, s.found
+        )
 
     def _number(self, added: list[Unit], queue: list[Unit]) -> None:
         """Progress numbers for added units: right after the ones that ran, the queued ones

@@ -5,7 +5,9 @@ a finished run (its step time, warm-up steps, size, set-up; ``timings.csv``, ``r
 ``result.json``, ``wall_time.json``) and prints what the same scenarios would take under the
 run's own settings or under others (``repeats=5 slices=true window_s=1.5 ...``: :class:`Knobs`).
 The run loop uses the same model to decide whether one more round fits the suite's budget
-(:func:`fits`).
+(:func:`fits`, :func:`project`): the units still queued (a scenario not measured yet at this
+run's own mean per unit, :func:`unit_prices`), the tail of every profile of the run, and a fair
+share kept for the scenarios whose planned rounds are still queued.
 
 The model follows the run loop: nothing measures beside a set-up, so a scenario's timing part is
 its set-ups that nobody's measurement hides plus every worker's measured span (warm-up, window,
@@ -22,7 +24,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
@@ -32,7 +34,18 @@ import pandas as pd
 from harness.core import runfolder as rf
 from harness.execution.steps import MIN_WARMUP_STEPS, window_steps
 
-__all__ = ["Costs", "Knobs", "VariantCost", "estimate", "fits", "learn", "main"]
+__all__ = [
+    "Costs",
+    "Knobs",
+    "Projection",
+    "VariantCost",
+    "estimate",
+    "fits",
+    "learn",
+    "main",
+    "project",
+    "unit_prices",
+]
 
 #: Seconds from one worker's window end to the next held worker's warm-up (the gate, its
 #: progress file, the previous one's exit).
@@ -105,6 +118,9 @@ class Knobs:
     setup_batch: int = 4
     extra_rounds: dict[str, int] = field(default_factory=dict)
     """Rounds added to a scenario beyond ``repeats`` (all its variants)."""
+    kernels_s: float = 0.0
+    """The kernels row's budget where the budget check counts it (``kernels.budget_s``; the
+    estimate from a run folder leaves it out)."""
 
 
 @dataclass
@@ -116,6 +132,8 @@ class Costs:
     """The run's own settings."""
     measured_s: float | None = None
     """The run's harness wall (``wall_time.json``'s ``total_s``)."""
+    profiles_done: int = 0
+    """Profiled units that have run (their exports and diagnosis are still to come)."""
 
 
 def _warm(step_s: float, planned: int, budget: float | None, least: int) -> float:
@@ -293,7 +311,8 @@ def learn(run_dir: Path, found: dict[str, Any] | None = None) -> Costs:
         out.setdefault(row.scenario, []).append(cost)
     wall_file = run_dir / "wall_time.json"
     wall = rf.read_json(wall_file) if wall_file.is_file() else {}
-    return Costs(variants=out, knobs=_knobs_of(manifest), measured_s=(wall or {}).get("total_s"))
+    return Costs(variants=out, knobs=_knobs_of(manifest), measured_s=(wall or {}).get("total_s"),
+                 profiles_done=int((timings["phase"] == rf.PROFILE).sum()))  # fmt: skip
 
 
 #: The worker's own timing parts the model reads (result.json's ``timing``).
@@ -339,9 +358,117 @@ def _result_steps(run_dir: Path, scenario: str, variant: str) -> tuple[int, int]
 
 
 #: Seconds a queued unit of a scenario the run has not measured yet is taken to cost on the
-#: critical path: a timing worker, a profiled one (a reference run's means, docs/measurement.md).
+#: critical path (a timing worker, a profiled one) while no scenario of the run is measured yet
+#: (a reference run's means, docs/measurement.md); after that, :func:`unit_prices`.
 UNKNOWN_TIMING_UNIT_S = 5.0
 UNKNOWN_PROFILE_UNIT_S = 6.5
+#: The factor on the run's own mean per unit when it prices a scenario it has not measured:
+#: scenarios differ (one unit of a data-loading scenario costs several of a GPU-bound one), and
+#: under-pricing them costs the budget while over-pricing only defers rounds to later scenarios.
+UNKNOWN_SAFETY = 1.25
+
+
+def unit_prices(costs: Costs, knobs: Knobs) -> tuple[float, float]:
+    """(timing, profile) seconds per unit of a scenario the run has not measured: the model's
+    mean per unit over the scenarios it has, times :data:`UNKNOWN_SAFETY`; the constants while
+    it has none."""
+    known = [vs for vs in costs.variants.values() if vs]
+    units = sum(len(vs) for vs in known)
+    if not units:
+        return UNKNOWN_TIMING_UNIT_S, UNKNOWN_PROFILE_UNIT_S
+    timing = sum(_one_round(vs, knobs) for vs in known) / units
+    profile = sum(_profiles_s(vs, knobs) + PROFILE_SWITCH_S for vs in known) / units
+    return UNKNOWN_SAFETY * timing, UNKNOWN_SAFETY * profile
+
+
+def _unsliced_more_s(k: Knobs) -> float:
+    """What a unit that declines slicing (``Scenario.slice_rounds``) may take beyond a sliced
+    one: its window and warm-up run to the general budgets, not the sliced round's."""
+    if not k.slices:
+        return 0.0
+    window = (k.max_window_s or 0.0) - (_at_most(k.max_window_s, k.window_s) or 0.0)
+    warm = (k.max_warmup_s or 0.0) - (_at_most(k.max_warmup_s, k.warmup_s) or 0.0)
+    return window + warm
+
+
+@dataclass(frozen=True)
+class Projection:
+    """The run's projected wall at a budget check, by part (seconds)."""
+
+    elapsed_s: float
+    round_s: float
+    """The round asked for."""
+    rest_s: float
+    """What is still queued (or started and not ended)."""
+    tail_s: float
+    """After the workers: exports, diagnosis, report (every profile of the run), the kernels
+    row (:attr:`Knobs.kernels_s`)."""
+    reserve_s: float
+    """The fair share: as many added rounds for every scenario whose planned rounds are still
+    queued as the asking one would have."""
+
+    @property
+    def wall_s(self) -> float:
+        """The run's wall with the round and nothing else added."""
+        return self.elapsed_s + self.round_s + self.rest_s + self.tail_s
+
+    @property
+    def checked_s(self) -> float:
+        """The number held against the budget: the wall and the reserve."""
+        return self.wall_s + self.reserve_s
+
+
+def project(
+    costs: Costs,
+    knobs: Knobs,
+    elapsed_s: float,
+    scenario: str,
+    variants: Sequence[str],
+    queue: Sequence[Any],
+    extra: int = 1,
+    found: Mapping[str, Any] | None = None,
+) -> Projection:
+    """The run's wall with one more round of ``variants`` of ``scenario`` (its ``extra``-th
+    added one), and the fair share it must leave (:class:`Projection`); ``found``: the
+    scenarios (a unit of one not measured yet that declines slicing costs more)."""
+    vs = [v for v in costs.variants.get(scenario, []) if v.variant in variants]
+    t_mean, p_unit = unit_prices(costs, knobs)
+
+    def t_unit(name: str) -> float:
+        sliced = getattr((found or {}).get(name), "slice_rounds", True)
+        return t_mean + (0.0 if sliced else _unsliced_more_s(knobs))
+
+    rest, n_prof, profiled = 0.0, 0, set()
+    rounds: dict[str, set[str]] = {}
+    unknown: dict[str, set[str]] = {}
+    planned: set[str] = set()
+    for unit in queue:
+        known = costs.variants.get(unit.scenario)
+        if rf.is_profile(unit.phase):
+            n_prof += 1
+            if known and unit.scenario not in profiled:
+                rest += _profiles_s(known, knobs) + PROFILE_SWITCH_S
+            profiled.add(unit.scenario)
+            rest += 0.0 if known else p_unit
+        elif rf.is_timing(unit.phase):
+            rounds.setdefault(unit.scenario, set()).add(unit.phase)
+            if (rf.timing_round(unit.phase) or 0) <= knobs.repeats:
+                planned.add(unit.scenario)
+            if not known:
+                rest += t_unit(unit.scenario)
+                unknown.setdefault(unit.scenario, set()).add(unit.variant)
+    reserve = 0.0
+    for name, phases in rounds.items():
+        share = extra if name in planned and name != scenario else 0
+        if name in unknown:
+            reserve += share * len(unknown[name]) * t_unit(name)
+            continue
+        one = _one_round(costs.variants[name], knobs)
+        rest += len(phases) * one
+        reserve += share * one
+    tail = TAIL_FIXED_S + TAIL_PER_PROFILE_S * (costs.profiles_done + n_prof) + knobs.kernels_s
+    return Projection(elapsed_s=elapsed_s, round_s=_one_round(vs, knobs), rest_s=rest,
+                      tail_s=tail, reserve_s=reserve)  # fmt: skip
 
 
 def fits(
@@ -352,38 +479,27 @@ def fits(
     scenario: str,
     variants: Sequence[str],
     queue: Sequence[Any],
+    extra: int = 1,
+    found: Mapping[str, Any] | None = None,
 ) -> tuple[bool, float]:
-    """Whether one more round of ``variants`` of ``scenario`` fits ``budget_s``: the
-    run's wall so far, that round, what is still queued (``queue``: units), and the tail.
-    (fits, the projected wall)."""
-    vs = [v for v in costs.variants.get(scenario, []) if v.variant in variants]
-    more = _one_round(vs, knobs)
-    rest, n_prof, profiled = 0.0, 0, set()
-    rounds: dict[str, set[str]] = {}
-    for unit in queue:
-        known = costs.variants.get(unit.scenario)
-        if rf.is_profile(unit.phase):
-            n_prof += 1
-            if known and unit.scenario not in profiled:
-                rest += _profiles_s(known, knobs) + PROFILE_SWITCH_S
-            profiled.add(unit.scenario)
-            rest += 0.0 if known else UNKNOWN_PROFILE_UNIT_S
-        elif rf.is_timing(unit.phase):
-            if known:
-                rounds.setdefault(unit.scenario, set()).add(unit.phase)
-            else:
-                rest += UNKNOWN_TIMING_UNIT_S
-    for name, phases in rounds.items():
-        rest += len(phases) * _one_round(costs.variants[name], knobs)
-    projected = elapsed_s + more + rest + TAIL_FIXED_S + TAIL_PER_PROFILE_S * n_prof
-    return (budget_s is None or projected <= budget_s), projected
+    """Whether one more round of ``variants`` of ``scenario`` (its ``extra``-th added one) fits
+    ``budget_s``: the run's wall so far, that round, what is still queued (``queue``: units),
+    the tail, and the fair share left to the scenarios still queued (:func:`project`).
+    (fits, the number held against the budget)."""
+    p = project(costs, knobs, elapsed_s, scenario, variants, queue, extra, found)
+    return (budget_s is None or p.checked_s <= budget_s), p.checked_s
 
 
-def knobs_of_config(cfg: Any) -> Knobs:
-    """The :class:`Knobs` of a run's composed config (:class:`harness.core.config.SuiteConfig`)."""
+def knobs_of_config(cfg: Any, gpu: bool = False) -> Knobs:
+    """The :class:`Knobs` of a run's composed config (:class:`harness.core.config.SuiteConfig`);
+    on a GPU the kernels row's budget counts in the tail."""
     from dataclasses import asdict
 
-    return _knobs_of({"config": {"harness": asdict(cfg.harness), "nsys": asdict(cfg.nsys)}})
+    k = _knobs_of({"config": {"harness": asdict(cfg.harness), "nsys": asdict(cfg.nsys)}})
+    kernels = getattr(cfg, "kernels", None)
+    if gpu and kernels is not None and kernels.enabled and k.profile:
+        k = replace(k, kernels_s=float(kernels.budget_s or 0.0))
+    return k
 
 
 # -- the command line -------------------------------------------------------------------------------
