@@ -113,3 +113,60 @@ def test_the_fair_share_refuses_early_rounds_the_later_scenarios_need(replays):
     kernel_flood = table.index[table["scenario"] == "kernel_flood"][0]
     assert share.iloc[0] > 5 * share[kernel_flood] > 0 and share.iloc[-1] == 0
     assert not first["new_fits"]
+
+
+# -- a scenario refused for the budget is asked again once a later one leaves room ---------------
+
+
+def _more(tmp_path, fits, widths):
+    from harness.execution.rounds import MoreRounds
+    from scenarios import discover
+
+    found = discover()
+    return MoreRounds(
+        run_dir=tmp_path, found=found, variants=lambda s: [v.name for v in found[s].variants],
+        target=0.05, planned=2, max_rounds=4, fits=fits,
+        measure=lambda _run, scen, _names: widths[scen.name],
+    )  # fmt: skip
+
+
+def test_a_refused_scenario_gets_the_round_a_later_one_does_not_need(tmp_path):
+    budget = {"forced_sync": [False, True]}  # refused while others are queued, then room
+
+    def fits(scenario, variants, queue, extra):
+        return budget[scenario].pop(0), 100.0
+
+    widths = {"forced_sync": {"baseline/sync_free": 0.3, "baseline/ideal": 0.02,
+                              "ideal/sync_free": 0.01},
+              "fp32_matmul": {"baseline/tf32": 0.01}}  # fmt: skip
+    more = _more(tmp_path, fits, widths)
+    assert more.after("forced_sync", "timing-2", []) == []
+    assert [d.why for d in more.decisions] == ["budget"]
+    units = more.after("fp32_matmul", "timing-2", [])  # narrow: its room goes back
+    assert {(u.scenario, u.phase) for u in units} == {("forced_sync", "timing-3")}
+    assert sorted(u.variant for u in units) == ["baseline", "sync_free"]  # the wide pair only
+    assert [(d.scenario, d.why) for d in more.decisions] == [
+        ("forced_sync", "budget"),
+        ("fp32_matmul", "narrow"),
+        ("forced_sync", "revisited"),
+    ]
+    record = json.loads((tmp_path / "rounds.json").read_text())
+    assert record["decisions"][-1]["added"] == [u.variant for u in units]
+
+
+def test_a_refused_scenario_is_not_asked_again_while_it_still_does_not_fit(tmp_path):
+    asked: list[str] = []
+
+    def fits(scenario, variants, queue, extra):
+        asked.append(scenario)
+        return False, 900.0
+
+    widths = {"forced_sync": {"baseline/sync_free": 0.3}, "fp32_matmul": {"baseline/tf32": 0.2}}
+    more = _more(tmp_path, fits, widths)
+    assert more.after("forced_sync", "timing-2", []) == []
+    assert more.after("fp32_matmul", "timing-2", []) == []
+    assert asked == ["forced_sync", "fp32_matmul", "forced_sync"]
+    assert [d.why for d in more.decisions] == [
+        "budget",
+        "budget",
+    ]  # a refusal is not recorded twice

@@ -18,7 +18,8 @@ planned rounds are still queued (a fair share, :func:`harness.execution.wallplan
 the scenarios not measured yet are priced from what this run has measured so far, not from
 fixed constants, so the early checks are neither refused by an inflated projection nor
 allowed to spend what the later scenarios need. What the later ones leave unused (their pairs
-narrow) is there for the last ones.
+narrow) is there for the last ones, and for the earlier ones it refused: where a scenario gets
+no round, one refused for the budget before is asked again, widest pair first (``revisited``).
 
 Every decision is recorded (:attr:`MoreRounds.decisions`, ``rounds.json`` in the run folder),
 with the half-widths it read.
@@ -83,7 +84,8 @@ class Decision:
     added: list[str] = field(default_factory=list)
     """The variants of the added round (empty: none added)."""
     why: str = ""
-    """``narrow`` (every pair within the target), ``max_rounds``, ``budget``, or ``added``."""
+    """``narrow`` (every pair within the target), ``max_rounds``, ``budget``, ``added``, or
+    ``revisited`` (a round for a scenario refused for the budget earlier, where it fits now)."""
     projected_s: float | None = None
     """The budget check's number: the run's projected wall with the added round, and the fair
     share kept for the scenarios still queued (:func:`harness.execution.wallplan.project`)."""
@@ -102,6 +104,7 @@ class MoreRounds:
         planned: int,
         max_rounds: int,
         fits: Callable[[str, list[str], Sequence[Unit], int], tuple[bool, float | None]],
+        measure: Callable[[Path, Scenario, Sequence[str]], dict[str, float]] | None = None,
     ) -> None:
         self.run_dir = run_dir
         self.found = found
@@ -113,18 +116,27 @@ class MoreRounds:
         self.fits = fits
         """(scenario, variants of the round, the units still queued, which added round it is)
         -> (whether the round fits the budget, the number held against it)."""
+        self.measure = measure or widths
+        """(run folder, scenario, variants) -> each pair's half-width (:func:`widths`)."""
         self.decisions: list[Decision] = []
 
     def after(self, scenario: str, phase: str, queue: Sequence[Unit]) -> list[Unit]:
-        """The units of one more round of ``scenario`` after its timing round ``phase``, or
-        none (the scenario has more rounds queued, is narrow enough, or is out of rounds or
-        budget)."""
+        """The units of one more round of ``scenario`` after its timing round ``phase``, or,
+        where it gets none, of a scenario refused for the budget earlier (:meth:`_revisit`), or
+        none (more rounds queued, every pair narrow, out of rounds or budget)."""
         r = rf.timing_round(phase)
         if r is None or r < self.planned or self._later(scenario, r, queue):
             return []
-        scen = self.found[scenario]
+        decision = self._decide(scenario, r, queue)
+        if not decision.added:
+            decision = self._revisit(scenario, queue) or decision
+        nxt = rf.timing_phase(decision.after_round + 1)
+        return [Unit(decision.scenario, v, nxt) for v in decision.added]
+
+    def _decide(self, scenario: str, r: int, queue: Sequence[Unit]) -> Decision:
+        """Whether ``scenario`` gets a round after its round ``r`` (recorded)."""
         names = self.variants(scenario)
-        got = widths(self.run_dir, scen, names)
+        got = self.measure(self.run_dir, self.found[scenario], names)
         wide = [p for p, w in got.items() if w > self.target]
         decision = Decision(scenario=scenario, after_round=r, widths=got)
         if not wide:
@@ -141,7 +153,30 @@ class MoreRounds:
                 decision.added = round_order(chosen, r + 1)
         self.decisions.append(decision)
         self.write()
-        return [Unit(scenario, v, rf.timing_phase(r + 1)) for v in decision.added]
+        return decision
+
+    def _revisit(self, current: str, queue: Sequence[Unit]) -> Decision | None:
+        """One more round of a scenario whose last decision was ``budget``, widest pair first,
+        where it fits now (recorded as ``revisited``): the check is cautious while scenarios
+        are still to run, so the time the later ones left unused goes back to the earlier ones
+        it refused. Their pairs are read again (nothing of them ran since)."""
+        last: dict[str, Decision] = {}
+        for d in self.decisions:
+            last[d.scenario] = d
+        refused = [d for s, d in last.items() if s != current and d.why == "budget"
+                   and not self._later(s, d.after_round, queue)]  # fmt: skip
+        for d in sorted(refused, key=lambda d: -max(d.widths.values(), default=0.0)):
+            chosen = [v for v in self.variants(d.scenario)
+                      if any(v in p.split("/") for p, w in d.widths.items() if w > self.target)]  # fmt: skip
+            ok, projected = self.fits(d.scenario, chosen, queue, d.after_round + 1 - self.planned)
+            if ok:
+                again = Decision(scenario=d.scenario, after_round=d.after_round, widths=d.widths,
+                                 added=round_order(chosen, d.after_round + 1), why="revisited",
+                                 projected_s=projected)  # fmt: skip
+                self.decisions.append(again)
+                self.write()
+                return again
+        return None
 
     def _later(self, scenario: str, r: int, queue: Sequence[Unit]) -> bool:
         """A later round of ``scenario`` is queued or has started (its folder exists)."""

@@ -110,8 +110,9 @@ class Scheduler:
             got = self.more.decisions[-1].widths
             wide = ", ".join(f"{p} +-{w:.0%}" for p, w in got.items() if w > target)
             names = ", ".join(u.variant for u in added)
-            self.say(
-                f"{scenario}: one more timing round of {names} (wider than +-{target:.0%}: {wide})"
+            self.say(  # a refused scenario's round may come after another's (rounds.py)
+                f"{added[0].scenario}: one more timing round of {names} "
+                f"(wider than +-{target:.0%}: {wide})"
             )
         return added
 
