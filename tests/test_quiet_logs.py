@@ -44,12 +44,13 @@ def test_sync_loading_normalises_a_read_only_image_without_a_warning(tmp_path: P
 
 def test_the_printed_table_of_a_stopped_run_has_no_none(capsys) -> None:
     """A run stopped before its profiled phase has no probe effect: an empty column of None,
-    printed as NaN like every other missing number."""
-    from harness.execution.collect import print_summary
+    printed as a dash like every other missing number."""
+    from analysis.plots.numbers import DASH
+    from harness.execution.runner import print_summary  # what harness run prints
 
     table = pd.read_csv(DATA / "h100_sync_loading" / "runs.csv")
     table["probe_effect"] = None
     print_summary(table, Path("run"))
     out = capsys.readouterr().out
     assert "None" not in out
-    assert "probe" in out and "NaN" in out
+    assert "probe" in out and DASH in out and "NaN" not in out

@@ -24,7 +24,6 @@ import pandas as pd
 from harness.core import runfolder as rf
 from harness.core import schedwait
 from harness.core.config import SuiteConfig
-from harness.core.console import fit_table
 from harness.core.runfolder import Status
 from harness.core.stats import (
     paired_ratio_ci,
@@ -408,54 +407,6 @@ def _ratio(
             list(numerator.values()), list(denominator.values()), resamples=bootstrap, seed=seed
         )
     return point, lo, hi, n
-
-
-def print_summary(table: pd.DataFrame, run_dir: Path) -> None:
-    """A compact table on stdout: the numbers a performance engineer reads first."""
-    if table.empty:
-        print(f"no results in {run_dir}")
-        return
-    view = table[
-        [
-            "scenario",
-            "variant",
-            "status",
-            "step_ms_median",
-            "throughput_samples_per_s",
-            "speedup",
-            "speedup_ci_low",
-            "speedup_ci_high",
-            "share_of_ideal",
-            "probe_effect",
-        ]
-    ].rename(
-        columns={
-            "step_ms_median": "step_ms",
-            "throughput_samples_per_s": "samples/s",
-            "speedup_ci_low": "ci_low",
-            "speedup_ci_high": "ci_high",
-            "share_of_ideal": "of_ideal",
-            "probe_effect": "probe",
-        }
-    )
-    text = ["scenario", "variant", "status"]  # the rest are numbers: None (never set) is NaN
-    view = view.astype({c: float for c in view.columns if c not in text})
-    marks = unstable_marks(table)
-    if any(marks):  # a short column, only where a variant is unstable
-        view["unstable"] = marks
-    for i, (scenario, rows) in enumerate(view.groupby("scenario", sort=False)):
-        # one table per scenario, under its name: a scenario column beside long variant names
-        # pushed the table past 100 columns
-        print(f"{'' if i == 0 else chr(10)}{scenario}:")
-        table = rows.drop(columns="scenario")
-        print(fit_table(table, indent=2, float_format=lambda x: f"{x:.3g}", na_rep="NaN"))
-    if any(marks):
-        print(
-            "\nunstable: the variant's timing rounds' mean step times spread by this much "
-            "(max / min - 1);\nits speedups are paired within rounds; the host probes beside "
-            "it: runs.csv, timings.csv (probe_*)"
-        )
-    print(f"\nrun folder: {run_dir}")
 
 
 def unstable_marks(table: pd.DataFrame) -> list[str]:

@@ -47,8 +47,8 @@ from harness.execution.collect import (
     build_runs_table,
     build_timings_table,
     first_env,
-    print_summary,
 )
+from harness.execution.console import print_summary
 from harness.execution.execute import (
     Outcome,
     check_export,
