@@ -421,3 +421,30 @@ def test_the_corpus_readmes_hta_column_is_the_tools():
         assert rows[klass][header.index("hta")] == view.loc[klass, "hta"], klass
     for klass in set(CLASSES) - set(listed):  # the README says nothing: HTA judged nothing
         assert view.loc[klass, "hta"] == "n/a", klass
+
+
+@needs_hta
+def test_the_suite_filters_every_warning_hta_gives(tmp_path, pytestconfig):
+    """HTA 0.5.0 passes inplace= to pandas 3 (a Pandas4Warning per call: about 80 lines at the
+    end of a suite run, issue 52 item 5). pyproject's filterwarnings, applied as pytest applies
+    them, leave none of the warnings HTA gives on a real trace; a new kind fails here, to be
+    fixed or filtered with its reason."""
+    import builtins
+    import warnings
+
+    from harness.tools.hta import hta_numbers
+
+    path, _ = _gpu_trace("forced_sync__baseline", tmp_path)
+    for filtered in (False, True):
+        with warnings.catch_warnings(record=True) as given:
+            warnings.simplefilter("always")
+            for entry in pytestconfig.getini("filterwarnings") if filtered else ():
+                action, message, category, module = (entry.split(":") + [""] * 4)[:4]
+                kind = getattr(builtins, category) if category else Warning
+                warnings.filterwarnings(action, message, kind, module)  # regexes, as pytest's ini
+            hta_numbers((path,))
+        said = [f"{w.category.__name__} from {w.filename}: {w.message}" for w in given]
+        if filtered:
+            assert not said, said
+        else:
+            assert said, "HTA gave no warning: its filter in pyproject.toml may go"
