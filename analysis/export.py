@@ -3,10 +3,11 @@
 An export reaches the suite as a ``.sqlite`` file, xz-compressed (``.sqlite.xz``, as a capture
 comes), packed column by column (``.sqlite.cols.xz``, as the corpus and the test fixtures keep
 them: :mod:`analysis.packed_export`) or as the report nsys wrote (``.nsys-rep``, exported with nsys
-here). :func:`open_export` takes any of them and hands back one read-only
-:class:`~analysis.trace_db.Trace`; whatever is wrong with the file is one
-:class:`~analysis.trace_db.ExportError` naming it and the problem, never a traceback of the
-layer that noticed (lzma, json, numpy, sqlite3, subprocess).
+here). :func:`sqlite_export` turns any of them into a SQLite file and :func:`open_export` into one
+read-only :class:`~analysis.trace_db.Trace`; whatever is wrong with the file is one
+:class:`~analysis.trace_db.ExportError` naming it and the problem in one line, never a traceback
+of the layer that noticed (lzma, json, numpy, sqlite3, subprocess). The harness's commands open
+exports through here too (``harness.judge.export``), so every command says a problem the same way.
 """
 
 from __future__ import annotations
@@ -22,10 +23,10 @@ from pathlib import Path
 from analysis import packed_export
 from analysis.trace_db import ExportError, Trace, TraceError, open_trace, sqlite_name
 
-__all__ = ["ExportError", "NsysPath", "open_export"]
+__all__ = ["ExportError", "NsysPath", "open_export", "sqlite_export"]
 
-#: The first bytes of an xz stream and of a SQLite file.
-_XZ_MAGIC, _SQLITE_MAGIC = b"\xfd7zXZ\x00", b"SQLite format 3\x00"
+#: The suffix of a compressed export (a plain xz file or a packed one): decompressed first.
+XZ_SUFFIX = ".xz"
 #: The suffix of a report nsys writes (exported to SQLite before it is read).
 REPORT_SUFFIX = ".nsys-rep"
 #: How long an ``nsys export`` of one report may take.
@@ -37,75 +38,72 @@ NsysPath = str | Path | Callable[[], str | Path | None] | None
 
 @contextmanager
 def open_export(path: str | Path, *, nsys: NsysPath = None) -> Iterator[Trace]:
-    """The export at ``path`` opened read-only, for the ``with`` block: a SQLite file as it is,
-    an xz-compressed or packed one decompressed into a temporary folder, a ``.nsys-rep``
-    exported there with ``nsys`` (the binary; a callable returning it, called only then; None:
-    ``nsys`` on the PATH). The kind is read from the file's first bytes (a report by its
-    suffix). The temporary folder is removed when the block ends; the Trace's ``source`` is
-    ``path``, its ``path`` the SQLite file read.
+    """The export at ``path`` opened read-only, for the ``with`` block (:func:`sqlite_export`
+    says how each form is read; its temporary folder is removed when the block ends). The
+    Trace's ``source`` is ``path``, its ``path`` the SQLite file read.
 
     Raises :class:`ExportError` naming ``path`` and the problem: missing, not a regular file,
     empty, a truncated or corrupt xz stream or packed container, not SQLite, truncated, no nsys
     tables, a report nsys could not export. A query that later finds the file corrupt raises
     :class:`~analysis.trace_db.TraceError`, an ExportError too."""
     src = Path(path)
-    head = _head(src)
-    is_xz = head.startswith(_XZ_MAGIC)
-    if not is_xz and (head.startswith(_SQLITE_MAGIC) or not src.name.endswith(REPORT_SUFFIX)):
-        with _opened(src, src) as trace:  # SQLite, or what open_trace says is not
+    with (
+        tempfile.TemporaryDirectory(prefix="bottleneck-export-") as tmp,
+        sqlite_export(src, Path(tmp), nsys=nsys) as db,
+    ):
+        try:
+            trace = open_trace(db, source=src)
+        except TraceError as exc:
+            raise ExportError(src, exc.problem) from exc
+        with trace:
             yield trace
+
+
+@contextmanager
+def sqlite_export(path: str | Path, into: Path, *, nsys: NsysPath = None) -> Iterator[Path]:
+    """The SQLite file of the export at ``path``: the file itself when its name ends neither in
+    ``.xz`` nor ``.nsys-rep`` (unchecked: :func:`~analysis.trace_db.open_trace` says what is
+    wrong with it), else one decompressed, or exported with ``nsys`` (the binary; a callable
+    returning it, called only then; None: ``nsys`` on the PATH), into ``into`` and removed on
+    leaving. Raises :class:`ExportError` naming ``path`` when that fails."""
+    src = Path(path)
+    if src.suffix not in (XZ_SUFFIX, REPORT_SUFFIX):
+        yield src
         return
-    with tempfile.TemporaryDirectory(prefix="bottleneck-export-") as tmp:
-        db = _decompressed(src, Path(tmp)) if is_xz else _exported(src, Path(tmp), nsys)
-        with _opened(db, src) as trace:
-            yield trace
+    _check_file(src)
+    db = _decompressed(src, into) if src.suffix == XZ_SUFFIX else _exported(src, into, nsys)
+    try:
+        yield db
+    finally:
+        db.unlink(missing_ok=True)
 
 
-def _head(path: Path) -> bytes:
-    """The file's first bytes, or an ExportError when it cannot be read at all."""
+def _check_file(path: Path) -> None:
     if not path.exists():
         raise ExportError(path, "no such file")
     if not path.is_file():
         raise ExportError(path, "not a regular file")
-    try:
-        with path.open("rb") as fh:
-            head = fh.read(16)
-    except OSError as exc:
-        raise ExportError(path, f"cannot be read ({exc.strerror or exc})") from exc
-    if not head:
+    if path.stat().st_size == 0:
         raise ExportError(path, "empty file, not an nsys export")
-    return head
 
 
-@contextmanager
-def _opened(db: Path, src: Path) -> Iterator[Trace]:
-    try:
-        trace = open_trace(db, source=src)
-    except TraceError as exc:
-        raise ExportError(src, exc.problem) from exc
-    with trace:
-        yield trace
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def _decompressed(src: Path, into: Path) -> Path:
     """The xz stream at ``src`` (a SQLite file or a packed container inside) as a SQLite file
     in ``into``."""
     try:
-        return packed_export.decompress(src, into / _sqlite_name(src))
-    except EOFError as exc:
-        raise ExportError(src, "truncated xz file (the stream ends before its end marker)") from exc
-    except lzma.LZMAError as exc:
-        raise ExportError(src, f"corrupt xz data ({exc})") from exc
+        return packed_export.decompress(src, into / sqlite_name(src))
+    except (lzma.LZMAError, EOFError) as exc:  # EOFError: cut short (a truncated copy)
+        why = "truncated" if isinstance(exc, EOFError) else "corrupt or not xz"
+        raise ExportError(src, _one_line(f"not a readable .xz file ({why}: {exc})")) from None
     except OSError as exc:
-        raise ExportError(src, f"cannot be decompressed ({exc.strerror or exc})") from exc
+        raise ExportError(src, f"cannot be decompressed ({exc.strerror or exc})") from None
     except Exception as exc:  # a damaged container fails in json, numpy or sqlite3
-        problem = f"{type(exc).__name__}: {exc}".splitlines()[0]
-        raise ExportError(src, f"a damaged packed export ({problem})") from exc
-
-
-def _sqlite_name(src: Path) -> str:
-    name = sqlite_name(src)
-    return name if name.endswith(".sqlite") else name + ".sqlite"
+        problem = _one_line(f"{type(exc).__name__}: {exc}")
+        raise ExportError(src, f"not a readable packed export ({problem})") from None
 
 
 def _exported(src: Path, into: Path, nsys: NsysPath) -> Path:
@@ -121,9 +119,11 @@ def _exported(src: Path, into: Path, nsys: NsysPath) -> Path:
         proc = subprocess.run(
             cmd, capture_output=True, text=True, timeout=EXPORT_TIMEOUT_S, check=False
         )
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        raise ExportError(src, f"nsys export did not run ({exc})") from exc
+    except subprocess.TimeoutExpired:
+        raise ExportError(src, f"nsys export took over {EXPORT_TIMEOUT_S} s") from None
+    except OSError as exc:
+        raise ExportError(src, f"nsys export did not run ({exc})") from None
     if proc.returncode != 0 or not out.is_file():
-        said = " ".join((proc.stdout + proc.stderr).split())[-400:]
+        said = _one_line((proc.stdout + proc.stderr).strip()[-400:])
         raise ExportError(src, f"nsys export failed (exit {proc.returncode}): {said}")
     return out

@@ -15,7 +15,8 @@ The code lives by job in sibling modules; this module is their one import surfac
 (``from analysis import trace as T``):
 
 - :mod:`analysis.export`: :func:`open_export`, the one opener of an export in any form
-  (``.sqlite``, ``.sqlite.xz``, ``.sqlite.cols.xz``, ``.nsys-rep``);
+  (``.sqlite``, ``.sqlite.xz``, ``.sqlite.cols.xz``, ``.nsys-rep``; its SQLite file alone:
+  ``analysis.export.sqlite_export``);
 - :mod:`analysis.trace_db`: opening a SQLite export, the :class:`Trace` connection,
   :class:`ExportError` and its :class:`TraceError`;
 - :mod:`analysis.trace_schema`: the frames' column schemas and the named-query plumbing;

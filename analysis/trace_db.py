@@ -155,9 +155,12 @@ def _check_header(path: Path) -> None:
     The header stores the page size (bytes 16-17) and, when valid, the page count (28-31); a
     file shorter than their product was cut off (an interrupted copy or export).
     """
-    size = path.stat().st_size
-    with path.open("rb") as fh:
-        header = fh.read(100)
+    try:
+        size = path.stat().st_size
+        with path.open("rb") as fh:
+            header = fh.read(100)
+    except OSError as exc:
+        raise TraceError(path, f"cannot be read ({exc.strerror or exc})") from exc
     if size == 0:
         raise TraceError(path, "empty file, not an nsys SQLite export")
     if not header.startswith(_SQLITE_MAGIC):

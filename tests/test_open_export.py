@@ -95,11 +95,11 @@ def _bad_inputs(tmp: Path, plain: Path) -> dict[str, tuple[Path, str]]:
         "text": (text, "not a database"),
         "no nsys tables": (other, "StringIds"),
         "truncated sqlite": (_truncated(tmp, plain, 20_000, "cut.sqlite"), "truncated"),
-        "truncated xz": (_truncated(tmp, XZ, 5000, "cut.sqlite.xz"), "truncated xz"),
-        "bit-flipped xz": (_flipped(tmp, XZ, 0.5, "flip.sqlite.xz"), "corrupt xz"),
+        "truncated xz": (_truncated(tmp, XZ, 5000, "cut.sqlite.xz"), "truncated"),
+        "bit-flipped xz": (_flipped(tmp, XZ, 0.5, "flip.sqlite.xz"), "corrupt or not xz"),
         "bit-flipped header": (_flipped(tmp, plain, 0.000001, "flip.sqlite"), "not a database"),
-        "wrong kind": (gz_named_xz, "not a database"),
-        "damaged packed": (packed_cut, "damaged packed export"),
+        "wrong kind": (gz_named_xz, "not xz"),
+        "damaged packed": (packed_cut, "not a readable packed export"),
         "report, nsys missing": (rep, "did not run"),
     }
 

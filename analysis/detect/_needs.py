@@ -3,10 +3,15 @@ report that lacks it."""
 
 from __future__ import annotations
 
+from analysis import trace as T
 from analysis.detect import view as V
 from analysis.findings import Finding, missing
 
-__all__ = ["host_lacking", "lacking"]
+__all__ = ["host_lacking", "lacking", "read_or_lacking"]
+
+#: What a detector that reads the host view starts from: the trace, its steady window, the GPU
+#: activity in it and the host view.
+Start = tuple[T.Trace, V.Steady, V.Activity, V.HostView | None]
 
 
 def host_lacking(view: V.TraceView, klass: str) -> Finding | None:
@@ -26,3 +31,12 @@ def lacking(view: V.TraceView, klass: str, table: str, what: str) -> Finding | N
     if not view.trace.has(table):
         return missing(klass, table, what)
     return host_lacking(view, klass)
+
+
+def read_or_lacking(view: V.TraceView, klass: str, table: str, what: str) -> Finding | Start:
+    """The not-judged finding of a report that lacks what the class reads (:func:`lacking`),
+    else what the detector starts from (:data:`Start`)."""
+    found = lacking(view, klass, table, what)
+    if found is not None:
+        return found
+    return view.trace, view.steady(), view.activity(), view.host()

@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.detect import view as V
-from analysis.detect._needs import lacking
+from analysis.detect._needs import read_or_lacking
 from analysis.detect.config import AllocatorChurnThresholds
 from analysis.findings import Finding
 from bottlenecks import Klass
@@ -29,11 +29,9 @@ KLASS = Klass.ALLOCATOR_CHURN
 
 
 def detect(view: V.TraceView, th: AllocatorChurnThresholds) -> Finding:
-    trace = view.trace
-    found = lacking(view, KLASS, V.RUNTIME, "CUDA API calls")
-    if found is not None:
-        return found
-    st, act, host = view.steady(), view.activity(), view.host()
+    if isinstance(start := read_or_lacking(view, KLASS, V.RUNTIME, "CUDA API calls"), Finding):
+        return start
+    trace, st, act, host = start
     every = view.calls()
     mine = np.isin(every["tid"], host.issuing) & (every["start"] >= st.lo)
     mine &= every["start"] < st.hi

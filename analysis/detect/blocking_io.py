@@ -20,20 +20,20 @@ from __future__ import annotations
 import numpy as np
 
 from analysis.detect import view as V
-from analysis.detect._needs import lacking
+from analysis.detect._needs import read_or_lacking
 from analysis.detect.config import BlockingIoThresholds
 from analysis.findings import Finding
 from bottlenecks import Klass
 
 KLASS = Klass.BLOCKING_IO
+#: What the class reads beside the host view, as a report that lacks it is told.
+_OSRT_CALLS = "OS-runtime calls (nsys --trace osrt)"
 
 
 def detect(view: V.TraceView, th: BlockingIoThresholds) -> Finding:
-    trace = view.trace
-    found = lacking(view, KLASS, V.OSRT, "OS-runtime calls (nsys --trace osrt)")
-    if found is not None:
-        return found
-    st, act, host = view.steady(), view.activity(), view.host()
+    if isinstance(start := read_or_lacking(view, KLASS, V.OSRT, _OSRT_CALLS), Finding):
+        return start
+    trace, st, act, host = start
     ws, we = V.write_runs(trace, view.config, st, host.tid)
     ws, we = np.clip(ws, st.lo, st.hi), np.clip(we, st.lo, st.hi)
     os_, oe = V.offloaded_saves(trace, view.config, st, host.tid, act, view.calls())

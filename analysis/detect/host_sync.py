@@ -25,7 +25,7 @@ import numpy as np
 
 from analysis import trace as T
 from analysis.detect import view as V
-from analysis.detect._needs import lacking
+from analysis.detect._needs import read_or_lacking
 from analysis.detect.config import HostSyncThresholds
 from analysis.findings import Finding
 from bottlenecks import Klass
@@ -47,11 +47,9 @@ def _sync_calls(
 
 
 def detect(view: V.TraceView, th: HostSyncThresholds) -> Finding:
-    trace = view.trace
-    found = lacking(view, KLASS, V.RUNTIME, "CUDA API calls")
-    if found is not None:
-        return found
-    st, act, host = view.steady(), view.activity(), view.host()
+    if isinstance(start := read_or_lacking(view, KLASS, V.RUNTIME, "CUDA API calls"), Finding):
+        return start
+    trace, st, act, host = start
     every = view.calls()
     loop = V.loop_streams(act, every["corr"][np.isin(every["tid"], host.issuing)])
     blocking = _sync_calls(trace, st, act, loop)  # not another pipeline's waits (DALI's)

@@ -25,6 +25,7 @@ from pathlib import Path
 import pandas as pd
 
 from analysis import trace as T
+from analysis.export import sqlite_export
 
 #: The plan's columns (one row per planned launch configuration).
 COLUMNS = (
@@ -183,15 +184,17 @@ def main(argv: list[str] | None = None) -> int:
     """``python -m harness.kernels.plan EXPORT [--top N] [--names]``: the plan as CSV, or the
     names ncu is given, one per line (the GPU probe's check of the name filter)."""
     parser = argparse.ArgumentParser(prog="python -m harness.kernels.plan")
-    parser.add_argument("export", help="an nsys SQLite export (.sqlite, or .sqlite.xz)")
+    parser.add_argument(
+        "export", help="an nsys export (.sqlite, .sqlite.xz, .sqlite.cols.xz or .nsys-rep)"
+    )
     parser.add_argument("--top", type=int, default=10)
     parser.add_argument("--min-share", type=float, default=0.01)
     parser.add_argument("--names", action="store_true", help="print only the names for ncu")
     args = parser.parse_args(argv)
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(args.export)
-        if path.suffix == ".xz":
-            path = T.unxz(path, Path(tmp))
+    with (
+        tempfile.TemporaryDirectory() as tmp,
+        sqlite_export(Path(args.export), Path(tmp)) as path,
+    ):
         plan = plan_export(path, top=args.top, min_share=args.min_share)
     if args.names:
         print("\n".join(plan.names))
