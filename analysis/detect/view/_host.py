@@ -196,25 +196,12 @@ def _who_launched(trace: T.Trace, st: Steady, lo: int, hi: int) -> tuple[np.ndar
     return tids, g["stream"][found]
 
 
-def _heavy_end(st: Steady) -> int:
-    """The end of the window's first iteration that took over twice the median (``st.lo``
-    where none did). Iterations found from repeating GPU work may be a layer, not a step: the
-    step's other work (its forward on the main thread, the optimizer) then falls in one longer
-    iteration a step, which three iterations or a fifth of a short window can miss."""
-    if st.edges is None or st.edges.size < 3:
-        return st.lo
-    dur = np.diff(st.edges)
-    heavy = np.flatnonzero(dur > 2 * np.median(dur))
-    return int(st.edges[heavy[0] + 1]) if heavy.size else st.lo
-
-
 def issuing_threads(
     trace: T.Trace, st: Steady, act: Activity, min_share: float
 ) -> tuple[int, np.ndarray] | None:
     """(main thread, threads that issue the training loop's GPU work), or None.
 
-    Read on a sample of the window (its first three steps, or its first fifth if longer, and at
-    least to the end of its first long iteration, :func:`_heavy_end`): which thread
+    Read on a sample of the window (its first three steps, or its first fifth if longer): which thread
     launched each kernel (by correlation id) onto which stream. The main thread is the step
     thread when it launches, else :func:`~._window.loop_thread` of those launching onto the
     busiest stream (the process's main thread over PyTorch's autograd thread); the issuing
@@ -225,7 +212,6 @@ def issuing_threads(
     span = st.hi - st.lo
     # three whole steps (a step's backward may come from another thread), at least a fifth
     sample = min(span, max(span // 5, 3 * span // st.n_steps)) if st.n_steps else span // 5
-    sample = max(sample, _heavy_end(st) - st.lo)
     tid_of, stream_of = _who_launched(trace, st, st.lo, st.lo + max(sample, 1))
     if tid_of.size < 10:  # launches far ahead of their kernels: read the whole window
         tid_of, stream_of = _who_launched(trace, st, st.lo, st.hi)
