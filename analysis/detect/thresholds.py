@@ -102,7 +102,7 @@ class WindowThresholds(_Section):
     outlier_factor: float = 3.0
     """Leading or trailing iterations longer than this times the median are dropped (a compile
     inside the first repeat, a tear-down after the last)."""
-    stall_factor: float = 4.0
+    stall_factor: float = 5.0
     """An iteration in the window's first part (``stall_lead_share``) that takes over this many
     times the median and over this many times every iteration after it is a one-off warm-up
     stall (a lazy init, a first-call compile, the allocator growing): the window starts after
