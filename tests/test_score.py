@@ -91,9 +91,10 @@ EXPECTED = {
     "ue_layernorm_gelu": (
         "unfused_elementwise",
         "launch_bound",
-        "launch_bound;allocator_churn;unfused_elementwise",
+        "launch_bound;unfused_elementwise",
     ),
-    "ue_swiglu": ("unfused_elementwise", "launch_bound", "launch_bound;unfused_elementwise"),
+    # the warm-up's one-off stall left out of its window (tests/test_steady_whole_process.py)
+    "ue_swiglu": ("unfused_elementwise", "unfused_elementwise", "unfused_elementwise"),
     "ue_softmax_attention": ("unfused_elementwise", "unfused_elementwise", "unfused_elementwise"),
     "lt_unet_decoder": ("layout_transpose", "layout_transpose", "layout_transpose"),
     "lt_depthwise": ("layout_transpose", "layout_transpose", "layout_transpose"),
@@ -154,10 +155,10 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     assert counts == {
         "data_stall": (9, 0, 0),
         "pageable_copy": (4, 0, 0),
-        # ue_layernorm_gelu and ue_swiglu: their chains' launches hold the host (see below)
-        # and ac_empty_cache_varlen (its only timed removal is the allocator's) and
+        # ue_layernorm_gelu: its chains' launches hold the host (see below; its sub-step window
+        # is read on the autograd thread alone) and ac_empty_cache_varlen (its only timed removal is the allocator's) and
         # ds_bucketed_text (its tokenizing host holds the launches: untimed graphs switch)
-        "launch_bound": (8, 4, 0),
+        "launch_bound": (8, 3, 0),
         # no host_sync label left (the four are fp32_math's, host_sync their ``also``);
         # ac_del_infer's per-batch reads (untimed: its label's removal keeps them)
         "host_sync": (0, 1, 0),
@@ -169,13 +170,13 @@ def test_class_scores(reports: pd.DataFrame) -> None:
         "fp32_math": (11, 3, 0),
         "unfused_elementwise": (3, 0, 0),
         "layout_transpose": (2, 0, 0),
-        "allocator_churn": (2, 1, 0),
+        "allocator_churn": (2, 0, 0),
         "blocking_io": (3, 0, 0),
     }
     wrong = set(reports.index[reports["primary"] != reports["truth"]])
     assert wrong == {
         "clean_cudnn_benchmark", "clean_loader_keeps_up",  # TF32: amp 1.12x, 1.19x
-        "ue_layernorm_gelu", "ue_swiglu",  # launch_bound primary over their chains
+        "ue_layernorm_gelu",  # launch_bound primary over its chains
         "ac_empty_cache_varlen",  # launch_bound over the allocator (corpus/wild/README.md)
     }  # fmt: skip
     clean = reports[reports["truth"] == "none"]
@@ -362,7 +363,7 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     assert len(got) == 62 and sum(v == "within" for v in got.values()) == 52
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
     assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
-    assert errors.abs().median() == pytest.approx(0.0961, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.0918, abs=5e-4)
     assert errors.abs().max() == pytest.approx(1.3769, abs=5e-4)  # clean_compile
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
@@ -374,7 +375,7 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
         *((n, "fp32_math") for n in fp32 - {"hs_plateau_scheduler"}),
     }
     assert int((alone.abs() <= 0.2).sum()) == 44
-    assert alone.abs().median() == pytest.approx(0.121, abs=5e-4)
+    assert alone.abs().median() == pytest.approx(0.120, abs=5e-4)
 
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")

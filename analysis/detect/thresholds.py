@@ -102,6 +102,16 @@ class WindowThresholds(_Section):
     outlier_factor: float = 3.0
     """Leading or trailing iterations longer than this times the median are dropped (a compile
     inside the first repeat, a tear-down after the last)."""
+    stall_factor: float = 5.0
+    """An iteration in the window's first part (``stall_lead_share``) that takes over this many
+    times the median and over this many times every iteration after it is a one-off warm-up
+    stall (a lazy init, a first-call compile, the allocator growing): the window starts after
+    it. A stall that recurs (periodic work: a checkpoint, an eval every N steps) has a later
+    one as long and stays; so does one holding the window's periodic writes
+    (``period_calls``)."""
+    stall_lead_share: float = 0.5
+    """The share of the window's first iterations in which a one-off stall may be left out
+    (later, the loop has settled: a stall there is the loop's own)."""
     period_calls: list[str] = field(
         default_factory=lambda: [
             *("write", "writev", "pwrite", "pwrite64", "pwritev", "pwritev2", "fwrite"),

@@ -189,6 +189,77 @@ def _trim(starts: np.ndarray, ends: np.ndarray, outlier: float) -> tuple[np.ndar
     return starts[first : last + 1], ends[first : last + 1]
 
 
+@dataclass(frozen=True)
+class Stall:
+    """A one-off iteration left out at the window's start (:func:`settle`)."""
+
+    index: int
+    """Its place among the iterations found (0: the first kept after ``skip_iterations``)."""
+    ns: int
+    """How long it took."""
+    median_ns: int
+    """The median iteration, for scale."""
+    next_ns: int
+    """The longest iteration after it."""
+
+    def describe(self) -> str:
+        return (
+            f"a one-off {self.ns / 1e6:.1f} ms iteration left out before them (iteration "
+            f"{self.index + 1}, {self.ns / max(self.median_ns, 1):.0f}x the median "
+            f"{self.median_ns / 1e6:.2f} ms, {self.ns / max(self.next_ns, 1):.1f}x the longest "
+            f"after it, {self.next_ns / 1e6:.1f} ms)"
+        )
+
+
+def _writes_ns(trace: T.Trace | None, calls: list[str], lo: int, hi: int) -> int:
+    """Time (ns) any thread spends in the periodic-work calls ``calls`` within [lo, hi]."""
+    if trace is None or not calls or not (trace.has("OSRT_API") and trace.has("StringIds")):
+        return 0
+    names = ", ".join(f"'{n}'" for n in calls)
+    rows = trace.query(
+        'SELECT SUM(MIN(o."end", :hi) - MAX(o.start, :lo)) FROM OSRT_API o '
+        "JOIN StringIds s ON s.id = o.nameId "
+        f'WHERE o.start < :hi AND o."end" > :lo AND s.value IN ({names})',
+        {"lo": int(lo), "hi": int(hi)},
+    )[1]
+    return int(rows[0][0] or 0) if rows else 0
+
+
+def settle(
+    starts: np.ndarray,
+    ends: np.ndarray,
+    window: WindowThresholds,
+    trace: T.Trace | None = None,
+) -> tuple[np.ndarray, np.ndarray, Stall | None]:
+    """The iterations from after the last one-off stall in their first part on (``stall_*``),
+    each timed to the next one's start (the window's edges: a gap between repeats, other work
+    between them, counts in the iteration before it).
+
+    ``_trim`` drops long iterations at the very start only; a warm-up stall a few iterations in
+    (a sub-step loop whose first steps still allocate or compile) would stay and read as GPU
+    idle. A stall is dropped only where no later iteration comes near it (periodic work recurs:
+    a checkpoint every N steps belongs in the mean step) and it holds no periodic writes."""
+    n = starts.size
+    dur = (np.append(starts[1:], ends[-1:]) - starts).astype(np.int64)
+    lead = int(np.ceil(window.stall_lead_share * n))
+    if n < window.min_repeats + 1 or lead < 1:
+        return starts, ends, None
+    med = max(float(np.median(dur)), 1.0)
+    later = np.append(np.maximum.accumulate(dur[::-1])[::-1][1:], 0)  # longest after each
+    k = window.stall_factor
+    hit = (dur > k * med) & (dur > k * later)
+    hit[lead:] = False
+    hit[n - window.min_repeats :] = False  # keep enough iterations to judge
+    min_run = int(window.min_period_run_ms * 1e6)
+    for i in np.flatnonzero(hit)[::-1]:
+        hi = int(starts[i] + dur[i])
+        if _writes_ns(trace, window.period_calls, int(starts[i]), hi) >= min_run:
+            continue
+        stall = Stall(int(i), int(dur[i]), int(med), int(later[i]))
+        return starts[i + 1 :], ends[i + 1 :], stall
+    return starts, ends, None
+
+
 def _repeat_ns(anchor: Anchor, start: np.ndarray) -> int:
     """The time (ns) the anchor's modal segments take (``start``: its stream's item starts)."""
     at = start[anchor.positions]
@@ -286,12 +357,14 @@ def gpu_search(trace: T.Trace, window: WindowThresholds) -> tuple[Iterations | N
     seg_start, seg_end = at[:-1][anchor.modal], at[1:][anchor.modal]
     skip = min(window.skip_iterations, max(0, seg_start.size - min_rep))
     seg_start, seg_end = _trim(seg_start[skip:], seg_end[skip:], window.outlier_factor)
+    seg_start, seg_end, stall = settle(seg_start, seg_end, window, trace)
     if seg_start.size < min_rep:
         return None, None
     what = "kernel" if anchor.code >= 0 else "copy or graph replay"
+    left = f"; {stall.describe()}" if stall is not None else ""
     return Iterations(
         np.concatenate([seg_start, seg_end[-1:]]),
-        f"repeating GPU work ({anchor.period} items per iteration, anchored on a {what})",
+        f"repeating GPU work ({anchor.period} items per iteration, anchored on a {what}{left})",
         int(seg_start[0] - seq["start"][0]),
     ), None
 
@@ -327,8 +400,12 @@ def nvtx_iterations(trace: T.Trace, window: WindowThresholds) -> Iterations | No
     s, e = mine["start_ns"].to_numpy(np.int64), mine["end_ns"].to_numpy(np.int64)
     skip = min(window.skip_iterations, max(0, s.size - min_rep))
     s, e = _trim(s[skip:], e[skip:], window.outlier_factor)
+    s, e, stall = settle(s, e, window, trace)
     if s.size < min_rep:
         return None
     edges = np.concatenate([s, e[-1:]])
     skipped = int(s[0] - r["start_ns"].min())
-    return Iterations(edges, f"repeating NVTX range `{text}`", skipped, on_host=True, tid=int(tid))
+    left = f" ({stall.describe()})" if stall is not None else ""
+    return Iterations(
+        edges, f"repeating NVTX range `{text}`{left}", skipped, on_host=True, tid=int(tid)
+    )
