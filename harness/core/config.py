@@ -43,6 +43,15 @@ ALL = "all"
 EXTRA_SCENARIOS_ENV = "BOTTLENECK_SCENARIO_MODULES"
 
 
+def _at_least(section: str, cfg: object, low: int, *fields: str) -> None:
+    """Each of ``fields`` of ``cfg`` must be >= ``low``: a bad value stops the run at load,
+    named as the config spells it (``section.field``)."""
+    for name in fields:
+        value = getattr(cfg, name)
+        if value < low:
+            raise ValueError(f"{section}.{name} must be >= {low}, got {value}")
+
+
 @dataclass(kw_only=True)
 class NsysConfig:
     """How variants are profiled under Nsight Systems."""
@@ -106,10 +115,8 @@ class NsysConfig:
             )
         if self.export_timeout_s <= 0:
             raise ValueError(f"nsys.export_timeout_s must be > 0, got {self.export_timeout_s}")
-        if self.capture_lead_steps < 0:
-            raise ValueError(f"nsys.capture_lead_steps must be >= 0, got {self.capture_lead_steps}")
-        if self.server_lanes < 1:
-            raise ValueError(f"nsys.server_lanes must be >= 1, got {self.server_lanes}")
+        _at_least("nsys", self, 0, "capture_lead_steps")
+        _at_least("nsys", self, 1, "server_lanes")
 
 
 @dataclass(kw_only=True)
@@ -131,10 +138,7 @@ class HostProbeConfig:
     interpreter's speed that bounds a host-bound step; 300,000 take 10-20 ms)."""
 
     def __post_init__(self) -> None:
-        if self.launches < 1:
-            raise ValueError(f"harness.host_probe.launches must be >= 1, got {self.launches}")
-        if self.python_loop < 1:
-            raise ValueError(f"harness.host_probe.python_loop must be >= 1, got {self.python_loop}")
+        _at_least("harness.host_probe", self, 1, "launches", "python_loop")
 
 
 @dataclass(kw_only=True)
@@ -263,10 +267,7 @@ class HarnessConfig:
             raise ValueError(
                 f"harness.max_window_s must be > 0 seconds or null, got {self.max_window_s}"
             )
-        if self.setup_batch < 1:
-            raise ValueError(f"harness.setup_batch must be >= 1, got {self.setup_batch}")
-        if self.warm_parallel < 1:
-            raise ValueError(f"harness.warm_parallel must be >= 1, got {self.warm_parallel}")
+        _at_least("harness", self, 1, "setup_batch", "warm_parallel")
         if self.max_warmup_s is not None and self.max_warmup_s <= 0:
             raise ValueError(
                 f"harness.max_warmup_s must be > 0 seconds or null, got {self.max_warmup_s}"
@@ -276,18 +277,13 @@ class HarnessConfig:
                 "harness.profile_max_window_s must be > 0 seconds or null, "
                 f"got {self.profile_max_window_s}"
             )
-        if self.min_steps < 1:
-            raise ValueError(f"harness.min_steps must be >= 1, got {self.min_steps}")
-        if self.export_workers < 1:
-            raise ValueError(f"harness.export_workers must be >= 1, got {self.export_workers}")
+        _at_least("harness", self, 1, "min_steps", "export_workers")
         if self.timeout_s <= 0:
             raise ValueError(f"harness.timeout_s must be > 0 seconds, got {self.timeout_s}")
-        if self.repeats < 1:
-            raise ValueError(f"harness.repeats must be >= 1, got {self.repeats}")
+        _at_least("harness", self, 1, "repeats")
         if self.unstable_spread <= 0:
             raise ValueError(f"harness.unstable_spread must be > 0, got {self.unstable_spread}")
-        if self.bootstrap < 100:
-            raise ValueError(f"harness.bootstrap must be >= 100, got {self.bootstrap}")
+        _at_least("harness", self, 100, "bootstrap")
         if self.memory_cap_gb is not None and self.memory_cap_gb <= 0:
             raise ValueError(
                 f"harness.memory_cap_gb must be > 0 GiB or null, got {self.memory_cap_gb}"
@@ -347,8 +343,7 @@ class DistConfig:
     nnodes > 1 (a shared file system, or copy node k's 'node<k>/' folder into node 0's after)."""
 
     def __post_init__(self) -> None:
-        if self.nnodes < 1:
-            raise ValueError(f"dist.nnodes must be >= 1, got {self.nnodes}")
+        _at_least("dist", self, 1, "nnodes")
         if not 0 <= self.node_rank < self.nnodes:
             raise ValueError(
                 f"dist.node_rank must be in 0..{self.nnodes - 1} (dist.nnodes={self.nnodes}), "

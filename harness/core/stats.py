@@ -115,39 +115,24 @@ def ratio_ci(
     return float(point), float(lo), float(hi)
 
 
-def speedup_ci(
-    baseline_ms: Samples,
-    variant_ms: Samples,
-    *,
-    resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """Throughput ratio variant/baseline (= baseline mean step time / variant mean) and its CI.
+speedup_ci = ratio_ci
+"""Throughput ratio variant/baseline (= baseline mean step time / variant mean) and its CI:
+``speedup_ci(baseline_ms, variant_ms)``.
 
-    Pass one sequence of step times per process (``[t["step_ms"] for t in timings]``) so the
-    interval carries the spread between processes (module docstring); a flat sequence is one
-    process, i.e. the plain step bootstrap. Mean step time, not median: throughput is what a
-    training job gets, and a loader that makes one step in four wait shows up in the mean but
-    not in the median.
-    """
-    return ratio_ci(baseline_ms, variant_ms, resamples=resamples, confidence=confidence, seed=seed)
+Pass one sequence of step times per process (``[t["step_ms"] for t in timings]``) so the
+interval carries the spread between processes (module docstring); a flat sequence is one
+process, i.e. the plain step bootstrap. Mean step time, not median: throughput is what a
+training job gets, and a loader that makes one step in four wait shows up in the mean but
+not in the median.
+"""
 
+probe_effect_ci = ratio_ci
+"""Probe effect: profiled mean step time / unprofiled mean, with the same hierarchical CI:
+``probe_effect_ci(profiled_ms, timed_ms)``.
 
-def probe_effect_ci(
-    profiled_ms: Samples,
-    timed_ms: Samples,
-    *,
-    resamples: int = 2000,
-    confidence: float = 0.95,
-    seed: int = 0,
-) -> tuple[float, float, float]:
-    """Probe effect: profiled mean step time / unprofiled mean, with the same hierarchical CI.
-
-    The profiled side is usually one process (its steps are resampled); the timed side is one
-    sequence per timing process. Above 1: nsys slowed the variant down.
-    """
-    return ratio_ci(profiled_ms, timed_ms, resamples=resamples, confidence=confidence, seed=seed)
+The profiled side is usually one process (its steps are resampled); the timed side is one
+sequence per timing process. Above 1: nsys slowed the variant down.
+"""
 
 
 # -- rounds: ratios paired within a timing round -------------------------------------------------

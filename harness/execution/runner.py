@@ -227,11 +227,8 @@ class Suite:
             walls["served_again_s"] = time.perf_counter() - t_again
             walls["exports_s"] = exports_s
             walls["workers_s"] = t_exports - t_start
-        except KeyboardInterrupt:
-            state = RunState.INTERRUPTED
-        except ResultWriteError as exc:
-            state = RunState.FAILED
-            self.records.write_failed(exc)
+        except (KeyboardInterrupt, ResultWriteError) as exc:
+            state = self._stopped_by(exc)
         finally:
             self.progress.close()
             if scheduler.warmer is not None:
@@ -300,11 +297,8 @@ class Suite:
             self._say(f"waiting for nsys to finish {len(self.exporter.finishing)} reports")
         try:  # an interrupted run still keeps the reports nsys is writing
             self.exporter.finish_reports(run_dir)
-        except KeyboardInterrupt:
-            state = RunState.INTERRUPTED
-        except ResultWriteError as exc:
-            state = RunState.FAILED
-            self.records.write_failed(exc)
+        except (KeyboardInterrupt, ResultWriteError) as exc:
+            state = self._stopped_by(exc)
         try:
             self.close()
         except KeyboardInterrupt:
@@ -331,6 +325,14 @@ class Suite:
         if not self.records.write_state(run_dir, state):
             table = None
         return state, table
+
+    def _stopped_by(self, exc: KeyboardInterrupt | ResultWriteError) -> RunState:
+        """The run's state after a stop signal (interrupted) or a result file that could not be
+        written (failed, and said in the records)."""
+        if isinstance(exc, ResultWriteError):
+            self.records.write_failed(exc)
+            return RunState.FAILED
+        return RunState.INTERRUPTED
 
     def _after_tables(
         self, run_dir: Path, table: pd.DataFrame, walls: dict[str, float], t_start: float

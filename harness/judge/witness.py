@@ -192,40 +192,55 @@ def _fp32(rows: pd.DataFrame) -> Shown:
     return Shown(share >= FP32_MIN_SHARE, text)
 
 
-def _chain(rows: pd.DataFrame) -> Shown:
+def _share_shown(
+    rows: pd.DataFrame,
+    pick: Callable[[pd.DataFrame], pd.Series],
+    bar: float,
+    say: Callable[[float, float, pd.Series], str],
+) -> Shown:
+    """Shown where the kernels ``pick`` selects take ``bar`` of the profiled kernel time or
+    more; ``say(share, total ms, picked)`` words it. Not judged without a timed kernel."""
     total = _ms(rows)
     if total <= 0:
         return Shown(None, "no timed kernel profiled")
+    picked = pick(rows)
+    share = _ms(rows, picked) / total
+    return Shown(share >= bar, say(share, total, picked))
+
+
+def _chain_kernels(rows: pd.DataFrame) -> pd.Series:
     dram = pd.to_numeric(rows["dram_throughput_pct"], errors="coerce").fillna(0.0)
-    chain = (
+    return (
         (rows["family"] == Family.ELEMENTWISE.value)
         & (rows["bound"] == Bound.MEMORY.value)
         & (dram >= CHAIN_MIN_DRAM_PCT)
     )
-    share = _ms(rows, chain) / total
-    text = (
-        f"memory-bound elementwise kernels at >= {CHAIN_MIN_DRAM_PCT:.0f}% DRAM: {pct(share)} "
-        f"of {total:.3g} ms/step of profiled kernel time ({_n(chain)})"
-    )
-    return Shown(share >= CHAIN_MIN_SHARE, text)
+
+
+def _chain(rows: pd.DataFrame) -> Shown:
+    def say(share: float, total: float, chain: pd.Series) -> str:
+        return (
+            f"memory-bound elementwise kernels at >= {CHAIN_MIN_DRAM_PCT:.0f}% DRAM: {pct(share)} "
+            f"of {total:.3g} ms/step of profiled kernel time ({_n(chain)})"
+        )
+
+    return _share_shown(rows, _chain_kernels, CHAIN_MIN_SHARE, say)
 
 
 def _layout(rows: pd.DataFrame) -> Shown:
-    total = _ms(rows)
-    if total <= 0:
-        return Shown(None, "no timed kernel profiled")
-    conv = rows["family"] == Family.LAYOUT.value
-    share = _ms(rows, conv) / total
-    text = f"layout conversions: {pct(share)} of {total:.3g} ms/step ({_n(conv)})"
-    return Shown(share >= LAYOUT_MIN_SHARE, text)
+    def say(share: float, total: float, conv: pd.Series) -> str:
+        return f"layout conversions: {pct(share)} of {total:.3g} ms/step ({_n(conv)})"
+
+    return _share_shown(rows, lambda r: r["family"] == Family.LAYOUT.value, LAYOUT_MIN_SHARE, say)
 
 
 def _latency(rows: pd.DataFrame) -> Shown:
-    total = _ms(rows)
-    if total <= 0:
-        return Shown(None, "no timed kernel profiled")
-    share = _ms(rows, rows["bound"] == Bound.LATENCY.value) / total
-    return Shown(share >= LATENCY_MIN_SHARE, f"latency-bound kernels: {pct(share)} of the time")
+    return _share_shown(
+        rows,
+        lambda r: r["bound"] == Bound.LATENCY.value,
+        LATENCY_MIN_SHARE,
+        lambda share, _total, _picked: f"latency-bound kernels: {pct(share)} of the time",
+    )
 
 
 @dataclass(frozen=True)

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from analysis.trace import Trace, TraceError, open_trace
 from bottlenecks import CLASSES
 from harness.core.enums import StrEnum
 from harness.core.tools_config import ToolsConfig
@@ -111,6 +112,34 @@ def every_class(call: Callable[[str], Call]) -> Calls:
 def all_na(reason: str) -> Calls:
     """Every class ``n/a`` for one reason (the tool cannot read this report)."""
     return every_class(lambda _k: Call(Flag.NA, reason))
+
+
+def not_installed(module: str, tool: str) -> str | None:
+    """An optional tool's ``missing``: why ``module`` cannot be imported, or None."""
+    try:
+        importlib.import_module(module)
+    except ImportError as exc:
+        return f"{tool} is not installed (pip install .[tools]): {exc}"
+    return None
+
+
+def on_export(traces: Traces, judge: Callable[[Trace], Calls]) -> Calls:
+    """``judge`` on the report's nsys export; every class ``n/a`` where there is none or it
+    cannot be read (an adapter of the suite's own reading of the export)."""
+    if traces.sqlite is None:
+        return all_na("no nsys export")
+    try:
+        with open_trace(traces.sqlite) as trace:
+            return judge(trace)
+    except TraceError as exc:
+        return all_na(f"unreadable export: {exc}")
+
+
+class BuiltIn:
+    """An adapter whose tool is the suite's own code: it can always run."""
+
+    def missing(self) -> str | None:
+        return None
 
 
 def checked(name: str, calls: Calls) -> Calls:

@@ -40,7 +40,7 @@ from analysis import kernel_names as KN
 from bottlenecks import Klass
 from harness.core import runfolder as rf
 from harness.core.tools_config import HtaRules
-from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, register
+from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, not_installed, register
 
 NO_GPU = "the trace has no GPU kernels: HTA's analyses are of GPU time"
 
@@ -384,11 +384,7 @@ class Hta:
     reads = "kineto"
 
     def missing(self) -> str | None:
-        try:
-            import hta.trace_analysis  # noqa: F401
-        except ImportError as exc:
-            return f"HTA is not installed (pip install .[tools]): {exc}"
-        return None
+        return not_installed("hta.trace_analysis", "HTA")
 
     def judge(self, traces: Traces, ctx: Context) -> Calls:
         cached = traces.extra.get(CACHED)

@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 
 from harness.judge import score as S
+from harness.tools import base
 from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, every_class, register
 
 #: Words in a tool's output that name a class, per class from its spec; the reading and the
@@ -18,14 +19,11 @@ words_found = S.words_found
 
 
 @register
-class Keyword:
+class Keyword(base.BuiltIn):
     """Flags a class whose words appear in the text."""
 
     name = "keyword"
     reads = "text"
-
-    def missing(self) -> str | None:
-        return None
 
     def judge(self, traces: Traces, ctx: Context) -> Calls:
         text = traces.text

@@ -38,6 +38,7 @@ from typing import Any
 
 from bottlenecks import Klass
 from harness.core.tools_config import NsysAiRules
+from harness.tools import base
 from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, every_class, register
 
 #: nsys-ai's root-cause pattern -> the class it stands for (patterns not listed map to none).
@@ -171,11 +172,7 @@ class NsysAi:
     reads = "sqlite"
 
     def missing(self) -> str | None:
-        try:
-            import nsys_ai.skills.registry  # noqa: F401
-        except ImportError as exc:
-            return f"nsys-ai is not installed (pip install .[tools]): {exc}"
-        return None
+        return base.not_installed("nsys_ai.skills.registry", "nsys-ai")
 
     def judge(self, traces: Traces, ctx: Context) -> Calls:
         why = self.missing()

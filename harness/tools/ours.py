@@ -8,8 +8,8 @@ from __future__ import annotations
 from analysis.detect import diagnose, load_thresholds
 from analysis.detect.config import MAIN_METRIC
 from analysis.findings import Finding
-from analysis.trace import TraceError, open_trace
-from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, register
+from analysis.trace import Trace
+from harness.tools.base import BuiltIn, Call, Calls, Context, Flag, Traces, on_export, register
 
 
 def _evidence(f: Finding) -> str:
@@ -22,30 +22,26 @@ def _evidence(f: Finding) -> str:
 
 
 @register
-class Ours:
+class Ours(BuiltIn):
     """The detectors: a class is flagged when its detector fires (not only the primary)."""
 
     name = "ours"
     reads = "sqlite"
 
-    def missing(self) -> str | None:
-        return None
-
     def judge(self, traces: Traces, ctx: Context) -> Calls:
-        if traces.sqlite is None:
-            return all_na("no nsys export")
         judged = traces.extra.get("findings")  # the run's diagnosis judged this export already
-        if judged:
+        if judged and traces.sqlite is not None:
             return dict(judged)  # type: ignore[call-overload]
-        try:
-            with open_trace(traces.sqlite) as trace:
-                found = diagnose(trace, load_thresholds(ctx.diagnosis), step_ms=traces.step_ms)
-        except TraceError as exc:
-            return all_na(f"unreadable export: {exc}")
-        out: Calls = {}
-        for f in found:
-            if not f.judged:
-                out[f.klass] = Call(Flag.NA, f.reason)
-            else:
-                out[f.klass] = Call(Flag.FLAGGED if f.fired else Flag.CLEAR, _evidence(f))
-        return out
+        return on_export(traces, lambda trace: _calls(trace, traces, ctx))
+
+
+def _calls(trace: Trace, traces: Traces, ctx: Context) -> Calls:
+    """The detectors' findings as the tool's calls: n/a where a class was not judged."""
+    found = diagnose(trace, load_thresholds(ctx.diagnosis), step_ms=traces.step_ms)
+    out: Calls = {}
+    for f in found:
+        if not f.judged:
+            out[f.klass] = Call(Flag.NA, f.reason)
+        else:
+            out[f.klass] = Call(Flag.FLAGGED if f.fired else Flag.CLEAR, _evidence(f))
+    return out

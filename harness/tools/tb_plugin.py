@@ -27,9 +27,10 @@ from dataclasses import dataclass
 import pandas as pd
 
 from analysis import kernel_names as KN
-from analysis.trace import TraceError, kernels, open_trace
+from analysis.trace import kernels
 from bottlenecks import Klass
 from harness.core.tools_config import TbPluginRules
+from harness.tools import base
 from harness.tools.base import Call, Calls, Context, Flag, Traces, all_na, every_class, register
 
 #: Why a class other than fp32_math is n/a.
@@ -88,24 +89,19 @@ def fp32_call(s: TensorCoreSplit, rules: TbPluginRules) -> Call:
 
 
 @register
-class TbPlugin:
+class TbPlugin(base.BuiltIn):
     """The plugin's tensor-core rule on the export's kernels."""
 
     name = "tb-plugin"
     reads = "sqlite"
 
-    def missing(self) -> str | None:
-        return None
-
     def judge(self, traces: Traces, ctx: Context) -> Calls:
-        if traces.sqlite is None:
-            return all_na("no nsys export")
-        try:
-            with open_trace(traces.sqlite) as trace:
-                k = kernels(trace)
-        except TraceError as exc:
-            return all_na(f"unreadable export: {exc}")
-        if k.empty:
-            return all_na("the export has no CUDA kernels")
-        call = fp32_call(split(k["name"], k["duration_ns"]), ctx.tools.tb_plugin)
-        return every_class(lambda c: call if c == Klass.FP32_MATH else Call(Flag.NA, UNSEEN))
+        return base.on_export(traces, lambda trace: _judge(kernels(trace), ctx))
+
+
+def _judge(k: pd.DataFrame, ctx: Context) -> Calls:
+    """The rule's call on the export's kernels; every class but fp32_math is n/a."""
+    if k.empty:
+        return all_na("the export has no CUDA kernels")
+    call = fp32_call(split(k["name"], k["duration_ns"]), ctx.tools.tb_plugin)
+    return every_class(lambda c: call if c == Klass.FP32_MATH else Call(Flag.NA, UNSEEN))
