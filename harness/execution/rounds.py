@@ -137,15 +137,13 @@ class MoreRounds:
         """Whether ``scenario`` gets a round after its round ``r`` (recorded)."""
         names = self.variants(scenario)
         got = self.measure(self.run_dir, self.found[scenario], names)
-        wide = [p for p, w in got.items() if w > self.target]
+        chosen = self._wide(names, got)
         decision = Decision(scenario=scenario, after_round=r, widths=got)
-        if not wide:
+        if not chosen:
             decision.why = "narrow"
         elif r >= self.max_rounds:
             decision.why = "max_rounds"
         else:
-            members = {v for p in wide for v in p.split("/")}
-            chosen = [v for v in names if v in members]
             ok, projected = self.fits(scenario, chosen, queue, r + 1 - self.planned)
             decision.projected_s = projected
             decision.why = "added" if ok else "budget"
@@ -166,8 +164,7 @@ class MoreRounds:
         refused = [d for s, d in last.items() if s != current and d.why == "budget"
                    and not self._later(s, d.after_round, queue)]  # fmt: skip
         for d in sorted(refused, key=lambda d: -max(d.widths.values(), default=0.0)):
-            chosen = [v for v in self.variants(d.scenario)
-                      if any(v in p.split("/") for p, w in d.widths.items() if w > self.target)]  # fmt: skip
+            chosen = self._wide(self.variants(d.scenario), d.widths)
             ok, projected = self.fits(d.scenario, chosen, queue, d.after_round + 1 - self.planned)
             if ok:
                 again = Decision(scenario=d.scenario, after_round=d.after_round, widths=d.widths,
@@ -177,6 +174,11 @@ class MoreRounds:
                 self.write()
                 return again
         return None
+
+    def _wide(self, names: Sequence[str], got: dict[str, float]) -> list[str]:
+        """The variants of ``names`` in a pair wider than the target, in their order."""
+        members = {v for p, w in got.items() if w > self.target for v in p.split("/")}
+        return [v for v in names if v in members]
 
     def _later(self, scenario: str, r: int, queue: Sequence[Unit]) -> bool:
         """A later round of ``scenario`` is queued or has started (its folder exists)."""
