@@ -170,3 +170,19 @@ def test_a_refused_scenario_is_not_asked_again_while_it_still_does_not_fit(tmp_p
         "budget",
         "budget",
     ]  # a refusal is not recorded twice
+
+
+def test_a_pair_never_measured_gets_no_round(tmp_path):
+    """On the H200 a held GPU made every fp32_matmul variant run out of memory, and the run
+    asked for rounds up to max_rounds (widths +-inf%): a pair with no round paired (NaN) is
+    not wide, and a scenario with only such pairs is recorded ``unmeasured``."""
+    nan = float("nan")
+    widths = {"fp32_matmul": {"baseline/tf32": nan, "baseline/ideal": nan},
+              "forced_sync": {"baseline/sync_free": nan, "baseline/ideal": 0.3}}  # fmt: skip
+    more = _more(tmp_path, lambda *_: (True, 10.0), widths)
+    assert more.after("fp32_matmul", "timing-2", []) == []
+    units = more.after("forced_sync", "timing-2", [])
+    assert sorted(u.variant for u in units) == ["baseline", "ideal"]
+    assert [d.why for d in more.decisions] == ["unmeasured", "added"]
+    record = json.loads((tmp_path / "rounds.json").read_text())
+    assert record["decisions"][0]["widths"] == {"baseline/tf32": None, "baseline/ideal": None}

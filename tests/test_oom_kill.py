@@ -148,3 +148,33 @@ def test_cuda_out_of_memory_is_oom():
         assert _is_oom(outer)
     assert not _is_oom(RuntimeError("shape mismatch"))
     assert not _is_oom(ValueError("out of range"))
+
+
+#: What torch printed on the H200 when CUDA's context could not be made for want of memory
+#: (scripts/device/oom-check.sh): the line that says so comes first, the advice after it.
+H200_CONTEXT_OOM = (
+    "CUDA error: out of memory\n"
+    "Search for `cudaErrorMemoryAllocation' in https://docs.nvidia.com/cuda/cuda-runtime-api/"
+    "group__CUDART__TYPES.html for more information.\n"
+    "CUDA kernel errors might be asynchronously reported at some other API call, so the "
+    "stacktrace below might be incorrect.\n"
+    "For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+    "Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+)
+
+
+def test_the_oom_line_is_the_one_that_says_so_and_the_advice_names_the_gpu():
+    """The worker quotes the line that says memory ran out, not the message's last line (on
+    the H200 it read "Compile with `TORCH_USE_CUDA_DSA`..."), and the parent's advice names the
+    GPU's memory for a CUDA error and the host's cap otherwise."""
+    from harness.execution.execute import _oom_advice
+    from harness.execution.worker import oom_line
+
+    said = oom_line(RuntimeError(H200_CONTEXT_OOM))
+    assert said == "CUDA error: out of memory"
+    assert oom_line(MemoryError()) == ""
+    assert oom_line(RuntimeError("no such line\nsecond")) == "no such line"
+    gpu = _oom_advice(f"AcceleratorError: {said}", None)
+    assert "GPU's memory" in gpu and "memory_cap_gb" not in gpu
+    assert "memory_cap_gb=6.0 GiB" in _oom_advice("MemoryError: ", 6.0)
+    assert "null sets no cap" in _oom_advice("MemoryError: ", None)

@@ -95,12 +95,25 @@ def _statuses(run_dir: Path) -> dict[str, str]:
 # -- 3. out of memory --------------------------------------------------------------------------
 def test_oom_over_memory_cap_is_recorded_as_oom(tmp_path):
     proc = run_cli(
-        _args(tmp_path, "scenario.faulty.variants=[ideal,oom]", "harness.memory_cap_gb=6"),
+        _args(
+            tmp_path,
+            "scenario.faulty.variants=[ideal,oom]",
+            "harness.memory_cap_gb=6",
+            "harness.repeats=2",
+            "harness.timing.max_rounds=3",
+            "harness.timing.target_half_width=0.0001",
+        ),
         env=PLUGIN,
         timeout=HANG_S,
     )
     assert proc.returncode == 1, proc.stderr[-2000:]
     run_dir = only_run_dir(tmp_path)
+    # a variant that ran out in every round is not given more rounds: its pair was never
+    # measured (before, the run asked for rounds up to max_rounds, reading widths of +-inf%)
+    (decision,) = json.loads((run_dir / "rounds.json").read_text())["decisions"]
+    assert decision["widths"] == {"ideal/oom": None}
+    assert (decision["why"], decision["added"]) == ("unmeasured", [])
+    assert not (run_dir / "faulty/oom/timing-3").exists()
     status = json.loads((run_dir / "faulty/oom/timing-1/status.json").read_text())
     assert status["status"] == "oom"
     assert "ran out of memory" in status["error"]

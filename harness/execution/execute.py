@@ -265,14 +265,12 @@ def ended(
         )
     if rc == OOM_EXIT_CODE or OOM_MARKER in err_tail:
         said = next((ln for ln in err_tail.splitlines() if OOM_MARKER in ln), "")
+        said = said.split(OOM_MARKER, 1)[-1].strip()
         return Outcome(
             Status.OOM,
-            f"{label} ran out of memory after {wall:.1f} s "
-            f"({said.split(OOM_MARKER, 1)[-1].strip() or f'exit code {rc}'}). On the CPU each "
-            f"worker's address space is capped by harness.memory_cap_gb={memory_cap_gb} GiB "
-            "(null: no cap); raise it or run a smaller size. On a GPU this is CUDA running out of "
-            "device memory: lower the scenario's batch size or severity. Other variants' results "
-            f"are kept; full stderr in {out_dir / rf.STDERR}.",
+            f"{label} ran out of memory after {wall:.1f} s ({said or f'exit code {rc}'}). "
+            f"{_oom_advice(said, memory_cap_gb)} Other variants' results are kept; full stderr "
+            f"in {out_dir / rf.STDERR}.",
             rc,
             wall,
         )
@@ -442,3 +440,19 @@ def _export_checked(
     os.replace(partial, sqlite)
     problem = check_export(sqlite)
     return failed(f"{label}: {problem}") if problem else outcome
+
+
+def _oom_advice(said: str, memory_cap_gb: float | None) -> str:
+    """What to change, for the memory that ran out: the GPU's where the error names CUDA (or
+    cuBLAS), else the host's (the worker's cap where one is set)."""
+    if any(t in said.upper() for t in ("CUDA", "CUBLAS", "ACCELERATOR")):
+        return (
+            "The GPU's memory ran out (or another process holds it: nvidia-smi lists them): "
+            "lower the scenario's batch size or severity."
+        )
+    if memory_cap_gb is not None:
+        return (
+            f"Each worker's address space is capped at harness.memory_cap_gb={memory_cap_gb} "
+            "GiB: raise it or run a smaller size."
+        )
+    return "The host's memory ran out (harness.memory_cap_gb=null sets no cap): run a smaller size."

@@ -27,6 +27,7 @@ with the half-widths it read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -61,13 +62,16 @@ def pairs_of(scen: Scenario, variants: Sequence[str]) -> list[tuple[str, str]]:
 
 def widths(run_dir: Path, scen: Scenario, variants: Sequence[str]) -> dict[str, float]:
     """Each pair's interval half-width (``num/den`` -> sqrt(high / low) - 1) from the
-    variants' result files; infinite where fewer than two rounds pair."""
+    variants' result files; infinite where one round pairs, NaN where none does (a variant
+    that failed in every round so far: another round would not narrow what was never
+    measured)."""
     timed = {v: read_variant(run_dir, scen.name, v) for v in variants}
     out = {}
     for num, den in pairs_of(scen, variants):
         a, b = timed[num].rounds, timed[den].rounds
-        if len(paired_rounds(a, b)) < 2:
-            out[f"{num}/{den}"] = float("inf")
+        n = len(paired_rounds(a, b))
+        if n < 2:
+            out[f"{num}/{den}"] = float("inf") if n else float("nan")
             continue
         _, lo, hi = paired_ratio_ci(a, b)
         out[f"{num}/{den}"] = half_width(lo, hi)
@@ -84,7 +88,9 @@ class Decision:
     added: list[str] = field(default_factory=list)
     """The variants of the added round (empty: none added)."""
     why: str = ""
-    """``narrow`` (every pair within the target), ``max_rounds``, ``budget``, ``added``, or
+    """``narrow`` (every pair within the target), ``unmeasured`` (no pair wider than the
+    target, and one with no round paired: a variant failed in each), ``max_rounds``,
+    ``budget``, ``added``, or
     ``revisited`` (a round for a scenario refused for the budget earlier, where it fits now)."""
     projected_s: float | None = None
     """The budget check's number: the run's projected wall with the added round, and the fair
@@ -140,7 +146,7 @@ class MoreRounds:
         chosen = self._wide(names, got)
         decision = Decision(scenario=scenario, after_round=r, widths=got)
         if not chosen:
-            decision.why = "narrow"
+            decision.why = "unmeasured" if any(math.isnan(w) for w in got.values()) else "narrow"
         elif r >= self.max_rounds:
             decision.why = "max_rounds"
         else:
@@ -163,7 +169,7 @@ class MoreRounds:
             last[d.scenario] = d
         refused = [d for s, d in last.items() if s != current and d.why == "budget"
                    and not self._later(s, d.after_round, queue)]  # fmt: skip
-        for d in sorted(refused, key=lambda d: -max(d.widths.values(), default=0.0)):
+        for d in sorted(refused, key=lambda d: -max(_known(d.widths), default=0.0)):
             chosen = self._wide(self.variants(d.scenario), d.widths)
             ok, projected = self.fits(d.scenario, chosen, queue, d.after_round + 1 - self.planned)
             if ok:
@@ -190,11 +196,11 @@ class MoreRounds:
 
     def record(self) -> dict[str, Any]:
         """``rounds.json``: the settings and every decision (a width of fewer than two paired
-        rounds, infinite, as null)."""
+        rounds, infinite or NaN, as null)."""
         decisions = []
         for d in self.decisions:
             row = asdict(d)
-            row["widths"] = {k: (v if v != float("inf") else None) for k, v in d.widths.items()}
+            row["widths"] = {k: (v if math.isfinite(v) else None) for k, v in d.widths.items()}
             decisions.append(row)
         return {"target_half_width": self.target, "max_rounds": self.max_rounds,
                 "decisions": decisions}  # fmt: skip
@@ -202,3 +208,8 @@ class MoreRounds:
     def write(self) -> None:
         """``rounds.json`` in the run folder (atomic)."""
         write_json(self.run_dir / ROUNDS_FILE, self.record())
+
+
+def _known(widths: dict[str, float]) -> list[float]:
+    """The widths that were measured (NaN: a pair with no round paired)."""
+    return [w for w in widths.values() if not math.isnan(w)]

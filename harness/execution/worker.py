@@ -591,6 +591,18 @@ def _is_oom(exc: BaseException) -> bool:
     return False
 
 
+#: What a line that says the memory ran out contains (case aside).
+_OOM_SAID = ("out of memory", "can't allocate memory", "ALLOC_FAILED")
+
+
+def oom_line(exc: BaseException) -> str:
+    """The line of the error's message that says it ran out (CUDA's errors end in advice
+    about device-side assertions, not in what happened), else its first line; 300 characters."""
+    lines = [ln.strip() for ln in str(exc).strip().splitlines() if ln.strip()] or [""]
+    said = [ln for ln in lines if any(t.lower() in ln.lower() for t in _OOM_SAID)]
+    return (said or lines)[0][:300]
+
+
 def _is_oom_one(exc: BaseException) -> bool:
     if isinstance(exc, MemoryError):
         return True
@@ -618,8 +630,7 @@ def main(argv: list[str] | None = None) -> int:
         if not _is_oom(exc):
             raise
         traceback.print_exc()
-        detail = (str(exc).strip().splitlines() or [""])[-1][:300]
-        print(f"{OOM_MARKER} {type(exc).__name__}: {detail}", file=sys.stderr, flush=True)
+        print(f"{OOM_MARKER} {type(exc).__name__}: {oom_line(exc)}", file=sys.stderr, flush=True)
         return OOM_EXIT_CODE
     if result.get("warm_only"):
         print(
