@@ -97,6 +97,10 @@ class Timeline:
     alloc_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     """Per call: it allocates or frees device memory (cudaMalloc, cudaFree, their async and
     driver forms: :data:`~analysis.detect.view.DEVICE_ALLOC`)."""
+    drains: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    """Per call: a free that synchronises the device first
+    (:data:`~analysis.detect.view.DEVICE_SYNC_FREE`): it cannot start giving memory back before
+    all work launched before it has ended, and then takes its own time."""
     io_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     """Per call: made inside a run of the loop thread's file writes, or ending just before
     one (``blocking_io.lead_ms``: the copy a save makes before it writes), or inside the
@@ -245,7 +249,8 @@ def _with_host_side(view: V.TraceView, sm: _Sample, calls, tl: Timeline) -> Time
         io = (
             V.overlap_each(calls["start"], np.maximum(calls["end"], calls["start"] + 1), ls, le) > 0
         )
-    return replace(tl, alloc_call=alloc, io_call=io, io_gap=gap)
+    drains = np.isin(base, V.DEVICE_SYNC_FREE) if base.size else np.zeros(tl.n_ops, bool)
+    return replace(tl, alloc_call=alloc, drains=drains, io_call=io, io_gap=gap)
 
 
 def _with_waits(
