@@ -49,10 +49,7 @@ POSITIVE = {
 #: fm_convnet_fp32: cuDNN's fp32 grouped and FFT convolutions fork onto two side streams and
 #: join back with event waits, which the replay does not model (it lets the streams overlap:
 #: its fit to the recorded step is ~0.79), so the fp32 step it predicts is too long.
-#: ue_layernorm_gelu: the trimmed export's window holds calls of ~2 ms a step of host time the
-#: whole capture's steady window does not (0.8 non-launch calls a step of 2.4 ms each), so the
-#: replay finds the host's floor sooner (the whole capture predicts 1.75x).
-OUTLIERS = {"fm_convnet_fp32": (2.0, 5.4561), "ue_layernorm_gelu": (1.25, 1.829)}
+OUTLIERS = {"fm_convnet_fp32": (2.0, 5.4561)}
 TOLERANCE = 0.25
 
 #: Clean scripts (no switch of theirs gave more than 1.1x) whose GEMMs run in fp32 on the SIMT

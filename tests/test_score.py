@@ -88,19 +88,21 @@ EXPECTED = {
     "fm_mlp_fp32": ("fp32_math", "fp32_math", "fp32_math"),
     "fm_vit_tf32_off": ("fp32_math", "fp32_math", "fp32_math"),
     "fm_convnet_fp32": ("fp32_math", "fp32_math", "fp32_math"),
-    "ue_layernorm_gelu": (
-        "unfused_elementwise",
-        "launch_bound",
-        "launch_bound;unfused_elementwise",
-    ),
+    # its loop's threads read over the whole window, not its first fifth (the backward alone)
+    "ue_layernorm_gelu": ("unfused_elementwise", "unfused_elementwise", "unfused_elementwise"),
     # the warm-up's one-off stall left out of its window (tests/test_steady_whole_process.py)
     "ue_swiglu": ("unfused_elementwise", "unfused_elementwise", "unfused_elementwise"),
     "ue_softmax_attention": ("unfused_elementwise", "unfused_elementwise", "unfused_elementwise"),
     "lt_unet_decoder": ("layout_transpose", "layout_transpose", "layout_transpose"),
     "lt_depthwise": ("layout_transpose", "layout_transpose", "layout_transpose"),
-    # the host-side entries (2026-12-02): ac_empty_cache_varlen's launch_bound, see below
-    "ac_empty_cache_varlen": ("allocator_churn", "launch_bound", "launch_bound;allocator_churn"),
-    "ac_del_infer": ("allocator_churn", "allocator_churn", "allocator_churn;host_sync"),
+    # the host-side entries (2026-12-02); a synchronous cudaFree waits for the queued work in
+    # the replay, so an instant host no longer hides empty_cache's frees (launch_bound second)
+    "ac_empty_cache_varlen": (
+        "allocator_churn",
+        "allocator_churn",
+        "allocator_churn;launch_bound",
+    ),
+    "ac_del_infer": ("allocator_churn", "allocator_churn", "allocator_churn"),
     "bio_torch_save": ("blocking_io", "blocking_io", "blocking_io"),
     "bio_csv_log": ("blocking_io", "blocking_io", "blocking_io"),
     "bio_np_save_acts": ("blocking_io", "blocking_io", "blocking_io"),
@@ -155,13 +157,12 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     assert counts == {
         "data_stall": (9, 0, 0),
         "pageable_copy": (4, 0, 0),
-        # ue_layernorm_gelu: its chains' launches hold the host (see below; its sub-step window
-        # is read on the autograd thread alone) and ac_empty_cache_varlen (its only timed removal is the allocator's) and
-        # ds_bucketed_text (its tokenizing host holds the launches: untimed graphs switch)
-        "launch_bound": (8, 3, 0),
-        # no host_sync label left (the four are fp32_math's, host_sync their ``also``);
-        # ac_del_infer's per-batch reads (untimed: its label's removal keeps them)
-        "host_sync": (0, 1, 0),
+        # ac_empty_cache_varlen (second to the allocator: graphs, removing both, measured
+        # 1.71x) and ds_bucketed_text (its tokenizing host holds the launches: untimed graphs
+        # switch)
+        "launch_bound": (8, 2, 0),
+        # no host_sync label left (the four are fp32_math's, host_sync their ``also``)
+        "host_sync": (0, 0, 0),
         "exposed_comm": (1, 0, 0),
         "gil_contention": (4, 0, 0),
         "stage_imbalance": (3, 0, 0),
@@ -176,8 +177,6 @@ def test_class_scores(reports: pd.DataFrame) -> None:
     wrong = set(reports.index[reports["primary"] != reports["truth"]])
     assert wrong == {
         "clean_cudnn_benchmark", "clean_loader_keeps_up",  # TF32: amp 1.12x, 1.19x
-        "ue_layernorm_gelu",  # launch_bound primary over its chains
-        "ac_empty_cache_varlen",  # launch_bound over the allocator (corpus/wild/README.md)
     }  # fmt: skip
     clean = reports[reports["truth"] == "none"]
     tf32 = clean.index.isin(["clean_cudnn_benchmark", "clean_loader_keeps_up"])
@@ -343,7 +342,9 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     # calibrated to its capture's session (56.4 ms) against a removal timed in another (43.4).
     # ds_text_tokenize: its removal measured 9.4 and 14.0 ms in its two rounds (5.26x and
     # 3.54x); against the first alone the prediction (5.52x) is within 5%
-    # fm_convnet_fp32 and ue_layernorm_gelu: tests/test_gpu_side_detectors.py's OUTLIERS. The
+    # fm_convnet_fp32: tests/test_gpu_side_detectors.py's OUTLIERS. ue_swiglu: its loop's two
+    # threads replayed (the whole window's), fusing its chains leaves the GPU's floor, 1.64x:
+    # +20% against compile's 1.36x, +10% against fusing them by hand (1.49x). The
     # four scripts whose amp was timed under a wrapper (one pair, corpus/wild/README.md):
     # clean_compile's amp measured 2.06x where its GEMMs alone predict 4.9x (TF32 measured
     # 2.45x), hs_step_logging's 3.15x against a none of 21.8 ms (18-19 ms in its own rounds)
@@ -353,7 +354,7 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     assert outside == {
         ("hs_cpu_metrics", "fp32_math"),
         ("ds_slow_storage", "data_stall"), ("ds_text_tokenize", "data_stall"),
-        ("ue_layernorm_gelu", "unfused_elementwise"), *((n, "fp32_math") for n in fp32),
+        ("ue_swiglu", "unfused_elementwise"), *((n, "fp32_math") for n in fp32),
         # calibrated to a none of 11.0 ms (12.8 and 9.2 in its rounds), nsys's fitted cost is
         # 37 us a call; from the trace alone 5.26x, -9%
         ("lb_bucketed_graphs", "launch_bound"),
@@ -363,11 +364,11 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     assert len(got) == 62 and sum(v == "within" for v in got.values()) == 52
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
     assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
-    assert errors.abs().median() == pytest.approx(0.0918, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.0970, abs=5e-4)
     assert errors.abs().max() == pytest.approx(1.3769, abs=5e-4)  # clean_compile
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
-    assert errors[("gil_decode_thread", "gil_contention")] == pytest.approx(0.1437, abs=5e-4)
+    assert errors[("gil_decode_thread", "gil_contention")] == pytest.approx(0.1434, abs=5e-4)
     alone = done.set_index(["report", "class"])["trace_only_error"].astype(float)
     assert set(alone[alone.abs() > 0.4].index) == {
         ("lb_batch1_infer", "launch_bound"),  # nsys cost this loop 20 us a call, not 7
@@ -375,7 +376,7 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
         *((n, "fp32_math") for n in fp32 - {"hs_plateau_scheduler"}),
     }
     assert int((alone.abs() <= 0.2).sum()) == 44
-    assert alone.abs().median() == pytest.approx(0.120, abs=5e-4)
+    assert alone.abs().median() == pytest.approx(0.123, abs=5e-4)
 
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")

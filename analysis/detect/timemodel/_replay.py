@@ -160,7 +160,8 @@ def replay(
         dur = np.where(tl.pageable_h2d, np.rint(dur / speed).astype(np.int64), dur)
     free: dict[int, int] = {}
     t = tl.t0
-    stops = np.append(np.flatnonzero(block), n - 1)
+    drains = _drains(tl, rm or Removal())
+    stops = np.append(np.flatnonzero(block | drains), n - 1)
     a = 0
     for b in stops:
         if b < a:
@@ -173,10 +174,22 @@ def replay(
             target = _target(tl, b, i_end, free)
             t = max(int(op_start[b]) + min(int(own[b]), 2_000), target)
             t += min(int(tl.post[b]), int(own[b]))
+        elif drains[b]:  # the device's queued work first, then the free's own time
+            t = max(int(op_start[b]), max(free.values(), default=tl.t0)) + int(own[b])
         else:
             t = int(op_start[b] + own[b])
         a = b + 1
     return _sim_edges(tl, gap, op_start, i_start, i_end, t, gone)
+
+
+def _drains(tl: Timeline, rm: Removal) -> np.ndarray:
+    """Per call: a free that waits for the device's queued work (``Timeline.drains``), unless
+    the removal takes it out (``unblock``: a warm cache makes no such call)."""
+    if tl.drains.size != tl.n_ops:
+        return np.zeros(tl.n_ops, bool)
+    if rm.unblock is None or rm.unblock.size != tl.n_ops:
+        return tl.drains
+    return tl.drains & ~rm.unblock
 
 
 def _run_items(tl, a, b, op_start, lat, gone, dur, i_start, i_end, free) -> None:
@@ -319,7 +332,7 @@ def _host_side_removal(tl: Timeline, cause: str) -> Removal | None:
     sampled iterations spreads it over the period."""
     if cause == "alloc":
         calls, beside = _alloc_marks(tl)
-        return Removal(gap_zero=beside, own_zero=calls, unblock=calls & tl.block)
+        return Removal(gap_zero=beside, own_zero=calls, unblock=calls)
     if cause == "io":
         if tl.io_gap.size != tl.n_ops or not tl.io_gap.any():
             return Removal()

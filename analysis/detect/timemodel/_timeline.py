@@ -7,7 +7,9 @@ The replay (``_replay``) re-runs the window on two clocks, and this is what it r
   since the previous call (a *gap*: dispatch when short, a stretch of input or other host work
   when it is at least ``host.stretch_ms`` long, as the trace view's host reading classifies
   it) and taking its own time. A blocking call (a sync, a device-to-host read) ends when the
-  GPU work it waits for ends, plus the call's own wake-up time;
+  GPU work it waits for ends, plus the call's own wake-up time; a call that synchronises the
+  device before its own work (a synchronous free, a launch that loads its kernel: ``drains``)
+  does that work once all the work launched before it has ended;
 - the **GPU**: every kernel, copy, memset and graph replay launched by those calls, in launch
   order per stream, starting at ``max(launch + latency, the stream's previous item's end)`` and
   lasting what it lasted. Items the replayed calls did not launch (another thread's, another
@@ -97,6 +99,11 @@ class Timeline:
     alloc_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     """Per call: it allocates or frees device memory (cudaMalloc, cudaFree, their async and
     driver forms: :data:`~analysis.detect.view.DEVICE_ALLOC`)."""
+    drains: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    """Per call: it synchronises the device before it does its own work, so it cannot end
+    before all work launched before it has: a synchronous free
+    (:data:`~analysis.detect.view.DEVICE_SYNC_FREE`), a launch that loaded its kernel first
+    (``_sync_launches``)."""
     io_call: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     """Per call: made inside a run of the loop thread's file writes, or ending just before
     one (``blocking_io.lead_ms``: the copy a save makes before it writes), or inside the
@@ -245,7 +252,8 @@ def _with_host_side(view: V.TraceView, sm: _Sample, calls, tl: Timeline) -> Time
         io = (
             V.overlap_each(calls["start"], np.maximum(calls["end"], calls["start"] + 1), ls, le) > 0
         )
-    return replace(tl, alloc_call=alloc, io_call=io, io_gap=gap)
+    frees = np.isin(base, V.DEVICE_SYNC_FREE) if base.size else np.zeros(tl.n_ops, bool)
+    return replace(tl, alloc_call=alloc, drains=tl.drains | frees, io_call=io, io_gap=gap)
 
 
 def _with_waits(
@@ -326,6 +334,7 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
     launches = (calls["cat"] == V.LAUNCH) & (own > 0)
     cap = int(max(20_000, 5 * np.median(own[launches]))) if launches.any() else 20_000
     delivery = _delivery(gap_kind, calls["cat"])
+    drains = _sync_launches(calls["cat"], s, own, e, i_start, i_end, ptr, cap)
     return Timeline(
         t0=t0, op_start=s, op_end=e, gap=gap, own=own, block=block, cat=calls["cat"],
         gap_kind=gap_kind, wait_item=wait_item, wait_stream=wait_stream, post=post,
@@ -334,8 +343,28 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
         pageable_h2d=pageable_h2d, batch_h2d=h2d & (act.nbytes[order] >= BATCH_BYTES),
         nccl=act.nccl[order], med_lat=med_lat, edges=edges, edge_side=side, launch_cap=cap,
         delivery=delivery, item_rowid=act.rowid[order].astype(np.int64),
-        item_d2h=(kind == V.KIND_MEMCPY) & (direction == V.DTOH),
+        item_d2h=(kind == V.KIND_MEMCPY) & (direction == V.DTOH), drains=drains,
     )  # fmt: skip
+
+
+def _sync_launches(cat, start, own, end, i_start, i_end, ptr, cap: int) -> np.ndarray:
+    """Per call: a launch that synchronised the device (a kernel loaded on its first use, CUDA's
+    lazy loading, waits for the context to go idle): it took longer than ``cap``, the work
+    launched before it was still running when it began and had all ended when it returned,
+    and its own kernel started as it returned. A launch held by a full queue returns when a
+    slot frees, its kernel a queue's length later; a slow launch onto an idle device waited
+    for nothing."""
+    n = cat.size
+    has = ptr[1:] > ptr[:-1]
+    last = max(i_start.size - 1, 0)
+    first = np.where(has, i_start[np.minimum(ptr[:-1], last)], -1)
+    own_end = np.full(n, np.iinfo(np.int64).min, np.int64)  # latest end of each call's items
+    if i_end.size:
+        own_end[has] = np.maximum.reduceat(i_end, np.minimum(ptr[:-1], last))[has]
+    before = np.concatenate([[np.iinfo(np.int64).min], np.maximum.accumulate(own_end)[:-1]])
+    waited = (before > start) & (before <= end)
+    near = has & (np.abs(first - end) <= cap)
+    return (cat == V.LAUNCH) & (own > cap) & near & waited
 
 
 def _delivery(gap_kind: np.ndarray, cat: np.ndarray) -> np.ndarray:

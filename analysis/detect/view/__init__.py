@@ -23,6 +23,7 @@ from __future__ import annotations
 from analysis.detect.view._api import (
     CATEGORIES,
     DEVICE_ALLOC,
+    DEVICE_SYNC_FREE,
     LAUNCH,
     MEMCPY_CALL,
     SYNC,
@@ -177,6 +178,7 @@ __all__ = [
     "CHARGES",
     "CONTEXT_TABLES",
     "DEVICE_ALLOC",
+    "DEVICE_SYNC_FREE",
     "DIRECTIONS",
     "DTOH",
     "GPU_ACTIVITY_LOST",

@@ -11,6 +11,7 @@ from analysis.detect.view._reads import trace_cache
 __all__ = [
     "CATEGORIES",
     "DEVICE_ALLOC",
+    "DEVICE_SYNC_FREE",
     "LAUNCH",
     "MEMCPY_CALL",
     "SYNC",
@@ -75,3 +76,8 @@ DEVICE_ALLOC = (
     *("cuMemCreate", "cuMemRelease", "cuMemMap", "cuMemUnmap", "cuMemAddressReserve"),
     *("cuMemAddressFree", "cuMemSetAccess", "cudaMallocPitch", "cuMemAllocPitch"),
 )
+
+#: Of those, the frees that synchronise the device before they give the memory back (the driver
+#: cannot unmap pages queued work may still touch): they wait for all work launched before them.
+#: The stream-ordered frees (``cudaFreeAsync``) queue the free instead.
+DEVICE_SYNC_FREE = ("cudaFree", "cuMemFree")

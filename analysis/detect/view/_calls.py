@@ -29,6 +29,8 @@ from analysis.detect.view._reads import (
     _read_ahead,
     _resolved,
     id_list,
+    per_process_corr,
+    scoped_corr,
     trace_cache,
 )
 from analysis.detect.view._window import Steady
@@ -133,6 +135,8 @@ def _read_calls(trace: T.Trace, st: Steady) -> dict[str, np.ndarray]:
     )
     calls = _end_back(trace, RUNTIME, calls)
     calls["tid"] += base
+    if per_process_corr(trace):
+        calls["corr"] = scoped_corr(calls["corr"], calls["tid"])
     calls = by_start(calls)
     return calls | {"cat": _category_codes(trace, calls["name"])}
 

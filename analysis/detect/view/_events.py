@@ -22,7 +22,7 @@ import numpy as np
 from analysis import trace as T
 from analysis.detect.view._arrays import few_unique, member
 from analysis.detect.view._gpu import Activity
-from analysis.detect.view._reads import trace_cache
+from analysis.detect.view._reads import per_process_corr, trace_cache
 
 __all__ = ["foreign_event_syncs", "loop_streams"]
 
@@ -50,10 +50,13 @@ def _awaited_streams(trace: T.Trace) -> tuple[np.ndarray, np.ndarray]:
         return cache["awaited_streams"]
     out = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if all(trace.has(t, c) for t in (SYNCS, EVENTS) for c in ("eventSyncId", "eventId")):
-        sql = f"""SELECT y.correlationId, MIN(e.streamId), MAX(e.streamId) FROM {SYNCS} AS y
+        corr = "y.correlationId"
+        if per_process_corr(trace):  # as the calls read them (``_reads.scoped_corr``)
+            corr += " + (((y.globalPid >> 24) & 16777215) << 32)"
+        sql = f"""SELECT {corr}, MIN(e.streamId), MAX(e.streamId) FROM {SYNCS} AS y
                   JOIN {EVENTS} AS e ON e.eventSyncId = y.eventSyncId AND e.eventId = y.eventId
                   AND e.globalPid = y.globalPid
-                  WHERE y.syncType = :kind GROUP BY y.correlationId"""
+                  WHERE y.syncType = :kind GROUP BY 1"""
         rows = trace.query(sql, {"kind": _event_sync_type(trace)})[1]
         arr = np.array(rows, dtype=np.int64).reshape(-1, 3)
         one = arr[:, 1] == arr[:, 2]

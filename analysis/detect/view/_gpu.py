@@ -22,6 +22,8 @@ from analysis.detect.view._reads import (
     _end_column,
     enum_ids,
     id_list,
+    per_process_corr,
+    scoped_corr,
     string_ids,
     trace_cache,
 )
@@ -104,6 +106,8 @@ def _gpu_columns(trace: T.Trace, table: str) -> dict[str, str]:
         cols["device"] = "t.deviceId"
     if table != MEMSET:
         cols["stream"] = "t.streamId" if trace.has(table, "streamId") else "0"
+    if per_process_corr(trace) and trace.has(table, "globalPid"):
+        cols["pid"] = "t.globalPid"  # folded into the correlation id, then dropped
     if table == KERNEL:
         nccl = string_ids(trace, "%nccl%")
         if nccl:
@@ -171,6 +175,8 @@ def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarr
             pack=_gpu_pack(trace, table, cols),
         )
         part = _end_back(trace, table, part)
+        if "pid" in part:
+            part["corr"] = scoped_corr(part["corr"], part.pop("pid"))
         if kind != KIND_MEMSET:
             starts[kind] = {k: part[k] for k in ("start", "corr", "stream")}
         part = rows_where(part, part["end"] > lo)

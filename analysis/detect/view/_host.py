@@ -201,20 +201,18 @@ def issuing_threads(
 ) -> tuple[int, np.ndarray] | None:
     """(main thread, threads that issue the training loop's GPU work), or None.
 
-    Read on a sample of the window (its first three steps, or its first fifth if longer): which thread
-    launched each kernel (by correlation id) onto which stream. The main thread is the step
-    thread when it launches, else :func:`~._window.loop_thread` of those launching onto the
-    busiest stream (the process's main thread over PyTorch's autograd thread); the issuing
-    threads are those that launch a fair share onto the main thread's streams (PyTorch's autograd
-    thread, which runs the backward while the main thread waits), not those feeding streams of
-    their own (DALI's, a side loader's).
+    Read on the whole window: which thread launched each kernel (by correlation id) onto which
+    stream. The loop's threads take turns within a step (the main thread's forward, PyTorch's
+    autograd thread's backward), so a part of the window shorter than a step, or a window of
+    sub-step iterations, would see one of them only. The main thread is the step thread when it
+    launches, else :func:`~._window.loop_thread` of those launching onto the busiest stream
+    (the process's main thread over PyTorch's autograd thread); the issuing threads are those
+    of its process that launch a fair share onto its streams (the autograd thread, which runs
+    the backward while the main thread waits), not those feeding streams of their own (DALI's,
+    a side loader's), nor another process's: a stream id names a stream of one CUDA context,
+    and another rank's threads feed another context (its own GPU) with ids of their own.
     """
-    span = st.hi - st.lo
-    # three whole steps (a step's backward may come from another thread), at least a fifth
-    sample = min(span, max(span // 5, 3 * span // st.n_steps)) if st.n_steps else span // 5
-    tid_of, stream_of = _who_launched(trace, st, st.lo, st.lo + max(sample, 1))
-    if tid_of.size < 10:  # launches far ahead of their kernels: read the whole window
-        tid_of, stream_of = _who_launched(trace, st, st.lo, st.hi)
+    tid_of, stream_of = _who_launched(trace, st, st.lo, st.hi)
     if tid_of.size == 0:
         return None
     if st.step_tid is not None and (tid_of == st.step_tid).any():
@@ -224,12 +222,20 @@ def issuing_threads(
         busiest = streams[np.argmax(n)]
         tids, n = np.unique(tid_of[stream_of == busiest], return_counts=True)
         main = loop_thread(tids, n)
+    own = _same_process(tid_of, main)
+    tid_of, stream_of = tid_of[own], stream_of[own]
     mine, n = np.unique(stream_of[tid_of == main], return_counts=True)
     main_streams = mine[n >= 0.05 * n.sum()]
     on = np.isin(stream_of, main_streams)
     tids, n = np.unique(tid_of[on], return_counts=True)
     issuing = tids[n >= min_share * n.sum()]
     return main, np.union1d(issuing, [main]).astype(np.int64)
+
+
+def _same_process(tids: np.ndarray, main: int) -> np.ndarray:
+    """Mask of the global thread ids ``tids`` in ``main``'s process (nsys's global thread id
+    holds the process id above bit 24: :func:`~._window.process_main_thread`)."""
+    return (tids >> 24) == (int(main) >> 24)
 
 
 def host_view(trace: T.Trace, cfg: DiagnosisConfig) -> HostView | None:

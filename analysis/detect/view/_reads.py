@@ -28,6 +28,8 @@ __all__ = [
     "has_gpu",
     "id_list",
     "name_ids",
+    "per_process_corr",
+    "scoped_corr",
 ]
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
@@ -51,6 +53,30 @@ def trace_cache(trace: T.Trace) -> dict[Any, Any]:
         cache = {}
         trace._detect_cache = cache  # type: ignore[attr-defined]
     return cache
+
+
+#: nsys's TARGET_INFO table of the CUDA contexts (one row per context, with its process id).
+CONTEXTS = "TARGET_INFO_CUDA_CONTEXT_INFO"
+
+
+def per_process_corr(trace: T.Trace) -> bool:
+    """Whether the export holds CUDA contexts of more than one process (DDP's ranks, a
+    pipeline's stages): CUPTI numbers each process's calls from 1, so two ranks' correlation ids
+    collide, and a call is the launch of an item only within its own process (cached)."""
+    cache = trace_cache(trace)
+    if "per_process_corr" not in cache:
+        many = trace.has(CONTEXTS, "processId") and bool(
+            trace.query(f"SELECT COUNT(DISTINCT processId) > 1 FROM {CONTEXTS}")[1][0][0]
+        )
+        cache["per_process_corr"] = many
+    return cache["per_process_corr"]
+
+
+def scoped_corr(corr: np.ndarray, global_id: np.ndarray) -> np.ndarray:
+    """Correlation ids made unique across processes: the process id (bits 24-47 of nsys's
+    globalTid and globalPid) above bit 32 (CUPTI's ids are 32-bit); -1 (none) stays."""
+    pid = (np.asarray(global_id, np.int64) >> 24) & 0xFFFFFF
+    return np.where(corr >= 0, corr + (pid << 32), corr)
 
 
 def _scalar(trace: T.Trace, sql: str) -> tuple[Any, ...]:
