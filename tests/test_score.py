@@ -342,41 +342,46 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
     # calibrated to its capture's session (56.4 ms) against a removal timed in another (43.4).
     # ds_text_tokenize: its removal measured 9.4 and 14.0 ms in its two rounds (5.26x and
     # 3.54x); against the first alone the prediction (5.52x) is within 5%
-    # fm_convnet_fp32: tests/test_gpu_side_detectors.py's OUTLIERS. ue_swiglu: its loop's two
-    # threads replayed (the whole window's), fusing its chains leaves the GPU's floor, 1.64x:
-    # +20% against compile's 1.36x, +10% against fusing them by hand (1.49x). The
-    # four scripts whose amp was timed under a wrapper (one pair, corpus/wild/README.md):
-    # clean_compile's amp measured 2.06x where its GEMMs alone predict 4.9x (TF32 measured
-    # 2.45x), hs_step_logging's 3.15x against a none of 21.8 ms (18-19 ms in its own rounds)
-    fp32 = {"hs_step_logging", "clean_compile", "clean_pinned_side_stream",
-            "hs_plateau_scheduler", "fm_convnet_fp32"}  # fmt: skip
-    # hs_cpu_metrics' amp (rounds amp-1/2): 1.44x predicted against 1.82x, -21%
+    # hs_step_logging's amp,
+    # timed under a wrapper (one pair, corpus/wild/README.md): 3.15x against a none of 21.8 ms
+    # (18-19 ms in its own rounds), on another machine than its export. hs_cpu_metrics' amp
+    # (rounds amp-1/2, on the H200; its export and own rounds the H100's): 1.44x predicted
+    # against 1.82x, -21%. amp is no removal on clean_compile, clean_pinned_side_stream and
+    # hs_plateau_scheduler (TF32 measured more): their `bf16` is, not timed yet
     assert outside == {
-        ("hs_cpu_metrics", "fp32_math"),
+        ("hs_cpu_metrics", "fp32_math"), ("hs_step_logging", "fp32_math"),
         ("ds_slow_storage", "data_stall"), ("ds_text_tokenize", "data_stall"),
-        ("ue_swiglu", "unfused_elementwise"), *((n, "fp32_math") for n in fp32),
-        # calibrated to a none of 11.0 ms (12.8 and 9.2 in its rounds), nsys's fitted cost is
-        # 37 us a call; from the trace alone 5.26x, -9%
-        ("lb_bucketed_graphs", "launch_bound"),
+        # its loop's two threads replayed (the whole window's), fusing its chains leaves the
+        # GPU's floor, 1.64x: +20% against compile's 1.36x, +10% against fusing by hand (1.49x)
+        ("ue_swiglu", "unfused_elementwise"),
     }  # fmt: skip
+    unchecked = checks[checks["prediction"].astype(str) == "not_checked"]
+    assert {(r.report, r["class"]) for _, r in unchecked.iterrows()} >= {
+        (n, "fp32_math")
+        for n in ("clean_compile", "clean_pinned_side_stream", "hs_plateau_scheduler")
+    }
     # 36 with the H200 entries of 2026-11-29, 49 with the GPU-side classes', 56 the host-side,
-    # 62 with the six amp removals of rounds amp-1/2
-    assert len(got) == 62 and sum(v == "within" for v in got.values()) == 52
+    # 62 with the six amp removals of rounds amp-1/2, 59 with amp no removal on three
+    assert len(got) == 59 and sum(v == "within" for v in got.values()) == 54
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
     assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
-    assert errors.abs().median() == pytest.approx(0.0970, abs=5e-4)
-    assert errors.abs().max() == pytest.approx(1.3769, abs=5e-4)  # clean_compile
+    assert errors.abs().median() == pytest.approx(0.0916, abs=5e-4)
+    assert errors.abs().max() == pytest.approx(0.5119, abs=5e-4)  # hs_step_logging
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0516, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0278, abs=5e-4)
-    assert errors[("gil_decode_thread", "gil_contention")] == pytest.approx(0.1434, abs=5e-4)
+    assert errors[("gil_decode_thread", "gil_contention")] == pytest.approx(0.1437, abs=5e-4)
+    # its iterations hold ~3 steps each (an anchor every few steps): calibrated to 3 measured
+    assert errors[("lb_bucketed_graphs", "launch_bound")] == pytest.approx(0.1204, abs=5e-4)
+    # cuDNN's side streams run in the loop stream's queue, its fp32 conversions go
+    assert errors[("fm_convnet_fp32", "fp32_math")] == pytest.approx(0.0170, abs=5e-4)
     alone = done.set_index(["report", "class"])["trace_only_error"].astype(float)
     assert set(alone[alone.abs() > 0.4].index) == {
         ("lb_batch1_infer", "launch_bound"),  # nsys cost this loop 20 us a call, not 7
         ("gil_param_monitor", "gil_contention"),  # the traced step ran 1.8x the untraced one
-        *((n, "fp32_math") for n in fp32 - {"hs_plateau_scheduler"}),
+        ("hs_step_logging", "fp32_math"),
     }
-    assert int((alone.abs() <= 0.2).sum()) == 44
-    assert alone.abs().median() == pytest.approx(0.123, abs=5e-4)
+    assert int((alone.abs() <= 0.2).sum()) == 45
+    assert alone.abs().median() == pytest.approx(0.1110, abs=5e-4)
 
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")

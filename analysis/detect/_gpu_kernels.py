@@ -26,6 +26,7 @@ __all__ = [
     "compute_capability",
     "fp32_fma",
     "fp32_gemms",
+    "fp32_layout_conversion",
     "kernel_info",
     "layout_conversion",
     "memory_bound",
@@ -212,6 +213,19 @@ def fp32_gemms(names: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     TF32 on the tensor cores (:func:`tf32_tensor`), apart (they gain at different rates)."""
     fma = fp32_fma(names)
     return fma, tf32_tensor(names) & ~fma
+
+
+#: cuDNN's NCHW <-> NHWC conversions (not any transpose).
+NCHW_NHWC = re.compile(r"nchw_?to_?nhwc|nhwc_?to_?nchw|nchw2nhwc|nhwc2nchw", re.IGNORECASE)
+
+
+def fp32_layout_conversion(names: np.ndarray) -> np.ndarray:
+    """cuDNN's NCHW <-> NHWC conversions of fp32 tensors: around the fp32 convolutions that
+    run on NCHW kernels of the FMA pipe (a channels_last network converts each tensor there
+    and back), which bf16 runs on NHWC tensor-core kernels without them."""
+    return _mask(
+        names, lambda n: not KN.is_matmul(n) and NCHW_NHWC.search(n) and KN.dtype(n) == "fp32"
+    )
 
 
 def layout_conversion(names: np.ndarray) -> np.ndarray:

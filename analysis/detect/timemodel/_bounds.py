@@ -69,7 +69,7 @@ def _items_of(tl: Timeline, lo: int, hi: int) -> np.ndarray:
 
 
 def gpu_work_ns(tl: Timeline, rm: Removal, measured: slice, n: int) -> float:
-    """The busiest stream's work (ns) per iteration that stays after ``rm``, over the ``n``
+    """The busiest queue's work (ns; ``Timeline.lanes``) per iteration that stays after ``rm``, over the ``n``
     measured iterations."""
     lo, hi = measured_calls(tl, measured)
     ks = _items_of(tl, lo, hi)
@@ -77,7 +77,7 @@ def gpu_work_ns(tl: Timeline, rm: Removal, measured: slice, n: int) -> float:
         ks = ks[~rm.item_gone[ks]]
     if ks.size == 0 or n <= 0:
         return 0.0
-    _, where = np.unique(tl.item_stream[ks], return_inverse=True)
+    _, where = np.unique(tl.lanes[ks], return_inverse=True)
     busy = np.bincount(where, weights=rm.durations(tl)[ks].astype(float))
     return float(busy.max()) / n
 

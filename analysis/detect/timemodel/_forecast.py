@@ -119,6 +119,9 @@ def predict(
         return Prediction(None, note="fewer than 2 steady iterations: nothing to replay")
     pc = view.config.predict
     cache = V.trace_cache(view.trace)
+    steps = steps_per_iteration(tl)
+    if step_ms and steps != 1.0:  # the measured time of one iteration: several steps
+        step_ms *= steps
     key = ("fit", id(tl), step_ms, host_speed, repr(pc))
     if key not in cache:
         cache[key] = fit(tl, pc, step_ms, host_speed)
@@ -141,13 +144,75 @@ def predict(
         return found
     found = _clamped(found, tl, rm, cause, base, after, how, pc, step_ms)
     return replace(
-        found,
+        _per_step(found, steps),
         trace_overhead_us=how.overhead_ns / 1e3,
         trace_overhead_share=how.share,
         stretch_scale=how.scale,
         calibrated=how.calibrated,
         host_speed=how.speed,
-        note=found.note + how.note,
+        note=found.note + how.note + _steps_words(steps, step_ms),
+    )
+
+
+#: An iteration found holds several steps where the typical one launches at least this many
+#: times the items of the smallest, and each one a whole multiple of them to within this
+#: share of one (:func:`steps_per_iteration`).
+MULTI_STEP = 1.5
+MULTIPLE_TOLERANCE = 0.25
+
+
+def steps_per_iteration(tl: TL.Timeline) -> float:
+    """How many of the loop's steps the window's iterations hold on average: 1, unless the
+    median iteration (on the GPU's clock: anchor items) launches at least :data:`MULTI_STEP`
+    times the items of the smallest, then the window's items over the smallest's. A step
+    launches the same work each time (its shapes may change, its kernel count hardly does), so
+    an anchor that recurs only every few steps (a kernel one bucket length picks) gives
+    iterations of 1, 2, 3 and 5 steps' items; a measured step is then a fraction of each, and
+    fitting nsys's cost to it as to one iteration reads several steps' host time as nsys's. A
+    save's or a log's extra items in one iteration leave the median where it was; iterations
+    that are no whole multiples of the smallest (steps whose kernel count changes with their
+    shapes) give no count of steps, and 1 stands."""
+    n = tl.n_iterations
+    if tl.edge_side != "gpu" or n < 2:
+        return 1.0
+    at = np.searchsorted(tl.edges, tl.item_start, side="right") - 1
+    on = (at >= 0) & (at < n)
+    count = np.bincount(at[on], minlength=n)
+    low = int(count.min())
+    if low <= 0 or np.median(count) < MULTI_STEP * low:
+        return 1.0
+    ratio = count / low
+    if (np.abs(ratio - np.rint(ratio)) > MULTIPLE_TOLERANCE).any():
+        return 1.0
+    first = 1 if n >= 3 else 0  # the replay's measured iterations (M._sim_edges)
+    last = n - 1 if M.edge_items(tl)[-1] < 0 and n - 1 - first >= 1 else n
+    return float(ratio[first:last].mean())
+
+
+def _steps_words(steps: float, iteration_ms: float | None) -> str:
+    """The note's words for an iteration of several steps ('' for one)."""
+    if steps == 1.0:
+        return ""
+    said = f"; its iterations hold {steps:.3g} steps each on average (their items over the fewest"
+    said += " an iteration holds)"
+    if iteration_ms:
+        said += f", so the measured step is {iteration_ms / steps:.4g} ms of {iteration_ms:.4g}"
+    return said
+
+
+def _per_step(found: Prediction, steps: float) -> Prediction:
+    """``found`` with its per-iteration steps given per step (an iteration of ``steps``)."""
+    if steps == 1.0:
+        return found
+
+    def each(ms: float | None) -> float | None:
+        return None if ms is None else ms / steps
+
+    return replace(
+        found,
+        step_ms=each(found.step_ms),
+        observed_step_ms=each(found.observed_step_ms),
+        floor_step_ms=each(found.floor_step_ms),
     )
 
 

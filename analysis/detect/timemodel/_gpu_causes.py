@@ -5,7 +5,9 @@ what the GPU's items last (:attr:`~._replay.Removal.item_scale`) and which go:
 
 - ``fp32``: every GEMM and convolution on the SIMT FMA pipe in fp32 runs ``tensor_rate`` times
   faster (bf16 on the tensor cores; by the GPU's compute capability, :data:`TENSOR_OVER_FMA`),
-  every one in TF32 on the tensor cores ``tf32_rate`` times (:data:`BF16_OVER_TF32`);
+  every one in TF32 on the tensor cores ``tf32_rate`` times (:data:`BF16_OVER_TF32`); with
+  the FMA convolutions go cuDNN's fp32 NCHW <-> NHWC conversions around them (bf16 runs NHWC
+  tensor-core kernels);
 - ``unfused``: each chain of memory-bound kernels over one tensor (``_gpu_kernels.chains``)
   leaves ``ceil(fused_kernels)`` kernels taking ``fused_kernels`` passes over its tensor (its
   bytes moved about once); the others go, with their launches (``fused_launches``);
@@ -150,7 +152,9 @@ def _removal(view: V.TraceView, tl: Timeline, cause: str) -> Removal:
         fma, tf32 = G.fp32_gemms(k.name)
         scale[fma] = 1.0 / tensor_rate(view)
         scale[tf32] = 1.0 / tf32_rate(view)
-        return Removal(item_scale=scale)
+        if not fma.any():
+            return Removal(item_scale=scale)
+        return Removal(item_scale=scale, item_gone=G.fp32_layout_conversion(k.name))
     if cause == "unfused":
         th = view.config.unfused_elementwise
         scale, gone = fused(tl, k, th.min_kernels, th.size_ratio, th.fused_kernels)

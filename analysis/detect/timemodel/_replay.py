@@ -194,17 +194,36 @@ def _drains(tl: Timeline, rm: Removal) -> np.ndarray:
 
 def _run_items(tl, a, b, op_start, lat, gone, dur, i_start, i_end, free) -> None:
     """Place the items launched by calls a..b: start = max(launch + latency, the stream's
-    previous end), as a running max per stream (end_j = c_j + max(free, max_i<=j ready_i -
-    c_(i-1)), c the cumulative durations)."""
-    lo, hi = tl.item_ptr[a], tl.item_ptr[b + 1]
+    previous end, the replayed end of the item on another stream it waited for, plus its
+    wake-up: ``Timeline.item_dep``), as a running max per stream (end_j = c_j + max(free,
+    max_i<=j ready_i - c_(i-1)), c the cumulative durations), in runs that each start at an
+    item waiting for one placed in an earlier run."""
+    lo, hi = int(tl.item_ptr[a]), int(tl.item_ptr[b + 1])
     if hi <= lo:
         return
+    if tl.item_dep.size != tl.item_op.size:
+        _place(tl, lo, hi, op_start, lat, gone, dur, i_start, i_end, free)
+        return
+    dep = tl.item_dep[lo:hi]
+    cuts = lo + np.flatnonzero(dep >= lo)  # waits for an item of this run: a new run
+    for p, q in zip(np.concatenate([[lo], cuts]), np.concatenate([cuts, [hi]]), strict=True):
+        if q > p:
+            _place(tl, int(p), int(q), op_start, lat, gone, dur, i_start, i_end, free)
+
+
+def _place(tl, lo, hi, op_start, lat, gone, dur, i_start, i_end, free) -> None:
+    """:func:`_run_items` for the items lo..hi, whose waits on other streams are placed."""
     ks = np.arange(lo, hi)
     ready = op_start[tl.item_op[ks]] + lat[ks]
+    if tl.item_dep.size == tl.item_op.size:
+        d = tl.item_dep[ks]
+        w = d >= 0
+        if w.any():
+            ready[w] = np.maximum(ready[w], i_end[d[w]] + tl.item_dep_gap[ks[w]])
     g = gone[ks]
     i_start[ks[g]] = i_end[ks[g]] = ready[g]
     ks, ready = ks[~g], ready[~g]
-    streams = tl.item_stream[ks]
+    streams = tl.lanes[ks]
     for sid in np.unique(streams):
         on = streams == sid
         k, r = ks[on], ready[on]
@@ -218,11 +237,14 @@ def _run_items(tl, a, b, op_start, lat, gone, dur, i_start, i_end, free) -> None
 
 def _target(tl: Timeline, b: int, i_end: np.ndarray, free: dict[int, int]) -> int:
     """When blocking call ``b`` returns in the replay: the replayed end of what it waited for,
-    else of all work so far on the stream it last launched onto."""
+    else of all work so far in the queue of the stream it last launched onto."""
     k = int(tl.wait_item[b])
     if k >= 0:
         return int(i_end[k])
     sid = int(tl.wait_stream[b])
+    if sid >= 0 and tl.item_lane.size:  # the stream's queue (``Timeline.lanes``)
+        on = np.flatnonzero(tl.item_stream == sid)
+        sid = int(tl.item_lane[on[0]]) if on.size else sid
     if sid >= 0 and sid in free:
         return free[sid]
     return max(free.values(), default=tl.t0)

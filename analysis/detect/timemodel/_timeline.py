@@ -111,6 +111,21 @@ class Timeline:
     io_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
     """Per call: its gap is part of a run of file writes (or a host stretch just before one),
     or of the loop's part of a save another thread writes (its wait for that writer)."""
+    item_dep: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Per item: the item on another stream it waited for as recorded (an event a stream
+    waits on: cuDNN's FFT convolutions on its own streams, a side stream's copy), -1 for none
+    (:func:`_cross_stream_waits`); empty where none was found."""
+    item_dep_gap: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """... and its recorded start after that item's end (the GPU's wake-up)."""
+    item_lane: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    """Per item: the queue the replay runs it in, its stream, or the loop's stream for a stream
+    whose kernels hardly ran beside another stream's as recorded (:func:`_lanes`); empty: its
+    stream."""
+
+    @property
+    def lanes(self) -> np.ndarray:
+        """Per item: the queue the replay runs it in (``item_lane``, else its stream)."""
+        return self.item_lane if self.item_lane.size == self.item_op.size else self.item_stream
 
     @property
     def n_ops(self) -> int:
@@ -333,6 +348,7 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
     wait_stream = _last_stream(n, item_op, stream)
     launches = (calls["cat"] == V.LAUNCH) & (own > 0)
     cap = int(max(20_000, 5 * np.median(own[launches]))) if launches.any() else 20_000
+    dep, dep_gap = _cross_stream_waits(i_start, i_end, stream, item_op, s, med_lat)
     delivery = _delivery(gap_kind, calls["cat"])
     drains = _sync_launches(calls["cat"], s, own, e, i_start, i_end, ptr, cap)
     return Timeline(
@@ -344,6 +360,7 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
         nccl=act.nccl[order], med_lat=med_lat, edges=edges, edge_side=side, launch_cap=cap,
         delivery=delivery, item_rowid=act.rowid[order].astype(np.int64),
         item_d2h=(kind == V.KIND_MEMCPY) & (direction == V.DTOH), drains=drains,
+        item_dep=dep, item_dep_gap=dep_gap, item_lane=_lanes(i_start, i_end, stream, kind, item_op),
     )  # fmt: skip
 
 
@@ -365,6 +382,82 @@ def _sync_launches(cat, start, own, end, i_start, i_end, ptr, cap: int) -> np.nd
     waited = (before > start) & (before <= end)
     near = has & (np.abs(first - end) <= cap)
     return (cat == V.LAUNCH) & (own > cap) & near & waited
+
+
+#: A stream whose kernels ran beside the loop stream's kernels for at most this share of their
+#: time, as recorded, shares the loop stream's queue in the replay (:func:`_lanes`).
+CONCURRENT_SHARE = 0.1
+
+
+def _lanes(start, end, stream, kind, item_op) -> np.ndarray:
+    """Per item: the queue the replay runs it in. Kernels of two streams share one GPU: a GEMM
+    that fills every SM leaves another stream's kernel waiting for SMs, not for its own
+    stream. Where a stream's kernels ran beside the loop's stream's (the one holding the most
+    kernel time) for at most :data:`CONCURRENT_SHARE` of their time, as recorded (cuDNN's FFT
+    convolutions on two streams of its own, side by side, between the loop stream's kernels:
+    serialised by events and by the SMs they fill), its items run in the loop stream's queue,
+    in launch order; streams whose kernels did run beside the loop's (a communication kernel
+    beside the compute) and copies keep their own."""
+    lane = stream.copy()
+    k = (kind == V.KIND_KERNEL) & (item_op >= 0)
+    ids = np.unique(stream[k])
+    if ids.size < 2:
+        return lane
+    busy = {int(i): V.union(start[k & (stream == i)], end[k & (stream == i)]) for i in ids}
+    main = max(busy, key=lambda i: int((busy[i][1] - busy[i][0]).sum()))
+    for i in ids:
+        if int(i) == main:
+            continue
+        mine = busy[int(i)]
+        total = float((mine[1] - mine[0]).sum())
+        beside = float(V.overlap_each(mine[0], mine[1], *busy[main]).sum())
+        if total > 0 and beside <= CONCURRENT_SHARE * total:
+            lane[stream == i] = main
+    return lane
+
+
+#: An item that started this long (ns) after both its launch (plus the median latency) and
+#: its stream's previous item waited for something else ...
+HELD_NS = 10_000
+#: ... an item on another stream that ended at most this long (ns) before it started.
+WAKE_NS = 20_000
+
+
+def _cross_stream_waits(start, end, stream, item_op, op_start, med_lat: int):
+    """Per item (in launch order): the item on another stream, launched before it, whose end
+    it waited for as recorded (-1: none), and its start after that end. A stream that waits on
+    an event (``cudaStreamWaitEvent``: cuDNN's FFT convolutions fan out to streams of its own
+    and back, a side stream's copy the loop's stream waits for) starts its next item only when
+    the work recorded before the event ends; the replay keeps that order, which a scan per
+    stream alone would lose (two streams' serial work replayed side by side). Read from the
+    GPU's recorded times: an item held :data:`HELD_NS` past its launch and its own stream's
+    previous end that starts within :data:`WAKE_NS` of another stream's item's end."""
+    n = start.size
+    dep = np.full(n, -1, np.int64)
+    gap = np.zeros(n, np.int64)
+    mine = item_op >= 0
+    if n == 0 or np.unique(stream[mine]).size < 2:
+        return dep, gap
+    prev_end = np.full(n, np.iinfo(np.int64).min, np.int64)  # the stream's previous item's end
+    for sid in np.unique(stream):
+        on = np.flatnonzero(stream == sid)  # launch order
+        run = np.maximum.accumulate(end[on])
+        prev_end[on[1:]] = run[:-1]
+    ready = np.where(mine, op_start[np.maximum(item_op, 0)] + med_lat, start)
+    held = np.flatnonzero(mine & (start - np.maximum(prev_end, ready) > HELD_NS))
+    if held.size == 0:
+        return dep, gap
+    by_end = np.argsort(end, kind="stable")
+    ends = end[by_end]
+    for i in held:
+        j = int(np.searchsorted(ends, start[i], side="right")) - 1
+        while j >= 0 and start[i] - ends[j] <= WAKE_NS:
+            k = int(by_end[j])
+            if stream[k] != stream[i] and k < i:  # another stream's, launched before it
+                dep[i], gap[i] = k, start[i] - end[k]
+                break
+            j -= 1
+    return dep, gap
 
 
 def _delivery(gap_kind: np.ndarray, cat: np.ndarray) -> np.ndarray:
