@@ -184,3 +184,23 @@ def test_a_slower_timed_host_stages_pageable_copies_slower() -> None:
     slower = slow.predicted_speedup * slow.predicted_step_ms
     assert slower - before >= 0.25 * copy_ms * 0.9
     assert slow.predicted_speedup > base.predicted_speedup
+
+
+def test_a_host_speed_the_measured_step_refutes_is_not_used(pg_cuda_ram) -> None:
+    """A step bound by pageable copies barely moves with the host's pace, while the probes
+    do: on the H200 reference runs of 2026-12-02 they read the timed host ~1.6x faster than
+    the profiled one while the pageable_copies baseline's step was 5% shorter, and the replay
+    at that speed, fitted to the measured step, stopped 20% short of it (predicted 1.94x
+    against 2.42x measured). Where the fit at the probes' speed misses the measured step and
+    the traced pace fits it better, the speed is not used and the note says so."""
+    path, step_ms = pg_cuda_ram
+    plain = _finding(path, "pageable_copy", step_ms=step_ms)
+    refuted = _finding(path, "pageable_copy", step_ms=step_ms, host_speed=1.6)
+    assert "not used" in refuted.prediction_note, refuted.prediction_note
+    assert "host_speed_max_miss" in refuted.prediction_note
+    assert refuted.predicted_speedup == pytest.approx(plain.predicted_speedup, rel=1e-6)
+    assert "host_speed_ratio" not in refuted.metrics
+    kept = _finding(path, "pageable_copy", step_ms=step_ms, host_speed=1.6,
+                    thresholds={"predict": {"host_speed_max_miss": 0.99}})  # fmt: skip
+    assert kept.metrics["host_speed_ratio"] == 1.6
+    assert kept.predicted_speedup < plain.predicted_speedup * 0.97

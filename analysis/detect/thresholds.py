@@ -595,6 +595,11 @@ class PredictConfig(_Section):
     max_host_speed: float = 2.0
     """A measured host speed outside 1 / this .. this is not used: a busy host slows a thread
     by less than that, so such a ratio is a probe misread (docs/detectors.md, "Measurements behind the code")."""
+    host_speed_max_miss: float = 0.02
+    """Where, with the measured host speed, the replay fitted to the measured step still misses
+    it by more than this share at the fit's bounds, and as traced (speed 1) misses it by less,
+    the speed is not used: the probes' host was not this step's (a step bound by copies or
+    waits barely moves with the host's pace, while the probes do)."""
     clamp: bool = True
     """Raise a predicted step that goes below what no removal can beat (the busiest stream's
     remaining GPU work, the host's remaining work, and for an instant host the GPU busy time
@@ -636,6 +641,7 @@ class PredictConfig(_Section):
             ),
             (0.0 <= self.trace_overhead_share < 1.0, "trace_overhead_share", "in [0, 1)"),
             (self.max_host_speed >= 1.0, "max_host_speed", ">= 1"),
+            (0.0 <= self.host_speed_max_miss < 1.0, "host_speed_max_miss", "in [0, 1)"),
             (0.0 <= self.clamp_tolerance_share < 1.0, "clamp_tolerance_share", "in [0, 1)"),
             (
                 self.calibrate_max_probe >= 1.0,

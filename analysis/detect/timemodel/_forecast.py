@@ -328,7 +328,22 @@ def fit(
     time first divided by ``host_speed`` where measured (:func:`usable_speed`)."""
     v, said = usable_speed(pc, host_speed)
     got = _fit(tl, pc, step_ms, v)
+    if v != 1.0 and got.calibrated and step_ms:
+        miss = _miss(tl, got, step_ms, v)
+        if abs(miss) > pc.host_speed_max_miss:
+            plain = _fit(tl, pc, step_ms, 1.0)
+            if abs(_miss(tl, plain, step_ms, 1.0)) < abs(miss):
+                said = (
+                    f"; the measured host speed {v:.3g} not used: with it the replay misses the "
+                    f"measured step by {miss:+.0%} at the fit's bound (predict.host_speed_max_miss)"
+                )
+                return replace(plain, speed=1.0, note=said + plain.note)
     return replace(got, speed=v, note=said + got.note)
+
+
+def _miss(tl: TL.Timeline, got: Fit, step_ms: float, v: float) -> float:
+    """How far the replay with nothing removed, made as ``got`` says, is from ``step_ms``."""
+    return _per_iteration(tl, got.overhead_ns, got.scale, v, got.share) / (step_ms * 1e6) - 1.0
 
 
 def _fit(tl: TL.Timeline, pc: PredictConfig, step_ms: float | None, v: float) -> Fit:
