@@ -120,21 +120,7 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     threads (cached on the trace): integers read in bulk, the names once each."""
     cache = V.trace_cache(trace)
     if "gpu_kernels" not in cache:
-        name = "demangledName" if trace.has(V.KERNEL, "demangledName") else "shortName"
-        grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
-        if not trace.has(V.KERNEL, "gridX"):
-            grid = "0"
-        try:
-            bits = T.name_bits(trace, V.KERNEL, name)  # the name under the launch size
-            cols = T.int_columns(
-                trace,
-                V.KERNEL,
-                {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
-                null=0,
-                pack=[] if bits is None else [("grid", "name", bits)],
-            )
-        except T.TraceError:  # a product past int64 (a REAL): the rows one by one
-            cols = _kernel_rows(trace, name, grid)
+        cols = V.kernel_table_rows(trace) or _read_kernel_table(trace)
         ids, inv = _distinct(cols["name"])
         found = dict(trace.query("SELECT id, value FROM StringIds")[1]) if ids.size else {}
         text = np.array([found.get(int(i)) or "" for i in ids], object)
@@ -142,6 +128,26 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
                                   return_inverse=True)  # fmt: skip
         cache["gpu_kernels"] = (cols["row"], back[1:][inv], strings.astype(object), cols["grid"])
     return cache["gpu_kernels"]
+
+
+def _read_kernel_table(trace: T.Trace) -> dict[str, np.ndarray]:
+    """Every kernel row's rowid, name id and threads, where the activity's scan did not read
+    them (``V.kernel_table_rows``)."""
+    name = "demangledName" if trace.has(V.KERNEL, "demangledName") else "shortName"
+    grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
+    if not trace.has(V.KERNEL, "gridX"):
+        grid = "0"
+    try:
+        bits = T.name_bits(trace, V.KERNEL, name)  # the name under the launch size
+        return T.int_columns(
+            trace,
+            V.KERNEL,
+            {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
+            null=0,
+            pack=[] if bits is None else [("grid", "name", bits)],
+        )
+    except T.TraceError:  # a product past int64 (a REAL): the rows one by one
+        return _kernel_rows(trace, name, grid)
 
 
 def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -86,6 +86,7 @@ from analysis.detect.view._gpu import (
     gpu_activity,
     gpu_starts,
     kernel_names,
+    kernel_table_rows,
     steady_activity,
 )
 from analysis.detect.view._host import (
@@ -251,6 +252,7 @@ __all__ = [
     "is_input",
     "issuing_threads",
     "kernel_names",
+    "kernel_table_rows",
     "label_at",
     "launch_ends",
     "launcher_tids",
