@@ -237,12 +237,16 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     cache[("gpu_starts", lo, hi)] = launched
 
     def col(name: str, dtype: Any) -> np.ndarray:
-        arrays = [
-            part[name] if name in part else np.zeros(part["start"].size, np.int64) for part in parts
-        ]
-        if len(arrays) == 1:
-            return arrays[0].astype(dtype, copy=False)
-        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+        if len(parts) == 1 and name in parts[0]:
+            return parts[0][name].astype(dtype, copy=False)
+        out = np.zeros(sum(part["start"].size for part in parts), dtype)  # 0 where absent
+        at = 0
+        for part in parts:  # each table's values cast into place, as astype casts them
+            n = part["start"].size
+            if name in part:
+                out[at : at + n] = part[name]
+            at += n
+        return out
 
     start = np.clip(col("start", np.int64), lo, None)
     end = np.clip(col("end", np.int64), None, hi)

@@ -98,7 +98,7 @@ def _osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int], every: list[int]
     if not trace.has("OSRT_API") or not ids:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     rows = thread_osrt(trace, st, tid, every)
-    rows = rows_where(rows, member(rows["name"], ids))
+    rows = rows_where({k: rows[k] for k in ("start", "end")}, member(rows["name"], ids))
     return I.union(np.clip(rows["start"], st.lo, None), np.clip(rows["end"], None, st.hi))
 
 
