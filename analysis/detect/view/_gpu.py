@@ -248,8 +248,9 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
             at += n
         return out
 
-    start = np.clip(col("start", np.int64), lo, None)
-    end = np.clip(col("end", np.int64), None, hi)
+    # np.maximum / np.minimum: np.clip with one bound None is ten times slower on int64
+    start = np.maximum(col("start", np.int64), lo)
+    end = np.minimum(col("end", np.int64), hi)
     order = _lex_order(start, end)  # stable: ties keep kernels, copies, memsets, rowid order
     fields = {"start": (start, None), "end": (end, None), "kind": ("kind", np.int8)}
     fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device", "stream")}

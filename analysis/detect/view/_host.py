@@ -99,7 +99,7 @@ def _osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int], every: list[int]
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     rows = thread_osrt(trace, st, tid, every)
     rows = rows_where({k: rows[k] for k in ("start", "end")}, member(rows["name"], ids))
-    return I.union(np.clip(rows["start"], st.lo, None), np.clip(rows["end"], None, st.hi))
+    return I.union(np.maximum(rows["start"], st.lo), np.minimum(rows["end"], st.hi))
 
 
 def hint_ranges(trace: T.Trace, st: Steady, tid: int, hints: list[str]):
@@ -264,7 +264,7 @@ def _compute(trace: T.Trace, cfg: DiagnosisConfig) -> HostView | None:
     # autograd thread while the main thread waits for the backward, and blocks the loop alike
     block = blocking_calls(trace, act, calls)
     bs, be = I.union(
-        np.clip(calls["start"][block], st.lo, None), np.clip(calls["end"][block], None, st.hi)
+        np.maximum(calls["start"][block], st.lo), np.minimum(calls["end"][block], st.hi)
     )
 
     gbs, gbe = busy(trace, st, act)
