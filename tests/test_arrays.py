@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.detect.view import few_unique, member
+from analysis.detect.view import distinct, few_unique, member
 
 RNG = np.random.default_rng(7)
 
@@ -19,9 +19,10 @@ RNG = np.random.default_rng(7)
         np.arange(0, 2_000, 3),  # sorted, distinct
         RNG.integers(-50, 1_000, 700),  # unsorted, repeats, negatives
         np.array([5]),
+        np.array([1_000, -3, 1_000, 42]),  # a few keys: one comparison each
         np.array([], np.int64),
     ],
-    ids=["sorted", "unsorted", "one", "empty"],
+    ids=["sorted", "unsorted", "one", "few", "empty"],
 )
 def test_member_is_isin(keys):
     x = RNG.integers(-100, 2_100, 5_000)
@@ -50,3 +51,22 @@ def test_few_unique_is_unique(x):
     got = few_unique(x)
     assert got.dtype == x.dtype
     assert np.array_equal(got, np.unique(x))
+
+
+@pytest.mark.parametrize(
+    "x",
+    [
+        RNG.integers(0, 500, 20_000),  # API name ids
+        RNG.integers(-1, 3, 1_000),  # -1 for NULL
+        np.array([1 << 40, 2, 2, 1 << 40]),  # too wide a range to count
+        np.array([7]),
+        np.array([], np.int64),
+    ],
+    ids=["names", "null", "wide", "one", "empty"],
+)
+def test_distinct_is_unique_with_inverse(x):
+    uniq, inv = distinct(x)
+    want, want_inv = np.unique(x, return_inverse=True)
+    assert np.array_equal(uniq, want) and uniq.dtype == x.dtype
+    assert np.array_equal(inv, want_inv.reshape(-1)) and inv.dtype == np.int64
+    assert np.array_equal(uniq[inv], x)

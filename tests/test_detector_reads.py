@@ -13,7 +13,7 @@ import pytest
 from analysis import trace as T
 from analysis.detect import TraceView, load_thresholds
 from analysis.detect import view as C
-from tests._fixtures import sqlite_fixture
+from tests._fixtures import DATA, sqlite_fixture
 
 CORPUS = Path(__file__).resolve().parents[1] / "corpus" / "wild" / "exports"
 
@@ -97,3 +97,46 @@ def test_hint_ranges_match_nvtx_ranges(hints: list[str]) -> None:
         np.testing.assert_array_equal(g, w)
     # data_load and step ranges are in this capture; none is called like the last two
     assert (got[0].size > 0) == (hints in (["data", "load"], ["_l"], ["step"]))
+
+
+@pytest.mark.parametrize(
+    ("name", "data_dir"),
+    [("ue_swiglu", CORPUS), ("lt_depthwise", CORPUS), ("gpu_nsys2025_sync_loading", None)],
+)
+def test_activity_scan_reads_the_kernel_names_a_scan_of_their_own_reads(
+    name: str, data_dir: Path | None
+) -> None:
+    """gpu_activity's one scan of the kernel table also holds every kernel's rowid, name id and
+    launch size (what the GPU-side detectors read): the same as a scan of those alone, and the
+    window's rows the same as SQL's window test picks."""
+    path = sqlite_fixture(name, data_dir or DATA)
+    cfg = load_thresholds()
+    with T.open_trace(path) as tr:
+        st = TraceView(tr, cfg).steady()
+        act = C.gpu_activity(tr, st.lo, st.hi)
+        shared = C.kernel_table_rows(tr)
+        assert shared is not None and shared["row"].size > 0
+        grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
+        own = T.int_columns(
+            tr, C.KERNEL, {"row": "t.rowid", "name": "t.demangledName", "grid": grid}, null=0
+        )
+        assert set(shared) == set(own)
+        for k in own:
+            assert np.array_equal(shared[k], own[k]), k
+        window = T.int_columns(
+            tr, C.KERNEL, {"rowid": "t.rowid"}, C.WINDOW, {"lo": st.lo, "hi": st.hi}
+        )["rowid"]
+        assert np.array_equal(np.sort(act.rowid[act.kind == C.KIND_KERNEL]), window)
+
+
+@pytest.mark.parametrize("name", ["gpu_nsys2025_sync_loading", "h100/h100_kernel_flood__baseline"])
+def test_base_name_in_is_isin_of_base_names(name: str) -> None:
+    """Each distinct API name id tested once gives numpy's test of every call's base name."""
+    with T.open_trace(sqlite_fixture(name)) as tr:
+        st = TraceView(tr, load_thresholds()).steady()
+        names = C.window_calls(tr, st)["name"]
+        assert names.size > 0
+        for wanted in (C.DEVICE_ALLOC, C.HOST_ALLOC, ("cudaLaunchKernel", "cuLaunchKernel")):
+            want = np.isin(C.base_names(tr, names), wanted)
+            assert np.array_equal(C.base_name_in(tr, names, wanted), want)
+        assert C.base_name_in(tr, names, ("cudaLaunchKernel", "cuLaunchKernel")).any()

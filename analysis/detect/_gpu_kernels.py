@@ -121,22 +121,8 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     threads (cached on the trace): integers read in bulk, the names once each."""
     cache = V.trace_cache(trace)
     if "gpu_kernels" not in cache:
-        name = "demangledName" if trace.has(V.KERNEL, "demangledName") else "shortName"
-        grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
-        if not trace.has(V.KERNEL, "gridX"):
-            grid = "0"
-        try:
-            bits = T.name_bits(trace, V.KERNEL, name)  # the name under the launch size
-            cols = T.int_columns(
-                trace,
-                V.KERNEL,
-                {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
-                null=0,
-                pack=[] if bits is None else [("grid", "name", bits)],
-            )
-        except T.TraceError:  # a product past int64 (a REAL): the rows one by one
-            cols = _kernel_rows(trace, name, grid)
-        ids, inv = _distinct(cols["name"])
+        cols = V.kernel_table_rows(trace) or _read_kernel_table(trace)
+        ids, inv = V.distinct(cols["name"])
         found = dict(trace.query("SELECT id, value FROM StringIds")[1]) if ids.size else {}
         text = np.array([found.get(int(i)) or "" for i in ids], object)
         strings, back = np.unique(np.concatenate([np.array([""], object), text]).astype(str),
@@ -145,17 +131,24 @@ def _kernel_table(trace: T.Trace) -> tuple[np.ndarray, np.ndarray, np.ndarray, n
     return cache["gpu_kernels"]
 
 
-def _distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``np.unique(ids, return_inverse=True)`` of string ids (>= -1): by a count over the ids
-    where they are small, as StringIds' are (no sort of every kernel)."""
-    top = int(ids.max()) + 1 if ids.size else 0
-    if ids.size == 0 or ids.min() < -1 or top > 4 * ids.size + (1 << 20):
-        uniq, inv = np.unique(ids, return_inverse=True)
-        return uniq, inv.reshape(-1).astype(np.int64)
-    present = np.flatnonzero(np.bincount(ids + 1, minlength=top + 1))
-    lut = np.zeros(top + 1, np.int64)
-    lut[present] = np.arange(present.size)
-    return present - 1, lut[ids + 1]
+def _read_kernel_table(trace: T.Trace) -> dict[str, np.ndarray]:
+    """Every kernel row's rowid, name id and threads, where the activity's scan did not read
+    them (``V.kernel_table_rows``)."""
+    name = "demangledName" if trace.has(V.KERNEL, "demangledName") else "shortName"
+    grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
+    if not trace.has(V.KERNEL, "gridX"):
+        grid = "0"
+    try:
+        bits = T.name_bits(trace, V.KERNEL, name)  # the name under the launch size
+        return T.int_columns(
+            trace,
+            V.KERNEL,
+            {"row": "t.rowid", "name": f"COALESCE(t.{name}, -1)", "grid": grid},
+            null=0,
+            pack=[] if bits is None else [("grid", "name", bits)],
+        )
+    except T.TraceError:  # a product past int64 (a REAL): the rows one by one
+        return _kernel_rows(trace, name, grid)
 
 
 def _kernel_rows(trace: T.Trace, name: str, grid: str) -> dict[str, np.ndarray]:

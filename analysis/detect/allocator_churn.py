@@ -33,12 +33,13 @@ def detect(view: V.TraceView, th: AllocatorChurnThresholds) -> Finding:
         return start
     trace, st, act, host = start
     every = view.calls()
-    mine = np.isin(every["tid"], host.issuing) & (every["start"] >= st.lo)
+    mine = V.member(every["tid"], host.issuing) & (every["start"] >= st.lo)
     mine &= every["start"] < st.hi
-    base = V.base_names(trace, every["name"][mine]) if mine.any() else np.zeros(0, object)
-    alloc = np.isin(base, V.DEVICE_ALLOC) if base.size else np.zeros(0, bool)
+    names = every["name"][mine]
+    alloc = V.base_name_in(trace, names, V.DEVICE_ALLOC)
+    base = V.base_names(trace, names[alloc])  # of the allocator's calls alone
     s, e = every["start"][mine][alloc], every["end"][mine][alloc]
-    frees = sum("Free" in str(b) for b in base[alloc])
+    frees = sum("Free" in str(b) for b in base)
     calls_ns = V.length(*V.union(s, e))
     bs, be = V.busy(trace, st, act)
     gs, ge = V.gaps(bs, be, st.lo, st.hi)
@@ -55,8 +56,8 @@ def detect(view: V.TraceView, th: AllocatorChurnThresholds) -> Finding:
         often |= s.size / (st.span_ns / 1e9) >= th.min_calls_per_s
     often |= metrics["allocator_churn_share"] >= th.min_call_share
     longest = np.argsort(-(e - s), kind="stable")[:3]
-    evidence = [V.stamp(st, int(s[i]), int(e[i]), call=str(base[alloc][i])) for i in longest]
-    kinds = ", ".join(sorted(set(base[alloc].tolist()))) or "none"
+    evidence = [V.stamp(st, int(s[i]), int(e[i]), call=str(base[i])) for i in longest]
+    kinds = ", ".join(sorted(set(base.tolist()))) or "none"
     reason = (
         f"{value:.2f} {name.replace('_', ' ')} of device memory on the threads issuing the "
         f"loop's work ({kinds}; {frees} frees; threshold {min_rate}"

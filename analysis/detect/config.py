@@ -228,7 +228,12 @@ def load_thresholds(
         key = json.dumps(overrides or {}, sort_keys=True)
     except TypeError:  # not plain data (e.g. an OmegaConf node): validated every time
         return load_config(overrides)
-    return copy.deepcopy(_validated(key))
+    return copy.deepcopy(_MADE.get(key) or _validated(key))
+
+
+#: The configs :func:`diagnosis_thresholds` made, by the JSON of the dict it gave: that dict
+#: handed back to :func:`load_thresholds` (``harness diagnose`` does) is not validated again.
+_MADE: dict[str, DiagnosisConfig] = {}
 
 
 @functools.lru_cache(maxsize=32)
@@ -240,7 +245,15 @@ def diagnosis_thresholds(
     overrides: Mapping[str, Any] | None = None, path: Path | None = None
 ) -> dict[str, Any]:
     """:func:`load_config` as a plain nested dict (what a run records)."""
-    return asdict(load_config(overrides, path))
+    cfg = load_config(overrides, path)
+    out = asdict(cfg)
+    try:
+        key = json.dumps(out, sort_keys=True)
+    except TypeError:  # not plain data: load_thresholds validates it as before
+        return out
+    if len(_MADE) < 32:
+        _MADE.setdefault(key, cfg)
+    return out
 
 
 def _merge_error(exc: OmegaConfBaseException, where: str) -> str:
@@ -276,6 +289,8 @@ def parse_overrides(items: Sequence[str]) -> dict[str, Any]:
                 f"got {item!r}"
             )
         dotlist.append(f"{key}={value}")
+    if not dotlist:  # nothing to type against the schema
+        return {}
     over: dict[str, Any] = OmegaConf.to_container(OmegaConf.from_dotlist(dotlist))  # type: ignore[assignment]
     return _typed(over, diagnosis_thresholds(over))
 

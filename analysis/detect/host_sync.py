@@ -51,9 +51,9 @@ def detect(view: V.TraceView, th: HostSyncThresholds) -> Finding:
         return start
     trace, st, act, host = start
     every = view.calls()
-    loop = V.loop_streams(act, every["corr"][np.isin(every["tid"], host.issuing)])
+    loop = V.loop_streams(act, every["corr"][V.member(every["tid"], host.issuing)])
     blocking = _sync_calls(trace, st, act, loop)  # not another pipeline's waits (DALI's)
-    mine = (blocking["start"] >= st.lo) & np.isin(blocking["tid"], host.issuing)
+    mine = (blocking["start"] >= st.lo) & V.member(blocking["tid"], host.issuing)
     syncs = {k: v[mine] for k, v in blocking.items()}
     metrics: dict[str, float] = {}
     name, value = st.rate("syncs", syncs["start"].size)

@@ -223,7 +223,7 @@ def gpu_ranks(view: V.TraceView, st: V.Steady) -> Ranks:
     compute, on a late rank that computed or issued more work (:func:`V.charges`)."""
     act = V.gpu_activity(view.trace, st.lo, st.hi)
     compute = ~((act.kind == V.KIND_KERNEL) & act.nccl)
-    devices = [int(d) for d in np.unique(act.device[compute & (act.kind == V.KIND_KERNEL)])]
+    devices = [int(d) for d in V.few_unique(act.device[compute & (act.kind == V.KIND_KERNEL)])]
     ch = V.charges(view, st)
     empty = (np.zeros(0, np.int64), np.zeros(0, np.int64))
     idle, others = [], []

@@ -196,7 +196,7 @@ def _sample(view: V.TraceView) -> _Sample | None:
     if edges.size < 2:
         return None
     every = view.calls()
-    mine = np.isin(every["tid"], issuing)
+    mine = V.member(every["tid"], issuing)
     per_it = np.count_nonzero(mine & (every["start"] >= st.lo)) / max(1, edges.size - 1)
     n_it = _sample_size(edges, per_it, pc.max_calls, pc.min_iterations)
     cap = pc.max_iterations if st.mode == "nvtx" else pc.max_found_iterations
@@ -246,8 +246,9 @@ def _with_host_side(view: V.TraceView, sm: _Sample, calls, tl: Timeline) -> Time
     """The timeline with the host-side causes' marks: the device-memory calls
     (:data:`~analysis.detect.view.DEVICE_ALLOC`) and the loop thread's runs of file writes
     (:func:`analysis.detect.view.write_runs`) with the calls and gaps inside them."""
-    base = V.base_names(view.trace, calls["name"]) if calls["name"].size else np.zeros(0, object)
-    alloc = np.isin(base, V.DEVICE_ALLOC) if base.size else np.zeros(tl.n_ops, bool)
+    alloc = np.zeros(tl.n_ops, bool)
+    if calls["name"].size:
+        alloc = V.base_name_in(view.trace, calls["name"], V.DEVICE_ALLOC)
     ws, we = V.write_runs(view.trace, view.config, sm.st, sm.tid)
     lead = int(view.config.blocking_io.lead_ms * 1e6)
     os_, oe = V.offloaded_saves(
@@ -267,7 +268,9 @@ def _with_host_side(view: V.TraceView, sm: _Sample, calls, tl: Timeline) -> Time
         io = (
             V.overlap_each(calls["start"], np.maximum(calls["end"], calls["start"] + 1), ls, le) > 0
         )
-    frees = np.isin(base, V.DEVICE_SYNC_FREE) if base.size else np.zeros(tl.n_ops, bool)
+    frees = np.zeros(tl.n_ops, bool)
+    if calls["name"].size:
+        frees = V.base_name_in(view.trace, calls["name"], V.DEVICE_SYNC_FREE)
     return replace(tl, alloc_call=alloc, drains=tl.drains | frees, io_call=io, io_gap=gap)
 
 

@@ -28,11 +28,13 @@ from analysis.detect.view._api import (
     MEMCPY_CALL,
     SYNC,
     api_names,
+    base_name_in,
     base_names,
     category_ids,
 )
 from analysis.detect.view._arrays import (
     by_start,
+    distinct,
     few_unique,
     first_values,
     lookup,
@@ -87,6 +89,7 @@ from analysis.detect.view._gpu import (
     gpu_activity,
     gpu_starts,
     kernel_names,
+    kernel_table_rows,
     steady_activity,
 )
 from analysis.detect.view._host import (
@@ -218,6 +221,7 @@ __all__ = [
     "activity_span",
     "anchors",
     "api_names",
+    "base_name_in",
     "base_names",
     "blocking_calls",
     "busy",
@@ -229,6 +233,7 @@ __all__ = [
     "compute_union",
     "covered",
     "difference",
+    "distinct",
     "enum_ids",
     "evidence_ids",
     "few_unique",
@@ -253,6 +258,7 @@ __all__ = [
     "is_input",
     "issuing_threads",
     "kernel_names",
+    "kernel_table_rows",
     "label_at",
     "launch_ends",
     "launcher_tids",

@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect.view._arrays import distinct
 from analysis.detect.view._reads import trace_cache
 
 __all__ = [
@@ -16,6 +17,7 @@ __all__ = [
     "MEMCPY_CALL",
     "SYNC",
     "api_names",
+    "base_name_in",
     "base_names",
     "category_ids",
 ]
@@ -65,8 +67,17 @@ def category_ids(trace: T.Trace, *categories: str) -> list[int]:
 def base_names(trace: T.Trace, name_ids: np.ndarray) -> np.ndarray:
     """Base names (object array) of CUDA API calls by StringIds id ('' where unknown)."""
     names = api_names(trace)
-    ids, inv = np.unique(name_ids, return_inverse=True)
+    ids, inv = distinct(name_ids)
     return np.array([names.get(int(i), ("", "other"))[0] for i in ids], dtype=object)[inv]
+
+
+def base_name_in(trace: T.Trace, name_ids: np.ndarray, wanted: tuple[str, ...]) -> np.ndarray:
+    """``np.isin(base_names(trace, name_ids), wanted)``, tested once per distinct id: no
+    string per call of millions."""
+    names = api_names(trace)
+    ids, inv = distinct(name_ids)
+    hit = np.array([names.get(int(i), ("", "other"))[0] in wanted for i in ids], bool)
+    return hit[inv] if ids.size else np.zeros(np.shape(name_ids), bool)
 
 
 #: Base names of the CUDA calls that take device memory from the driver or give it back.

@@ -52,7 +52,7 @@ import numpy as np
 from analysis import trace as T
 from analysis.detect.config import ExposedCommThresholds
 from analysis.detect.view._api import LAUNCH
-from analysis.detect.view._arrays import by_start
+from analysis.detect.view._arrays import by_start, few_unique
 from analysis.detect.view._calls import blocking_calls, window_calls
 from analysis.detect.view._gpu import KIND_KERNEL, Activity, gpu_activity
 from analysis.detect.view._intervals import difference, gaps, length, union
@@ -289,10 +289,11 @@ def compute_union(act: Activity, device: int) -> tuple[np.ndarray, np.ndarray]:
 def _charges(trace: T.Trace, st: Steady, th: ExposedCommThresholds, stretch_ms: float) -> Charges:
     act = gpu_activity(trace, st.lo, st.hi)
     nccl = (act.kind == KIND_KERNEL) & act.nccl
-    devices = [int(d) for d in np.unique(act.device[nccl])]
+    devices = [int(d) for d in few_unique(act.device[nccl])]
     work = ~nccl
-    kernels = {int(d): int((work & (act.device == d)).sum()) for d in np.unique(act.device)}
-    own = {int(d): compute_union(act, int(d)) for d in np.unique(act.device)}
+    every = few_unique(act.device)
+    kernels = {int(d): int((work & (act.device == d)).sum()) for d in every}
+    own = {int(d): compute_union(act, int(d)) for d in every}
     if not devices:
         return Charges([], {}, kernels)
     cm = comm(trace, st, th)

@@ -42,6 +42,7 @@ __all__ = [
     "gpu_activity",
     "gpu_starts",
     "kernel_names",
+    "kernel_table_rows",
     "steady_activity",
 ]
 
@@ -157,6 +158,56 @@ _GPU_KINDS = (
 )
 
 
+#: Cache key of every kernel row's rowid, name id and launch size (:func:`kernel_table_rows`).
+KERNEL_ROWS = "kernel_rows"
+
+
+def kernel_table_rows(trace: T.Trace) -> dict[str, np.ndarray] | None:
+    """Every kernel row's ``row`` (rowid), ``name`` (its demangled name's id, else its short
+    name's; -1 where NULL) and ``grid`` (threads), where :func:`gpu_activity`'s scan of the
+    kernel table read them (None where it did not): the GPU-side detectors' names and launch
+    sizes then cost no second scan of the biggest table."""
+    return trace_cache(trace).get(KERNEL_ROWS)
+
+
+def _kernel_launch_columns(trace: T.Trace) -> tuple[dict[str, str], list[T.Pack]] | None:
+    """The columns :func:`kernel_table_rows` holds, as read beside the activity's (the name
+    under the launch size), or None where the kernel table's times can be NULL (the window's
+    test is then SQL's alone)."""
+    if _end_column(trace, KERNEL) == 't."end"':
+        return None
+    name = "demangledName" if trace.has(KERNEL, "demangledName") else "shortName"
+    grid = "t.gridX * t.gridY * t.gridZ * t.blockX * t.blockY * t.blockZ"
+    grid = f"COALESCE({grid}, 0)" if trace.has(KERNEL, "gridX") else "0"
+    bits = T.name_bits(trace, KERNEL, name)
+    cols = {"name": f"COALESCE(t.{name}, -1)", "grid": grid}
+    return cols, [] if bits is None else [("grid", "name", bits)]
+
+
+def _read_table(trace: T.Trace, table: str, lo: int, hi: int) -> dict[str, np.ndarray]:
+    """One GPU table's rows overlapping or starting in [lo, hi]; of the kernel table, every
+    row with its names and launch sizes (:func:`kernel_table_rows`), the window's test then
+    made here, as SQL's ``_WINDOW_OR_START`` makes it (times that cannot be NULL)."""
+    cols = _gpu_columns(trace, table)
+    pack = _gpu_pack(trace, table, cols)
+    params = {"lo": lo, "hi": hi}
+    extra = _kernel_launch_columns(trace) if table == KERNEL else None
+    if extra is not None and KERNEL_ROWS not in trace_cache(trace):
+        try:
+            part = T.int_columns(trace, table, cols | extra[0], "1", pack=pack + extra[1])
+        except T.TraceError:  # a launch size past int64: the kernels' own read has its way
+            extra = None
+        else:
+            part = _end_back(trace, table, part)
+            trace_cache(trace)[KERNEL_ROWS] = {
+                "row": part["rowid"].copy(), "name": part.pop("name"), "grid": part.pop("grid")
+            }  # fmt: skip
+            s = part["start"]
+            return rows_where(part, (s < hi) & ((part["end"] > lo) | (s >= lo)))
+    part = T.int_columns(trace, table, cols, _WINDOW_OR_START, params, pack=pack)
+    return _end_back(trace, table, part)
+
+
 def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarray]], list]:
     """One scan per GPU table: (rows overlapping [lo, hi] per table, every row read of the
     kernels, graph replays and copies for :func:`gpu_starts`)."""
@@ -165,16 +216,7 @@ def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarr
     for table, kind in _GPU_KINDS:
         if not trace.has(table):
             continue
-        cols = _gpu_columns(trace, table)
-        part = T.int_columns(
-            trace,
-            table,
-            cols,
-            _WINDOW_OR_START,
-            {"lo": lo, "hi": hi},
-            pack=_gpu_pack(trace, table, cols),
-        )
-        part = _end_back(trace, table, part)
+        part = _read_table(trace, table, lo, hi)
         if "pid" in part:
             part["corr"] = scoped_corr(part["corr"], part.pop("pid"))
         if kind != KIND_MEMSET:
@@ -201,15 +243,20 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     cache[("gpu_starts", lo, hi)] = launched
 
     def col(name: str, dtype: Any) -> np.ndarray:
-        arrays = [
-            part[name] if name in part else np.zeros(part["start"].size, np.int64) for part in parts
-        ]
-        if len(arrays) == 1:
-            return arrays[0].astype(dtype, copy=False)
-        return np.concatenate(arrays).astype(dtype, copy=False) if arrays else np.zeros(0, dtype)
+        if len(parts) == 1 and name in parts[0]:
+            return parts[0][name].astype(dtype, copy=False)
+        out = np.zeros(sum(part["start"].size for part in parts), dtype)  # 0 where absent
+        at = 0
+        for part in parts:  # each table's values cast into place, as astype casts them
+            n = part["start"].size
+            if name in part:
+                out[at : at + n] = part[name]
+            at += n
+        return out
 
-    start = np.clip(col("start", np.int64), lo, None)
-    end = np.clip(col("end", np.int64), None, hi)
+    # np.maximum / np.minimum: np.clip with one bound None is ten times slower on int64
+    start = np.maximum(col("start", np.int64), lo)
+    end = np.minimum(col("end", np.int64), hi)
     order = _lex_order(start, end)  # stable: ties keep kernels, copies, memsets, rowid order
     fields = {"start": (start, None), "end": (end, None), "kind": ("kind", np.int8)}
     fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device", "stream")}

@@ -42,7 +42,7 @@ from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig, GilContentionThresholds, HostThresholds
 from analysis.detect.view import _intervals as I
 from analysis.detect.view._api import LAUNCH
-from analysis.detect.view._arrays import rows_where, top
+from analysis.detect.view._arrays import member, rows_where, top
 from analysis.detect.view._calls import (
     activity_launch_ends,
     blocking_calls,
@@ -98,8 +98,8 @@ def _osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int], every: list[int]
     if not trace.has("OSRT_API") or not ids:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     rows = thread_osrt(trace, st, tid, every)
-    rows = rows_where(rows, np.isin(rows["name"], ids))
-    return I.union(np.clip(rows["start"], st.lo, None), np.clip(rows["end"], None, st.hi))
+    rows = rows_where({k: rows[k] for k in ("start", "end")}, member(rows["name"], ids))
+    return I.union(np.maximum(rows["start"], st.lo), np.minimum(rows["end"], st.hi))
 
 
 def hint_ranges(trace: T.Trace, st: Steady, tid: int, hints: list[str]):
@@ -265,12 +265,12 @@ def _compute(trace: T.Trace, cfg: DiagnosisConfig) -> HostView | None:
     gil_ids = name_ids(trace, list(gil.wait_calls))
     prefetch_osrt(trace, st, issuing, [*osrt_ids(trace, hc), *gil_ids])
     every = window_calls(trace, st)
-    calls = rows_where(every, np.isin(every["tid"], issuing) & (every["end"] > st.lo))
+    calls = rows_where(every, member(every["tid"], issuing) & (every["end"] > st.lo))
     # every issuing thread's blocking calls: a sync in a backward hook runs on PyTorch's
     # autograd thread while the main thread waits for the backward, and blocks the loop alike
     block = blocking_calls(trace, act, calls)
     bs, be = I.union(
-        np.clip(calls["start"][block], st.lo, None), np.clip(calls["end"][block], None, st.hi)
+        np.maximum(calls["start"][block], st.lo), np.minimum(calls["end"][block], st.hi)
     )
 
     gbs, gbe = busy(trace, st, act)

@@ -11,7 +11,7 @@ import numpy as np
 from analysis import trace as T
 from analysis.detect.config import HostThresholds
 from analysis.detect.view import _reads as R
-from analysis.detect.view._arrays import rows_where
+from analysis.detect.view._arrays import member, rows_where
 from analysis.detect.view._calls import LAUNCH_LOOKBACK_NS
 from analysis.detect.view._window import Steady
 
@@ -32,7 +32,7 @@ def thread_osrt(trace: T.Trace, st: Steady, tid: int, ids: list[int]) -> dict[st
         cache[key] = {k: rows[k] for k in ("start", "end", "name")}
         return cache[key]
     rows = R._resolved(cache, cover)
-    keep = (rows["tid"] == int(tid)) & np.isin(rows["name"], list(ids))
+    keep = (rows["tid"] == int(tid)) & member(rows["name"], list(ids))
     if (st.lo, st.hi) != cover[1:3]:  # a window inside the scan's: its overlap test again
         keep &= (rows["end"] > st.lo) & (rows["start"] < st.hi)
     cache[key] = rows_where({k: rows[k] for k in ("start", "end", "name")}, keep)

@@ -16,7 +16,7 @@ import numpy as np
 
 from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig
-from analysis.detect.view._api import base_names
+from analysis.detect.view._api import base_name_in
 from analysis.detect.view._gpu import DTOH, KIND_MEMCPY, Activity, busy
 from analysis.detect.view._intervals import gaps, overlap_each, union
 from analysis.detect.view._osrt import osrt_ids, thread_osrt
@@ -154,7 +154,7 @@ def _offloaded(trace, cfg, st, tid, act, calls) -> tuple[np.ndarray, np.ndarray]
     order = np.argsort(corr, kind="stable")
     pos = np.searchsorted(corr[order], calls["corr"][has])
     staged = nbytes[order][np.minimum(pos, max(order.size - 1, 0))] if order.size else pos
-    alloc = mine & np.isin(base_names(trace, calls["name"]), HOST_ALLOC)
+    alloc = mine & base_name_in(trace, calls["name"], HOST_ALLOC)
     s = np.concatenate([calls["start"][has], calls["start"][alloc]])
     e = np.concatenate([calls["end"][has], calls["end"][alloc]])
     b = np.concatenate([staged, np.zeros(int(alloc.sum()), np.int64)])
