@@ -256,32 +256,10 @@ _positive = _positive_number("number of ms")
 _ratio = _positive_number("ratio")
 
 
-#: glibc's mallopt parameters (malloc.h) and the sizes :func:`_keep_freed_memory` sets.
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-_MMAP_BYTES, _TRIM_BYTES = 256 << 20, 512 << 20
-
-
-def _keep_freed_memory() -> None:
-    """Let glibc's malloc keep the memory of freed arrays for the next ones (up to 256 MB an
-    array on the heap, 512 MB kept free): a big export's detectors make thousands of arrays of
-    millions of rows, and each one mapped afresh and given back on free costs its page faults
-    again, in the kernel. A no-op off glibc; this process only."""
-    import ctypes
-    import ctypes.util
-
-    try:
-        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-        libc.mallopt(_M_MMAP_THRESHOLD, _MMAP_BYTES)
-        libc.mallopt(_M_TRIM_THRESHOLD, _TRIM_BYTES)
-    except (OSError, AttributeError):  # not glibc
-        pass
-
-
 def main(argv: list[str]) -> int:
     """Each report's diagnosis as it is made (text: one block each; json: at the end), then
     one line per report that could not be read: exit 2 if any could not, else 0."""
     args = parser().parse_args(argv)
-    _keep_freed_memory()
     from harness.core.config import UsageError, diagnosis_thresholds, parse_overrides
     from harness.core.errors import say
 
