@@ -25,18 +25,10 @@ __all__ = ["whole_periods"]
 
 def _runs(trace: T.Trace, w: WindowThresholds, tid: int, lo: int) -> np.ndarray:
     """Starts of the thread's material write runs from ``lo`` on."""
-    if not (trace.has("OSRT_API") and trace.has("StringIds")) or not w.period_calls:
-        return np.zeros(0, np.int64)
-    names = ", ".join(f"'{n}'" for n in w.period_calls)
-    rows = trace.query(
-        'SELECT o.start, o."end" FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId '
-        f"WHERE o.globalTid = {int(tid)} AND o.start >= {int(lo)} AND s.value IN ({names}) "
-        "ORDER BY o.start"
-    )[1]
-    if not rows:
-        return np.zeros(0, np.int64)
-    s = np.array([r[0] for r in rows], np.int64)
-    e = np.maximum.accumulate(np.array([r[1] for r in rows], np.int64))
+    s, e = S.period_calls(trace, w.period_calls, lo, tid=tid)
+    if not s.size:
+        return s
+    e = np.maximum.accumulate(e)
     cut = np.flatnonzero(s[1:] - e[:-1] > int(w.period_gap_ms * 1e6))
     first, last = np.concatenate([[0], cut + 1]), np.concatenate([cut, [s.size - 1]])
     keep = e[last] - s[first] >= int(w.min_period_run_ms * 1e6)

@@ -211,18 +211,35 @@ class Stall:
         )
 
 
+def period_calls(
+    trace: T.Trace, calls: list[str], lo: int, hi: int | None = None, tid: int | None = None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Starts and ends (ns, in start order) of the periodic-work calls ``calls`` (OSRT_API):
+    those starting at ``lo`` or later, or with ``hi`` those overlapping [lo, hi]; of thread
+    ``tid`` (None: any). The one reader of them for the window's stall rule and its periods."""
+    empty = np.zeros(0, np.int64)
+    if not calls or not (trace.has("OSRT_API") and trace.has("StringIds")):
+        return empty, empty
+    names = ", ".join(f"'{n}'" for n in calls)
+    where = 'o.start < :hi AND o."end" > :lo' if hi is not None else "o.start >= :lo"
+    if tid is not None:
+        where += f" AND o.globalTid = {int(tid)}"
+    rows = trace.query(
+        'SELECT o.start, o."end" FROM OSRT_API o JOIN StringIds s ON s.id = o.nameId '
+        f"WHERE {where} AND s.value IN ({names}) ORDER BY o.start",
+        {"lo": int(lo), "hi": int(hi if hi is not None else 0)},
+    )[1]
+    if not rows:
+        return empty, empty
+    return np.array([r[0] for r in rows], np.int64), np.array([r[1] for r in rows], np.int64)
+
+
 def _writes_ns(trace: T.Trace | None, calls: list[str], lo: int, hi: int) -> int:
     """Time (ns) any thread spends in the periodic-work calls ``calls`` within [lo, hi]."""
-    if trace is None or not calls or not (trace.has("OSRT_API") and trace.has("StringIds")):
+    if trace is None:
         return 0
-    names = ", ".join(f"'{n}'" for n in calls)
-    rows = trace.query(
-        'SELECT SUM(MIN(o."end", :hi) - MAX(o.start, :lo)) FROM OSRT_API o '
-        "JOIN StringIds s ON s.id = o.nameId "
-        f'WHERE o.start < :hi AND o."end" > :lo AND s.value IN ({names})',
-        {"lo": int(lo), "hi": int(hi)},
-    )[1]
-    return int(rows[0][0] or 0) if rows else 0
+    s, e = period_calls(trace, calls, lo, hi)
+    return int((np.minimum(e, hi) - np.maximum(s, lo)).sum())
 
 
 def settle(
