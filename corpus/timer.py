@@ -27,6 +27,7 @@ torch.distributed.run (capture-corpus.sh). Stdlib only, plus the modules preload
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import runpy
@@ -52,8 +53,13 @@ TIMED_OUT = 124
 
 
 def preload(modules: tuple[str, ...]) -> float:
-    """Import ``modules`` (those installed); seconds spent. Refuses if CUDA got initialized:
-    a forked child could not use it."""
+    """Import ``modules`` (those installed), then collect and freeze the heap they made;
+    seconds spent. Refuses if CUDA got initialized: a forked child could not use it.
+
+    Frozen, the preloaded objects are left out of every child's garbage collections: without
+    it a child's first full collection walks the whole torch and inductor heap (copying the
+    pages it touches from the parent) and may land in the script's timed loop. The harness's
+    workers freeze their set-up heap the same way."""
     t0 = time.perf_counter()
     for name in modules:
         try:
@@ -63,6 +69,8 @@ def preload(modules: tuple[str, ...]) -> float:
     torch = sys.modules.get("torch")
     if torch is not None and torch.cuda.is_initialized():
         raise SystemExit("timer: CUDA was initialized while preloading; children could not fork")
+    gc.collect()
+    gc.freeze()
     return time.perf_counter() - t0
 
 

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow
 
 VARIANTS = ["baseline", "async_dataloader", "dali", "ideal"]
 #: Measured steps per worker: fewer than the smoke size's 12 (each ~0.3 s of CPU, 12 workers),
-#: as tests/test_report.py's sweep; the warm-up is the fewest that still warms (2).
-STEPS = 8
+#: the fewest a window cut by a budget keeps (harness.min_steps); the warm-up is the fewest that
+#: still warms (2).
+STEPS = 5
 
 
 @pytest.fixture(scope="module")
