@@ -40,6 +40,7 @@ import tempfile
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -352,30 +353,7 @@ def serve(path: str, preload: list[str]) -> None:
     def say(obj: dict[str, Any]) -> None:
         sock.sendall(json.dumps(obj).encode() + b"\n")
 
-    for scen in found.values():  # every workload module, as the workers will import them
-        try:
-            scen.builder()
-        except Exception as exc:  # a broken workload module: its workers will say it again
-            why = f"{type(exc).__name__}: {exc}"
-            say({"ready": False, "why": f"preloading {scen.name}'s workloads failed: {why}"})
-            return
-    for name in preload:
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            say({"ready": False, "why": f"preloading {name} failed: {exc}"})
-            return
-    if torch.cuda.is_initialized():  # a forked child could not use CUDA: refuse to serve
-        say({"ready": False, "why": "CUDA was initialised while importing the scenarios"})
-        return
-    if _children_in_bad_fork(torch):
-        say(
-            {
-                "ready": False,
-                "why": "an import asked the CUDA runtime for devices: forked "
-                "children could not use CUDA",
-            }
-        )
+    if not _preloaded(found, preload, torch, say):
         return
     # every child collects and freezes its own set-up heap (worker.settle_heap): frozen here,
     # the imports' heap is walked once, not in each child's set-up (0.2-0.6 s on 2 CPU cores)
@@ -413,6 +391,37 @@ def serve(path: str, preload: list[str]) -> None:
         traceback.print_exc()
         sys.stderr.flush()
         os._exit(70)
+
+
+def _preloaded(found: dict, preload: list[str], torch: Any, say: Callable[[dict], None]) -> bool:
+    """Every workload module and the ``preload`` modules imported, CUDA untouched; else False,
+    having told the parent why it cannot serve."""
+    for scen in found.values():  # every workload module, as the workers will import them
+        try:
+            scen.builder()
+        except Exception as exc:  # a broken workload module: its workers will say it again
+            why = f"{type(exc).__name__}: {exc}"
+            say({"ready": False, "why": f"preloading {scen.name}'s workloads failed: {why}"})
+            return False
+    for name in preload:
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            say({"ready": False, "why": f"preloading {name} failed: {exc}"})
+            return False
+    if torch.cuda.is_initialized():  # a forked child could not use CUDA: refuse to serve
+        say({"ready": False, "why": "CUDA was initialised while importing the scenarios"})
+        return False
+    if _children_in_bad_fork(torch):
+        say(
+            {
+                "ready": False,
+                "why": "an import asked the CUDA runtime for devices: forked "
+                "children could not use CUDA",
+            }
+        )
+        return False
+    return True
 
 
 #: How often a server with running children looks for their exit (seconds).
