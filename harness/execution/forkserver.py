@@ -26,7 +26,6 @@ the socket stops the server once its running children have ended.
 from __future__ import annotations
 
 import contextlib
-import gc
 import importlib
 import json
 import os
@@ -355,10 +354,6 @@ def serve(path: str, preload: list[str]) -> None:
 
     if not _preloaded(found, preload, torch, say):
         return
-    # every child collects and freezes its own set-up heap (worker.settle_heap): frozen here,
-    # the imports' heap is walked once, not in each child's set-up (0.2-0.6 s on 2 CPU cores)
-    gc.collect()
-    gc.freeze()
     say({"ready": True, "pid": os.getpid(), "env": dict(os.environ)})
     running: set[int] = set()
     buf, eof = b"", False
