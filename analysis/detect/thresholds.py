@@ -608,6 +608,23 @@ class PredictConfig(_Section):
     clamp_tolerance_share: float = 0.01
     """... only where the replay went below the floor by more than this share of it (the
     replay's first and last iteration may hold work of their neighbours)."""
+    multi_step: float = 1.5
+    """An iteration found holds several of the loop's steps where the median one launches at
+    least this many times the items of the smallest (an anchor that recurs only every few
+    steps): the measured step is then counted that many times in the fit."""
+    multiple_tolerance: float = 0.25
+    """... and each iteration launches a whole multiple of the smallest's items to within this
+    share of one (steps whose kernel count changes with their shapes give no count: 1)."""
+    concurrent_share: float = 0.1
+    """A stream whose kernels ran beside the loop stream's for at most this share of their
+    time, as recorded, runs in the loop stream's queue in the replay (cuDNN's side streams,
+    serialised by events and by the SMs they fill)."""
+    held_us: float = 10.0
+    """An item that started this long after both its launch (plus the median latency) and its
+    stream's previous item waited for something else ..."""
+    wake_us: float = 20.0
+    """... an item on another stream that ended at most this long before it started: the
+    replay keeps that wait (an event a stream waits on)."""
     data_dispatch_percentile: float = 75.0
     """Removing the input work: every other gap of the host is capped at this percentile of the
     window's dispatch gaps. A busy input pipeline slows the loop's own host beyond its
@@ -641,6 +658,10 @@ class PredictConfig(_Section):
             ),
             (0.0 <= self.trace_overhead_share < 1.0, "trace_overhead_share", "in [0, 1)"),
             (self.max_host_speed >= 1.0, "max_host_speed", ">= 1"),
+            (self.multi_step > 1.0, "multi_step", "> 1"),
+            (0.0 <= self.multiple_tolerance < 0.5, "multiple_tolerance", "in [0, 0.5)"),
+            (0.0 <= self.concurrent_share <= 1.0, "concurrent_share", "in [0, 1]"),
+            (self.held_us >= 0.0 and self.wake_us >= 0.0, "held_us, wake_us", ">= 0"),
             (0.0 <= self.host_speed_max_miss < 1.0, "host_speed_max_miss", "in [0, 1)"),
             (0.0 <= self.clamp_tolerance_share < 1.0, "clamp_tolerance_share", "in [0, 1)"),
             (

@@ -119,7 +119,7 @@ def predict(
         return Prediction(None, note="fewer than 2 steady iterations: nothing to replay")
     pc = view.config.predict
     cache = V.trace_cache(view.trace)
-    steps = steps_per_iteration(tl)
+    steps = steps_per_iteration(tl, pc)
     if step_ms and steps != 1.0:  # the measured time of one iteration: several steps
         step_ms *= steps
     key = ("fit", id(tl), step_ms, host_speed, repr(pc))
@@ -154,16 +154,9 @@ def predict(
     )
 
 
-#: An iteration found holds several steps where the typical one launches at least this many
-#: times the items of the smallest, and each one a whole multiple of them to within this
-#: share of one (:func:`steps_per_iteration`).
-MULTI_STEP = 1.5
-MULTIPLE_TOLERANCE = 0.25
-
-
-def steps_per_iteration(tl: TL.Timeline) -> float:
+def steps_per_iteration(tl: TL.Timeline, pc: PredictConfig | None = None) -> float:
     """How many of the loop's steps the window's iterations hold on average: 1, unless the
-    median iteration (on the GPU's clock: anchor items) launches at least :data:`MULTI_STEP`
+    median iteration (on the GPU's clock: anchor items) launches at least ``predict.multi_step``
     times the items of the smallest, then the window's items over the smallest's. A step
     launches the same work each time (its shapes may change, its kernel count hardly does), so
     an anchor that recurs only every few steps (a kernel one bucket length picks) gives
@@ -171,7 +164,8 @@ def steps_per_iteration(tl: TL.Timeline) -> float:
     fitting nsys's cost to it as to one iteration reads several steps' host time as nsys's. A
     save's or a log's extra items in one iteration leave the median where it was; iterations
     that are no whole multiples of the smallest (steps whose kernel count changes with their
-    shapes) give no count of steps, and 1 stands."""
+    shapes) give no count of steps, and 1 stands (``predict.multiple_tolerance``)."""
+    pc = pc or PredictConfig()
     n = tl.n_iterations
     if tl.edge_side != "gpu" or n < 2:
         return 1.0
@@ -179,10 +173,10 @@ def steps_per_iteration(tl: TL.Timeline) -> float:
     on = (at >= 0) & (at < n)
     count = np.bincount(at[on], minlength=n)
     low = int(count.min())
-    if low <= 0 or np.median(count) < MULTI_STEP * low:
+    if low <= 0 or np.median(count) < pc.multi_step * low:
         return 1.0
     ratio = count / low
-    if (np.abs(ratio - np.rint(ratio)) > MULTIPLE_TOLERANCE).any():
+    if (np.abs(ratio - np.rint(ratio)) > pc.multiple_tolerance).any():
         return 1.0
     first = 1 if n >= 3 else 0  # the replay's measured iterations (M._sim_edges)
     last = n - 1 if M.edge_items(tl)[-1] < 0 and n - 1 - first >= 1 else n

@@ -243,8 +243,7 @@ def _target(tl: Timeline, b: int, i_end: np.ndarray, free: dict[int, int]) -> in
         return int(i_end[k])
     sid = int(tl.wait_stream[b])
     if sid >= 0 and tl.item_lane.size:  # the stream's queue (``Timeline.lanes``)
-        on = np.flatnonzero(tl.item_stream == sid)
-        sid = int(tl.item_lane[on[0]]) if on.size else sid
+        sid = tl.stream_lane.get(sid, sid)
     if sid >= 0 and sid in free:
         return free[sid]
     return max(free.values(), default=tl.t0)

@@ -22,11 +22,13 @@ The window replayed is the last steady iterations (furthest from the start-up), 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from functools import cached_property
 
 import numpy as np
 
 from analysis import trace as T
 from analysis.detect import view as V
+from analysis.detect.config import PredictConfig
 
 __all__ = ["BATCH_BYTES", "DATA", "DISPATCH", "HOST", "Timeline", "timeline"]
 
@@ -121,6 +123,15 @@ class Timeline:
     """Per item: the queue the replay runs it in, its stream, or the loop's stream for a stream
     whose kernels hardly ran beside another stream's as recorded (:func:`_lanes`); empty: its
     stream."""
+
+    @cached_property
+    def stream_lane(self) -> dict[int, int]:
+        """Each stream's queue (``item_lane`` of its first item) by stream id, made once for
+        every replay's blocking calls."""
+        if not self.item_lane.size:
+            return {}
+        ids, first = np.unique(self.item_stream, return_index=True)
+        return {int(i): int(self.item_lane[f]) for i, f in zip(ids, first, strict=True)}
 
     @property
     def lanes(self) -> np.ndarray:
@@ -234,7 +245,9 @@ def _timeline(view: V.TraceView) -> Timeline | None:
     is_data = V.is_input(ev)
     if sm.st.mode == "nvtx":  # the suite's ranges decide, but the batch's own copy prep is input
         is_data &= ev["suite_range"] | ev["h2d_after"]
-    tl = _assemble(calls, block, stretches[2], is_data, act, sm.st.lo, sm.edges, sm.side)
+    tl = _assemble(
+        calls, block, stretches[2], is_data, act, sm.st.lo, sm.edges, sm.side, view.config.predict
+    )
     tl = replace(tl, tid=calls["tid"])
     if not (tl.item_op >= 0).any():  # no GPU item of the window was launched by these calls
         return None
@@ -307,7 +320,9 @@ def _with_waits(
     return replace(tl, gil_cut=cut, blocked=blocked)
 
 
-def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side) -> Timeline:
+def _assemble(
+    calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side, pc: PredictConfig
+) -> Timeline:
     """Ops (calls) and items (GPU work) in the arrays the replay walks."""
     s, e = calls["start"], calls["end"]
     n = s.size
@@ -351,7 +366,8 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
     wait_stream = _last_stream(n, item_op, stream)
     launches = (calls["cat"] == V.LAUNCH) & (own > 0)
     cap = int(max(20_000, 5 * np.median(own[launches]))) if launches.any() else 20_000
-    dep, dep_gap = _cross_stream_waits(i_start, i_end, stream, item_op, s, med_lat)
+    held, wake = int(pc.held_us * 1e3), int(pc.wake_us * 1e3)
+    dep, dep_gap = _cross_stream_waits(i_start, i_end, stream, item_op, s, med_lat, held, wake)
     delivery = _delivery(gap_kind, calls["cat"])
     drains = _sync_launches(calls["cat"], s, own, e, i_start, i_end, ptr, cap)
     return Timeline(
@@ -363,7 +379,7 @@ def _assemble(calls, block, nxt, is_data, act: V.Activity, t0: int, edges, side)
         nccl=act.nccl[order], med_lat=med_lat, edges=edges, edge_side=side, launch_cap=cap,
         delivery=delivery, item_rowid=act.rowid[order].astype(np.int64),
         item_d2h=(kind == V.KIND_MEMCPY) & (direction == V.DTOH), drains=drains,
-        item_dep=dep, item_dep_gap=dep_gap, item_lane=_lanes(i_start, i_end, stream, kind, item_op),
+        item_dep=dep, item_dep_gap=dep_gap, item_lane=_lanes(i_start, i_end, stream, kind, item_op, pc.concurrent_share),
     )  # fmt: skip
 
 
@@ -387,16 +403,11 @@ def _sync_launches(cat, start, own, end, i_start, i_end, ptr, cap: int) -> np.nd
     return (cat == V.LAUNCH) & (own > cap) & near & waited
 
 
-#: A stream whose kernels ran beside the loop stream's kernels for at most this share of their
-#: time, as recorded, shares the loop stream's queue in the replay (:func:`_lanes`).
-CONCURRENT_SHARE = 0.1
-
-
-def _lanes(start, end, stream, kind, item_op) -> np.ndarray:
+def _lanes(start, end, stream, kind, item_op, share: float) -> np.ndarray:
     """Per item: the queue the replay runs it in. Kernels of two streams share one GPU: a GEMM
     that fills every SM leaves another stream's kernel waiting for SMs, not for its own
     stream. Where a stream's kernels ran beside the loop's stream's (the one holding the most
-    kernel time) for at most :data:`CONCURRENT_SHARE` of their time, as recorded (cuDNN's FFT
+    kernel time) for at most ``share`` (``predict.concurrent_share``) of their time, as recorded (cuDNN's FFT
     convolutions on two streams of its own, side by side, between the loop stream's kernels:
     serialised by events and by the SMs they fill), its items run in the loop stream's queue,
     in launch order; streams whose kernels did run beside the loop's (a communication kernel
@@ -414,27 +425,22 @@ def _lanes(start, end, stream, kind, item_op) -> np.ndarray:
         mine = busy[int(i)]
         total = float((mine[1] - mine[0]).sum())
         beside = float(V.overlap_each(mine[0], mine[1], *busy[main]).sum())
-        if total > 0 and beside <= CONCURRENT_SHARE * total:
+        if total > 0 and beside <= share * total:
             lane[stream == i] = main
     return lane
 
 
-#: An item that started this long (ns) after both its launch (plus the median latency) and
-#: its stream's previous item waited for something else ...
-HELD_NS = 10_000
-#: ... an item on another stream that ended at most this long (ns) before it started.
-WAKE_NS = 20_000
-
-
-def _cross_stream_waits(start, end, stream, item_op, op_start, med_lat: int):
+def _cross_stream_waits(start, end, stream, item_op, op_start, med_lat: int, held_ns: int,
+                        wake_ns: int):  # fmt: skip
     """Per item (in launch order): the item on another stream, launched before it, whose end
     it waited for as recorded (-1: none), and its start after that end. A stream that waits on
     an event (``cudaStreamWaitEvent``: cuDNN's FFT convolutions fan out to streams of its own
     and back, a side stream's copy the loop's stream waits for) starts its next item only when
     the work recorded before the event ends; the replay keeps that order, which a scan per
     stream alone would lose (two streams' serial work replayed side by side). Read from the
-    GPU's recorded times: an item held :data:`HELD_NS` past its launch and its own stream's
-    previous end that starts within :data:`WAKE_NS` of another stream's item's end."""
+    GPU's recorded times: an item held ``held_ns`` past its launch and its own stream's
+    previous end that starts within ``wake_ns`` of another stream's item's end
+    (``predict.held_us``, ``wake_us``)."""
     n = start.size
     dep = np.full(n, -1, np.int64)
     gap = np.zeros(n, np.int64)
@@ -447,14 +453,14 @@ def _cross_stream_waits(start, end, stream, item_op, op_start, med_lat: int):
         run = np.maximum.accumulate(end[on])
         prev_end[on[1:]] = run[:-1]
     ready = np.where(mine, op_start[np.maximum(item_op, 0)] + med_lat, start)
-    held = np.flatnonzero(mine & (start - np.maximum(prev_end, ready) > HELD_NS))
+    held = np.flatnonzero(mine & (start - np.maximum(prev_end, ready) > held_ns))
     if held.size == 0:
         return dep, gap
     by_end = np.argsort(end, kind="stable")
     ends = end[by_end]
     for i in held:
         j = int(np.searchsorted(ends, start[i], side="right")) - 1
-        while j >= 0 and start[i] - ends[j] <= WAKE_NS:
+        while j >= 0 and start[i] - ends[j] <= wake_ns:
             k = int(by_end[j])
             if stream[k] != stream[i] and k < i:  # another stream's, launched before it
                 dep[i], gap[i] = k, start[i] - end[k]

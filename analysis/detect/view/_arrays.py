@@ -13,6 +13,7 @@ __all__ = [
     "first_values",
     "lookup",
     "member",
+    "process_of",
     "rows_where",
     "top",
 ]
@@ -94,6 +95,17 @@ def few_unique(x: np.ndarray) -> np.ndarray:
     if x.size == 0 or x.min() < 0 or x.max() > 1 << 16:
         return np.unique(x)
     return np.flatnonzero(np.bincount(x)).astype(x.dtype)
+
+
+#: nsys's global thread and process ids hold the process id in bits 24-47.
+PID_MASK = 0xFFFFFF
+
+
+def process_of(global_id: int | np.ndarray) -> int | np.ndarray:
+    """The process id in nsys's global thread or process id(s) (bits 24-47)."""
+    if isinstance(global_id, (int, np.integer)):
+        return (int(global_id) >> 24) & PID_MASK
+    return (np.asarray(global_id, np.int64) >> 24) & PID_MASK
 
 
 def distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

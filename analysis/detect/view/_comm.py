@@ -52,7 +52,7 @@ import numpy as np
 from analysis import trace as T
 from analysis.detect.config import ExposedCommThresholds
 from analysis.detect.view._api import LAUNCH
-from analysis.detect.view._arrays import by_start, few_unique
+from analysis.detect.view._arrays import by_start, few_unique, process_of
 from analysis.detect.view._calls import blocking_calls, window_calls
 from analysis.detect.view._gpu import KIND_KERNEL, Activity, gpu_activity
 from analysis.detect.view._intervals import difference, gaps, length, union
@@ -370,11 +370,7 @@ def _device_pids(trace: T.Trace, st: Steady) -> dict[int, int]:
         "GROUP BY t.deviceId, t.globalPid ORDER BY n"
     )
     rows = trace.query(sql, {"lo": st.lo, "hi": st.hi})[1]
-    return {int(d): (int(p) >> 24) & _PID_MASK for d, p, _ in rows if p is not None}
-
-
-#: nsys global ids: the process id in bits 24-47.
-_PID_MASK = 0xFFFFFF
+    return {int(d): process_of(int(p)) for d, p, _ in rows if p is not None}
 
 
 def _hosts(
@@ -385,15 +381,13 @@ def _hosts(
     without a CUDA call (input or other host work). GPUs whose process made no CUDA call in the
     window (an export without the API table's rows) are left out: their host is not known."""
     calls = window_calls(trace, st)
-    pid = (calls["tid"] >> 24) & _PID_MASK
+    pid = process_of(calls["tid"])
     launchers = calls["tid"][calls["cat"] == LAUNCH]
     blocking = blocking_calls(trace, act, calls)
     stretch = int(stretch_ms * 1e6)
     out = {}
     for d, p in _device_pids(trace, st).items():
-        mine = (pid == p) & np.isin(
-            calls["tid"], np.unique(launchers[((launchers >> 24) & _PID_MASK) == p])
-        )
+        mine = (pid == p) & np.isin(calls["tid"], np.unique(launchers[process_of(launchers) == p]))
         if not mine.any():  # no CUDA calls of its process read (a GPU-only export): unknown
             continue
         s, e = calls["start"][mine], calls["end"][mine]

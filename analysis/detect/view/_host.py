@@ -42,7 +42,7 @@ from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig, GilContentionThresholds, HostThresholds
 from analysis.detect.view import _intervals as I
 from analysis.detect.view._api import LAUNCH
-from analysis.detect.view._arrays import member, rows_where, top
+from analysis.detect.view._arrays import member, process_of, rows_where, top
 from analysis.detect.view._calls import (
     activity_launch_ends,
     blocking_calls,
@@ -235,7 +235,7 @@ def issuing_threads(
 def _same_process(tids: np.ndarray, main: int) -> np.ndarray:
     """Mask of the global thread ids ``tids`` in ``main``'s process (nsys's global thread id
     holds the process id above bit 24: :func:`~._window.process_main_thread`)."""
-    return (tids >> 24) == (int(main) >> 24)
+    return process_of(tids) == process_of(main)
 
 
 def host_view(trace: T.Trace, cfg: DiagnosisConfig) -> HostView | None:

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from analysis import trace as T
+from analysis.detect.view._arrays import process_of
 
 __all__ = [
     "GPU_TABLES",
@@ -75,7 +76,7 @@ def per_process_corr(trace: T.Trace) -> bool:
 def scoped_corr(corr: np.ndarray, global_id: np.ndarray) -> np.ndarray:
     """Correlation ids made unique across processes: the process id (bits 24-47 of nsys's
     globalTid and globalPid) above bit 32 (CUPTI's ids are 32-bit); -1 (none) stays."""
-    pid = (np.asarray(global_id, np.int64) >> 24) & 0xFFFFFF
+    pid = process_of(global_id)
     return np.where(corr >= 0, corr + (pid << 32), corr)
 
 

@@ -18,6 +18,7 @@ from analysis.detect.view import _bursts as B
 from analysis.detect.view import _periods as P
 from analysis.detect.view import _steady as S
 from analysis.detect.view._api import category_ids
+from analysis.detect.view._arrays import process_of
 from analysis.detect.view._reads import (
     GPU_TABLES,
     KERNEL,
@@ -242,7 +243,7 @@ def loop_thread(tids: np.ndarray, counts: np.ndarray) -> int:
 def process_main_thread(gtid: int) -> int:
     """The main thread of ``gtid``'s process: nsys's global thread id holds the process id in
     bits 24-47 and the thread id in bits 0-23, and Linux gives a main thread tid == pid."""
-    pid = (gtid >> 24) & 0xFFFFFF
+    pid = process_of(gtid)
     return (gtid & ~0xFFFFFF) | pid
 
 

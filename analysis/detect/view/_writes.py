@@ -17,6 +17,7 @@ import numpy as np
 from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig
 from analysis.detect.view._api import base_name_in
+from analysis.detect.view._arrays import process_of
 from analysis.detect.view._gpu import DTOH, KIND_MEMCPY, Activity, busy
 from analysis.detect.view._intervals import gaps, overlap_each, union
 from analysis.detect.view._osrt import osrt_ids, thread_osrt
@@ -105,7 +106,7 @@ def other_writes(trace: T.Trace, cfg: DiagnosisConfig, st: Steady, tid: int) -> 
     ids = name_ids(trace, list(cfg.host.write_calls))
     if not ids or not trace.has("OSRT_API"):
         return np.zeros(0, np.int64)
-    pid = (int(tid) >> 24) & 0xFFFFFF
+    pid = process_of(tid)
     cols = {"start": "t.start", "end": _end_column(trace, "OSRT_API")}
     where = (
         f"{WINDOW} AND t.nameId IN ({id_list(ids)}) AND t.globalTid != {int(tid)}"
