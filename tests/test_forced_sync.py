@@ -34,6 +34,7 @@ def test_every_variant_runs_on_cpu_and_sync_free_matches_baseline(tmp_path):
     base = _run("baseline", size, ctx)
     free = _run("sync_free", size, ctx)
     ideal = _run("ideal", size, ctx)
+    nosync = _run("no_sync", size, ctx)
 
     assert len(base.losses) == STEPS
     assert len(set(base.losses)) > 1, "data must change with the step index"
@@ -51,7 +52,15 @@ def test_every_variant_runs_on_cpu_and_sync_free_matches_baseline(tmp_path):
     assert len(expected_norms) == n_params
     assert free.mean_grad_norms == pytest.approx(expected_norms, rel=1e-5)
     assert fm["syncs_per_step"] == 0 and im["syncs_per_step"] == 0
-    for m in (bm, fm, im):
+    # no_sync: the same reads, each landed in its ring slot and read afterwards, no sync
+    nm = nosync.metrics()
+    assert nm["syncs_per_step"] == 0
+    assert sorted(nosync.losses) == pytest.approx(sorted(base.losses), rel=1e-9)
+    assert list(nosync.grad_norm_sums) == list(base.grad_norm_sums)
+    assert list(nosync.grad_norm_sums.values()) == pytest.approx(
+        list(base.grad_norm_sums.values()), rel=1e-5
+    )
+    for m in (bm, fm, im, nm):
         assert m["host_step_ms"] > 0
         assert math.isclose(m["host_launch_ms"] + m["host_metrics_ms"], m["host_step_ms"])
     assert fm["loss_mean"] == pytest.approx(bm["loss_mean"], rel=1e-9)
@@ -82,14 +91,29 @@ def test_severity_sets_the_fraction_of_syncing_steps(tmp_path):
         ForcedSyncSize(depth=0)
 
 
-def test_scenario_lists_the_variants():
-    assert SCENARIO.variant_names == ["baseline", "sync_free", "ideal"]
+@pytest.mark.parametrize("block", [0, 2])
+def test_no_sync_raises_when_the_step_it_checked_is_read(tmp_path, block):
+    """The baseline's checks, deferred: a non-finite block output raises once its slot is read,
+    naming the block and the step."""
+    w = build(ForcedSyncConfig(), ForcedSyncConfig().smoke, "no_sync", _ctx("cpu", tmp_path))
+    w.setup()
+    w.step(0)
+    with torch.no_grad():
+        w.model.blocks[block].mlp[2].bias.fill_(float("inf"))
+    with pytest.raises(FloatingPointError, match=f"block {block} at step 1"):
+        w.step(1)
+
+
+def test_scenario_lists_the_variants_and_times_its_truth_against_no_sync():
+    assert SCENARIO.variant_names == ["baseline", "no_sync", "sync_free", "ideal"]
+    assert SCENARIO.removal_for("baseline") == "no_sync"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_sync_free_never_syncs_on_gpu(tmp_path):
+@pytest.mark.parametrize("variant", ["sync_free", "no_sync"])
+def test_the_fixes_never_sync_on_gpu(tmp_path, variant):
     size = dataclasses.replace(ForcedSyncConfig().smoke, flush_every=2)
-    w = build(ForcedSyncConfig(), size, "sync_free", _ctx("cuda", tmp_path))
+    w = build(ForcedSyncConfig(), size, variant, _ctx("cuda", tmp_path))
     w.setup()
     warm = 3
     for i in range(warm):
@@ -101,7 +125,7 @@ def test_sync_free_never_syncs_on_gpu(tmp_path):
             w.step(i)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    assert math.isfinite(w.mean_loss())
+    assert math.isfinite(w.metrics()["loss_mean"])
     assert w.metrics()["syncs_per_step"] == 0
 
 

@@ -3,7 +3,7 @@ one smoke run of forced_sync without nsys, whose Kineto traces are checked as Ki
 measured steps inside, distributedInfo), whose probe effect and wall cost reach the tables,
 and which ``harness score RUN --tool hta`` and the run's own tools step read.
 
-CPU cost (2-core box, 2026-11-29): the run took 7-9 s of wall in all, of which the three
+CPU cost (2-core box, 2026-11-29, three variants then): the run took 7-9 s of wall in all, of which the three
 Kineto processes 4.6 s of worker wall (1.5 s of it writing the traces, ``kineto_write_s``),
 against 1.4 s for the three timing processes.
 """
@@ -19,9 +19,10 @@ import pytest
 
 from bottlenecks import CLASSES
 from harness.core import runfolder as rf
+from scenarios.forced_sync import SCENARIO
 from tests.conftest import only_run_dir, run_cli, smoke_args
 
-VARIANTS = ("baseline", "sync_free", "ideal")
+VARIANTS = tuple(SCENARIO.variant_names)
 #: kineto.max_steps for the run: fewer than the timing units measure, so the cap shows.
 MAX_STEPS = 3
 
@@ -84,7 +85,7 @@ def test_probe_effect_and_wall_cost_reach_the_tables(kineto_run):
     assert timings.loc[timings["phase"] != rf.KINETO, "kineto_write_s"].isna().all()
     wall = json.loads(rf.wall_time_path(run_dir).read_text())
     by_kind = wall["worker_parts_by_phase_s"]
-    assert by_kind["kineto"]["processes"] == 3 and by_kind["timing"]["processes"] == 3
+    assert by_kind["kineto"]["processes"] == by_kind["timing"]["processes"] == len(VARIANTS)
     assert by_kind["kineto"]["kineto_write_s"] == pytest.approx(kin["kineto_write_s"].sum())
     manifest = json.loads(rf.manifest_path(run_dir).read_text())
     assert manifest["config"]["kineto"]["enabled"] is True

@@ -19,6 +19,11 @@ over every gradient; the loss summed, so a NaN loss shows in the sum) and copies
 pinned memory every K steps. Not ``isfinite(out).all()`` per block: ~5 kernels and a
 materialised bool copy of each activation, GPU time a fix should not add.
 
+``no_sync`` is the cause removed and nothing else: the baseline's every launch and copy, each
+copy landing non-blocking in pinned memory and read a step later. It is what the detector's
+prediction removes, so the truth is timed against it (``removed_by``); ``ideal`` also drops the
+monitoring's launches, and ``sync_free`` most of them, which the syncs do not cost.
+
 Balance: ``batch`` and ``width`` move only GPU time; ``depth`` moves both sides. Under nsys every
 CUDA call costs the host several microseconds more, so a loop whose host and GPU times are
 close turns host-bound when profiled, and the profile then judges another program. The full
@@ -122,6 +127,13 @@ SCENARIO = Scenario(
             "torch.cuda.synchronize() for perf_counter timing",
         ),
         Variant(
+            name="no_sync",
+            kind="fix",
+            summary="the baseline with its syncs taken out and nothing else: every check, norm "
+            "and read launches the same kernels and copies, each copy non_blocking into a pinned "
+            "ring slot read a step later once its CUDA event completed (the scenario's removal)",
+        ),
+        Variant(
             name="sync_free",
             kind="fix",
             summary="the same checks and norms accumulated on the device in a few launches "
@@ -160,8 +172,9 @@ SCENARIO = Scenario(
     ),
     config_cls=ForcedSyncConfig,
     build=f"{__name__}.workload:build",
+    removed_by="no_sync",
     expected_diagnosis="baseline: synchronizing CUDA API calls (cudaStreamSynchronize, "
     "cudaDeviceSynchronize, DtoH memcpy) inside 'sync' NVTX ranges, over a hundred per step, "
-    "with GPU idle after each; sync_free and ideal: no synchronizing call inside the measured "
+    "with GPU idle after each; no_sync, sync_free and ideal: no synchronizing call inside the measured "
     "steps (sync_free: one async DtoH copy every K steps), GPU busy back to back",
 )

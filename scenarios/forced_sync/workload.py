@@ -238,6 +238,116 @@ class Baseline(_Trainer):
         return out
 
 
+class NoSync(Baseline):
+    """The baseline with only its syncs taken out: every check, norm and read launches the same
+    kernels and device-to-host copies, but each copy lands non-blocking in pinned memory (a
+    ring of ``RING`` step slots, each with a CUDA event) and is read on the host a step or two
+    later, once its event has completed. The cause removed, all else unchanged: what the
+    detector's prediction removes, so the scenario's truth is timed against it
+    (``Scenario.removed_by``). A check that fails raises when its slot is read, naming the
+    step. On the CPU the copies are synchronous and each slot is read at once."""
+
+    RING = 3
+    """Step slots in flight: the host runs at most a step ahead of the GPU, so the slot it
+    writes next has long completed (a wait for it is counted as a sync)."""
+
+    def setup_metrics(self) -> None:
+        super().setup_metrics()
+        self.names = [name for name, _ in self.model.named_parameters()]
+        depth, pin = len(self.model.blocks), self.on_gpu
+        self.slots = [
+            {
+                "finite": torch.ones(depth, dtype=torch.bool, pin_memory=pin),
+                "nan_loss": torch.zeros((), dtype=torch.bool, pin_memory=pin),
+                "norms": torch.zeros(len(self.names), dtype=torch.float32, pin_memory=pin),
+                "loss": torch.zeros((), dtype=torch.float32, pin_memory=pin),
+            }
+            for _ in range(self.RING)
+        ]
+        self.events = [torch.cuda.Event() if self.on_gpu else None for _ in range(self.RING)]
+        self.held: list[int | None] = [None] * self.RING  # the step each slot holds
+        self.waits = 0
+
+    def _slot(self, index: int) -> dict[str, torch.Tensor]:
+        return self.slots[index % self.RING]
+
+    def step(self, index: int) -> None:
+        self.waits, self._index = 0, index
+        if self.syncs_on(index):
+            self.read(index % self.RING, block=True)  # free the slot this step writes
+        super().step(index)
+
+    def check_block(self, block: int, out: torch.Tensor) -> None:
+        if self.checking:
+            with phase(METRICS):
+                self.current["finite"][block].copy_(torch.isfinite(out).all(), non_blocking=True)
+
+    def after_forward(self, index: int, loss: torch.Tensor) -> int:
+        if self.checking:
+            with phase(METRICS):
+                self.current["nan_loss"].copy_(torch.isnan(loss), non_blocking=True)
+        return 0
+
+    def after_backward(self, index: int) -> int:
+        if self.checking:
+            norms = self.current["norms"]
+            with phase(METRICS):
+                for j, p in enumerate(self.model.parameters()):
+                    norms[j].copy_(p.grad.norm(), non_blocking=True)
+        return 0
+
+    def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
+        if not self.checking:
+            return self.waits
+        k = index % self.RING
+        with phase(METRICS):
+            self.current["loss"].copy_(loss, non_blocking=True)
+            if self.events[k] is not None:
+                self.events[k].record()
+            self.held[k] = index
+            self.step_times_ms.append(1e3 * (time.perf_counter() - t0))  # host time: no sync
+            for other in range(self.RING):
+                self.read(other, block=not self.on_gpu)
+        return self.waits
+
+    @property
+    def current(self) -> dict[str, torch.Tensor]:
+        """The slot the step being run writes."""
+        return self._slot(self._index)
+
+    def read(self, k: int, *, block: bool) -> None:
+        """Read slot ``k`` on the host if its copies have landed (or wait for them when
+        ``block``), then free it."""
+        step, event = self.held[k], self.events[k]
+        if step is None:
+            return
+        if event is not None and not event.query():
+            if not block:
+                return
+            event.synchronize()
+            self.waits += 1
+        slot = self.slots[k]
+        self.held[k] = None
+        if not bool(slot["finite"].all()):
+            block_i = int((~slot["finite"]).nonzero()[0])
+            raise FloatingPointError(f"inf/NaN in the output of block {block_i} at step {step}")
+        if bool(slot["nan_loss"]):
+            raise FloatingPointError(f"NaN loss at step {step}")
+        self.losses.append(float(slot["loss"]))
+        for name, value in zip(self.names, slot["norms"].tolist(), strict=True):
+            self.grad_norms[name] = value
+            self.grad_norm_sums[name] = self.grad_norm_sums.get(name, 0.0) + value
+
+    def drain(self) -> None:
+        """Read every slot still in flight, in step order (end of run only)."""
+        for k in sorted(range(self.RING), key=lambda k: self.held[k] or 0):
+            self.read(k, block=True)
+
+    def metrics(self) -> dict[str, float]:
+        self.drain()
+        return super().metrics()
+
+
 class SyncFree(_Trainer):
     """The same monitoring kept on the device, in a handful of launches per step: one
     multi-tensor L2 norm over every block's output (its running per-block sum is finite exactly
@@ -354,7 +464,12 @@ class Ideal(_Trainer):
     """The same loop with no metrics at all: the model's own speed."""
 
 
-VARIANTS = {"baseline": Baseline, "sync_free": SyncFree, "ideal": Ideal}
+VARIANTS = {
+    "baseline": Baseline,
+    "no_sync": NoSync,
+    "sync_free": SyncFree,
+    "ideal": Ideal,
+}
 
 
 def build(cfg: ForcedSyncConfig, size: ForcedSyncSize, variant: str, ctx: RunContext) -> Workload:
