@@ -35,6 +35,12 @@ def parser() -> argparse.ArgumentParser:
         "--expert-rules", action="store_true", help="also run nsys's expert rules (cross-check)"
     )
     ap.add_argument(
+        "--jobs",
+        type=int,
+        default=None,
+        help="exports read at once, each in its own process (default: half the cores, at most 8)",
+    )
+    ap.add_argument(
         "--tools",
         action="store_true",
         help="also the tools step (this checkout's tools defaults), then the report again",
@@ -47,7 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     cannot be read (one line naming each; the others are judged as ever)."""
     args = parser().parse_args(argv)
     from analysis.detect import load_thresholds
-    from harness.core.config import discover_scenarios
+    from harness.core.config import HarnessConfig, discover_scenarios
     from harness.judge.pipeline import diagnose_run
 
     run = RunFolder(args.run_dir)
@@ -59,7 +65,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return say(exc)
     judged = diagnose_run(
         run.path, discover_scenarios(), table, thresholds=load_thresholds(),
-        crosscheck=args.expert_rules,
+        crosscheck=args.expert_rules, jobs=HarnessConfig(diagnose_jobs=args.jobs).diagnosis_processes(),
     )  # fmt: skip
     with pd.option_context("display.width", 200, "display.max_colwidth", 120):
         print(judged.verdicts[["scenario", "verdict", "reason"]].to_string(index=False))

@@ -50,6 +50,8 @@ def test_three_rounds_by_default():
     assert HarnessConfig().unstable_spread == UNSTABLE_SPREAD
     with pytest.raises(ValueError, match=r"harness\.host_probe\.launches must be >= 1"):
         _suite("harness.host_probe.launches=0")
+    with pytest.raises(ValueError, match=r"harness\.diagnose_jobs must be >= 1"):
+        _suite("harness.diagnose_jobs=0")
 
 
 # -- runs.csv on a hand-made run folder ------------------------------------------------------

@@ -287,3 +287,13 @@ def test_a_reason_the_variants_share_is_said_once(tmp_path) -> None:
     assert judged.verdicts.iloc[0]["verdict"] == "inconclusive"
     assert reason == f"not judged: baseline, pinned_prefetch: pageable_copy not judged ({why})"
     assert reason.count(why) == 1
+
+
+def test_exports_read_in_processes_of_their_own_give_the_same_judgement(sync_run) -> None:
+    """``jobs=2``: each export read in a spawned process, the largest first; the tables are
+    the ones the in-process read gave."""
+    root, runs, judged = sync_run
+    apart = P.judge_run(root, FOUND, runs, jobs=2)
+    pd.testing.assert_frame_equal(apart.diagnosis, judged.diagnosis)
+    pd.testing.assert_frame_equal(apart.findings, judged.findings)
+    pd.testing.assert_frame_equal(apart.gpu_work, judged.gpu_work)

@@ -126,6 +126,12 @@ def test_the_tail_counts_every_profile_of_the_run_and_the_kernels_row(runs):
     p = wallplan.project(costs, k, 0.0, "gil_contention", [], queue)
     per = wallplan.TAIL_PER_PROFILE_S
     assert p.tail_s == pytest.approx(wallplan.TAIL_FIXED_S + per * (costs.profiles_done + 1) + 40)
+    # the diagnosis's share of it is split over harness.diagnose_jobs processes
+    eight = wallplan.project(
+        costs, wallplan.replace(k, diagnose_jobs=8), 0.0, "gil_contention", [], queue
+    )
+    share = wallplan.DIAGNOSIS_PER_PROFILE_S * (1 - 1 / 8)
+    assert p.tail_s - eight.tail_s == pytest.approx(share * (costs.profiles_done + 1))
 
 
 def test_the_fair_share_grows_with_the_rounds_asked_and_skips_added_ones(runs):

@@ -43,6 +43,14 @@ ALL = "all"
 EXTRA_SCENARIOS_ENV = "BOTTLENECK_SCENARIO_MODULES"
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):  # not Linux
+        return os.cpu_count() or 1
+
+
 def _at_least(section: str, cfg: object, low: int, *fields: str) -> None:
     """Each of ``fields`` of ``cfg`` must be >= ``low``: a bad value stops the run at load,
     named as the config spells it (``section.field``)."""
@@ -222,6 +230,10 @@ class HarnessConfig:
     export_workers: int = 4
     """nsys exports run after each scenario's last worker, this many at once (none overlaps a
     measurement)."""
+    diagnose_jobs: int | None = None
+    """Exports the end-of-run diagnosis reads at once, each in a process of its own (after the
+    last worker, so none runs beside a measurement). None: half the usable cores, at most 8
+    (1 on a 2-core box)."""
     overlap: bool = True
     """Start the next worker while the current one tears down (a profiled worker spends seconds
     there while nsys takes its capture): the next one imports and sets up beside
@@ -262,6 +274,13 @@ class HarnessConfig:
     one at a time took about twice their work in wall, so a second compiled variant's first
     run waited for its cache."""
 
+    def diagnosis_processes(self) -> int:
+        """Exports the diagnosis reads at once: ``diagnose_jobs``, or half the cores this
+        process may use, at most 8 (1 on a 2-core box, where a read's threads fill both)."""
+        if self.diagnose_jobs is not None:
+            return self.diagnose_jobs
+        return max(1, min(8, usable_cores() // 2))
+
     def __post_init__(self) -> None:
         if self.max_window_s is not None and self.max_window_s <= 0:
             raise ValueError(
@@ -278,6 +297,8 @@ class HarnessConfig:
                 f"got {self.profile_max_window_s}"
             )
         _at_least("harness", self, 1, "min_steps", "export_workers")
+        if self.diagnose_jobs is not None:
+            _at_least("harness", self, 1, "diagnose_jobs")
         if self.timeout_s <= 0:
             raise ValueError(f"harness.timeout_s must be > 0 seconds, got {self.timeout_s}")
         _at_least("harness", self, 1, "repeats")

@@ -387,7 +387,10 @@ class Suite:
         the verdicts."""
         from harness.judge.pipeline import diagnose_run
 
-        judged = diagnose_run(run_dir, self.found, table, thresholds=diagnosis_dict(self.cfg))
+        jobs = self.cfg.harness.diagnosis_processes()
+        judged = diagnose_run(
+            run_dir, self.found, table, thresholds=diagnosis_dict(self.cfg), jobs=jobs
+        )
         console.print_diagnosis(
             judged.verdicts, judged.confusion, judged.diagnosis, judged.gpu_work
         )

@@ -59,6 +59,14 @@ TURN_S = 0.002
 #: (tables, report, tools).
 TAIL_PER_PROFILE_S = 2.0
 TAIL_FIXED_S = 12.0
+#: Of ``TAIL_PER_PROFILE_S``, the diagnosis's read of the export, which ``harness.diagnose_jobs``
+#: processes share (the rest is its export and the tables).
+DIAGNOSIS_PER_PROFILE_S = 1.1
+
+
+def tail_per_profile_s(jobs: int) -> float:
+    """Seconds of the tail per profiled variant with the diagnosis in ``jobs`` processes."""
+    return TAIL_PER_PROFILE_S - DIAGNOSIS_PER_PROFILE_S * (1.0 - 1.0 / max(1, jobs))
 #: Seconds per profiled scenario beyond its workers' spans and set-ups: its last capture taken,
 #: its traced servers closed, the next scenario's first worker held until nsys has written.
 PROFILE_SWITCH_S = 4.0
@@ -121,6 +129,8 @@ class Knobs:
     kernels_s: float = 0.0
     """The kernels row's budget where the budget check counts it (``kernels.budget_s``; the
     estimate from a run folder leaves it out)."""
+    diagnose_jobs: int = 1
+    """Exports the diagnosis reads at once (``harness.diagnose_jobs``, resolved)."""
 
 
 @dataclass
@@ -238,7 +248,7 @@ def estimate(costs: Costs, knobs: Knobs | None = None) -> pd.DataFrame:
     rows = [{"scenario": s, **scenario_s(vs, k)} for s, vs in costs.variants.items()]
     n_prof = sum(len(vs) for vs in costs.variants.values()) if k.profile else 0
     rows.append({"scenario": "tail", "timing_s": 0.0,
-                 "profile_s": TAIL_FIXED_S + TAIL_PER_PROFILE_S * n_prof})  # fmt: skip
+                 "profile_s": TAIL_FIXED_S + tail_per_profile_s(k.diagnose_jobs) * n_prof})  # fmt: skip
     out = pd.DataFrame(rows)
     out["total_s"] = out["timing_s"] + out["profile_s"]
     return out
@@ -466,7 +476,8 @@ def project(
         one = _one_round(costs.variants[name], knobs)
         rest += len(phases) * one
         reserve += share * one
-    tail = TAIL_FIXED_S + TAIL_PER_PROFILE_S * (costs.profiles_done + n_prof) + knobs.kernels_s
+    per = tail_per_profile_s(knobs.diagnose_jobs)
+    tail = TAIL_FIXED_S + per * (costs.profiles_done + n_prof) + knobs.kernels_s
     return Projection(elapsed_s=elapsed_s, round_s=_one_round(vs, knobs), rest_s=rest,
                       tail_s=tail, reserve_s=reserve)  # fmt: skip
 
@@ -496,6 +507,7 @@ def knobs_of_config(cfg: Any, gpu: bool = False) -> Knobs:
     from dataclasses import asdict
 
     k = _knobs_of({"config": {"harness": asdict(cfg.harness), "nsys": asdict(cfg.nsys)}})
+    k = replace(k, diagnose_jobs=cfg.harness.diagnosis_processes())
     kernels = getattr(cfg, "kernels", None)
     if gpu and kernels is not None and kernels.enabled and k.profile:
         k = replace(k, kernels_s=float(kernels.budget_s or 0.0))

@@ -119,13 +119,15 @@ def judge_run(
     runs: pd.DataFrame,
     *,
     thresholds: Mapping[str, Any] | None = None,
+    jobs: int = 1,
 ) -> JudgedRun:
     """The whole pipeline on a run folder (``runs``: runs.csv's rows: scenario, variant, kind,
-    profiled, and ``speedup_ci_low`` for the verdict's bar); nothing is written."""
+    profiled, and ``speedup_ci_low`` for the verdict's bar); nothing is written. ``jobs``:
+    exports read at once (:func:`harness.judge.evidence.gather`)."""
     cfg = load_thresholds(thresholds)
     timed = _results(run_dir, found, runs)
     steps = {(s, v): r.step_ms_mean for s, by in timed.items() for v, r in by.items()}
-    evidence = E.gather(run_dir, found, runs, cfg, steps)
+    evidence = E.gather(run_dir, found, runs, cfg, steps, jobs=jobs)
     judged = tuple(judge_variant(e, found[e.scenario], timed[e.scenario], cfg) for e in evidence)
     judged = _witnessed(run_dir, judged)
     diag = diagnosis_frame([diagnosis_row(j) for j in judged])
@@ -186,10 +188,11 @@ def diagnose_run(
     *,
     crosscheck: bool = True,
     thresholds: Mapping[str, Any] | None = None,
+    jobs: int = 1,
 ) -> JudgedRun:
     """:func:`judge_run`, then :func:`write_judged`: what ``harness run`` and
-    ``scripts/rediagnose.py`` do at the end of a run."""
-    judged = judge_run(run_dir, found, runs, thresholds=thresholds)
+    ``harness rediagnose`` do at the end of a run."""
+    judged = judge_run(run_dir, found, runs, thresholds=thresholds, jobs=jobs)
     write_judged(run_dir, judged, runs, crosscheck=crosscheck, thresholds=thresholds)
     return judged
 

@@ -36,10 +36,11 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from harness.core.config import usable_cores
 from harness.report.fmt import RemoteError
 from harness.report.load import warn
 
-__all__ = ["Job", "Picture", "Timelines", "WorkerDied", "cpus", "draw"]
+__all__ = ["Job", "Picture", "Timelines", "WorkerDied", "draw"]
 
 #: How long a worker told to stop (SIGTERM) gets before it is killed.
 _STOP_S = 2.0
@@ -271,14 +272,6 @@ def _describe(code: int | None) -> str:
     return f"exit code {code}"
 
 
-def cpus() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except (AttributeError, OSError):
-        return os.cpu_count() or 1
-
-
 class Timelines:
     """The pictures of ``jobs``, drawn by up to ``workers`` processes (default: one per CPU, at
     most one per picture) while the report goes on. Use as a context manager, and :meth:`poll`
@@ -287,7 +280,7 @@ class Timelines:
     def __init__(self, jobs: list[Job], workers: int | None = None) -> None:
         self._todo: deque[Job] = deque(dict.fromkeys(jobs))
         self._jobs = set(self._todo)
-        n = workers if workers is not None else cpus()
+        n = workers if workers is not None else usable_cores()
         self.workers = max(1, min(n, len(self._jobs)))
         # One worker, or none to be had: each picture is drawn in its section, as before.
         self._pool = self.workers > 1 and os.name == "posix" and bool(sys.executable)
