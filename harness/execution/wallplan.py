@@ -67,6 +67,8 @@ DIAGNOSIS_PER_PROFILE_S = 1.1
 def tail_per_profile_s(jobs: int) -> float:
     """Seconds of the tail per profiled variant with the diagnosis in ``jobs`` processes."""
     return TAIL_PER_PROFILE_S - DIAGNOSIS_PER_PROFILE_S * (1.0 - 1.0 / max(1, jobs))
+
+
 #: Seconds per profiled scenario beyond its workers' spans and set-ups: its last capture taken,
 #: its traced servers closed, the next scenario's first worker held until nsys has written.
 PROFILE_SWITCH_S = 4.0
