@@ -44,22 +44,25 @@ def test_every_variant_runs_on_cpu_and_sync_free_matches_baseline(tmp_path):
 
     bm, fm, im = base.metrics(), free.metrics(), ideal.metrics()
     n_params = len(list(base.model.parameters()))
-    # per block, isnan(loss), per parameter, item(); no device to synchronize on the CPU
-    assert bm["syncs_per_step"] == size.depth + 1 + n_params + 1
+    # per block, isnan(loss), two per parameter, item(); no device to synchronize on the CPU
+    assert bm["syncs_per_step"] == size.depth + 1 + 2 * n_params + 1
     # the fix logs the same gradient norms (mean over its steps) as the baseline computed
     free.mean_loss()  # reads the final snapshot, which covers every step
     expected_norms = [v / STEPS for v in base.grad_norm_sums.values()]
     assert len(expected_norms) == n_params
     assert free.mean_grad_norms == pytest.approx(expected_norms, rel=1e-5)
+    weights = [v / STEPS for v in base.weight_norm_sums.values()]
+    assert free.mean_weight_norms == pytest.approx(weights, rel=1e-5)
     assert fm["syncs_per_step"] == 0 and im["syncs_per_step"] == 0
     # no_sync: the same reads, each landed in its ring slot and read afterwards, no sync
     nm = nosync.metrics()
     assert nm["syncs_per_step"] == 0
     assert sorted(nosync.losses) == pytest.approx(sorted(base.losses), rel=1e-9)
     assert list(nosync.grad_norm_sums) == list(base.grad_norm_sums)
-    assert list(nosync.grad_norm_sums.values()) == pytest.approx(
-        list(base.grad_norm_sums.values()), rel=1e-5
-    )
+    for sums in ("grad_norm_sums", "weight_norm_sums"):
+        assert list(getattr(nosync, sums).values()) == pytest.approx(
+            list(getattr(base, sums).values()), rel=1e-5
+        )
     for m in (bm, fm, im, nm):
         assert m["host_step_ms"] > 0
         assert math.isclose(m["host_launch_ms"] + m["host_metrics_ms"], m["host_step_ms"])

@@ -9,8 +9,8 @@ GPU-heavy. Without syncs the CPU launches step ``i+1``'s forward while the GPU s
 The baseline carries the monitoring code real training loops accumulate, each item reading a
 device value on the host every step: an inf/NaN check on every block's output from forward
 hooks (what ``transformers``' ``DebugUnderflowOverflow`` does), ``if torch.isnan(loss)``, a
-per-parameter gradient-norm dict for the logger (``p.grad.norm().item()``, as gradient
-watchers do), ``loss.item()`` and ``torch.cuda.synchronize()`` to time the step. Every read
+per-parameter gradient-norm and weight-norm dict for the logger (``p.grad.norm().item()``
+and ``p.norm().item()``, as gradient and weight watchers such as ``wandb.watch(log="all")`` do), ``loss.item()`` and ``torch.cuda.synchronize()`` to time the step. Every read
 waits for the GPU to drain its queue, so the forward's launch time, the norm loop's launch and
 round-trip time and the GPU time add up instead of overlapping. ``sync_free`` computes the
 same checks and numbers on the device in a handful of launches per step (one multi-tensor norm
@@ -78,7 +78,7 @@ class ForcedSyncConfig(ScenarioConfig):
 
     severity: float = 1.0
     """Fraction of steps on which the baseline runs its host-side monitoring (per-block inf/NaN
-    checks, per-parameter gradient norms, loss.item(), isnan(loss), torch.cuda.synchronize()
+    checks, per-parameter gradient and weight norms, loss.item(), isnan(loss), torch.cuda.synchronize()
     for timing); 1.0 = every step, as debugging and logging code usually does."""
     smoke: ForcedSyncSize = field(
         default_factory=lambda: ForcedSyncSize(
@@ -117,13 +117,15 @@ class ForcedSyncConfig(ScenarioConfig):
 SCENARIO = Scenario(
     name="forced_sync",
     bottleneck=Klass.HOST_SYNC,
-    title="Per-step host syncs from monitoring: inf/NaN checks, gradient norms, loss logging",
+    title="Per-step host syncs from monitoring: inf/NaN checks, gradient and weight norms, "
+    "loss logging",
     variants=(
         Variant(
             name="baseline",
             kind="baseline",
             summary="every step: inf/NaN check on each block's output (forward hooks), "
-            "`if torch.isnan(loss)`, p.grad.norm().item() per parameter, loss.item() and "
+            "`if torch.isnan(loss)`, p.grad.norm().item() and p.norm().item() per parameter, "
+            "loss.item() and "
             "torch.cuda.synchronize() for perf_counter timing",
         ),
         Variant(

@@ -169,14 +169,15 @@ class _Trainer(Workload):
 
 class Baseline(_Trainer):
     """Monitoring code that reads device values on the host every step: an inf/NaN check on
-    every block's output, ``if torch.isnan(loss)``, a per-parameter gradient-norm dict for the
-    logger, ``loss.item()`` and ``torch.cuda.synchronize()`` to time the step."""
+    every block's output, ``if torch.isnan(loss)``, per-parameter gradient- and weight-norm
+    dicts for the logger, ``loss.item()`` and ``torch.cuda.synchronize()`` to time the step."""
 
     def setup_metrics(self) -> None:
         self.losses: list[float] = []
         self.step_times_ms: list[float] = []
         self.grad_norms: dict[str, float] = {}  # the latest step's, as a logger would get them
         self.grad_norm_sums: dict[str, float] = {}
+        self.weight_norm_sums: dict[str, float] = {}  # weights logged too (wandb.watch "all")
         self.checking = False
         self.hook_syncs = 0
         self.block_outputs(self.check_block)
@@ -214,10 +215,12 @@ class Baseline(_Trainer):
         with phase(SYNC):
             for name, p in self.model.named_parameters():
                 self.grad_norms[name] = p.grad.norm().item()  # one host round trip each
+                weight = p.detach().norm().item()  # and another
                 self.grad_norm_sums[name] = (
                     self.grad_norm_sums.get(name, 0.0) + self.grad_norms[name]
                 )
-        return len(self.grad_norms)
+                self.weight_norm_sums[name] = self.weight_norm_sums.get(name, 0.0) + weight
+        return 2 * len(self.grad_norms)
 
     def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
         if not self.checking:
@@ -259,7 +262,7 @@ class NoSync(Baseline):
             {
                 "finite": torch.ones(depth, dtype=torch.bool, pin_memory=pin),
                 "nan_loss": torch.zeros((), dtype=torch.bool, pin_memory=pin),
-                "norms": torch.zeros(len(self.names), dtype=torch.float32, pin_memory=pin),
+                "norms": torch.zeros(2 * len(self.names), dtype=torch.float32, pin_memory=pin),
                 "loss": torch.zeros((), dtype=torch.float32, pin_memory=pin),
             }
             for _ in range(self.RING)
@@ -290,10 +293,11 @@ class NoSync(Baseline):
 
     def after_backward(self, index: int) -> int:
         if self.checking:
-            norms = self.current["norms"]
+            norms, n = self.current["norms"], len(self.names)
             with phase(METRICS):
                 for j, p in enumerate(self.model.parameters()):
                     norms[j].copy_(p.grad.norm(), non_blocking=True)
+                    norms[n + j].copy_(p.detach().norm(), non_blocking=True)
         return 0
 
     def after_step(self, index: int, loss: torch.Tensor, t0: float) -> int:
@@ -334,9 +338,11 @@ class NoSync(Baseline):
         if bool(slot["nan_loss"]):
             raise FloatingPointError(f"NaN loss at step {step}")
         self.losses.append(float(slot["loss"]))
-        for name, value in zip(self.names, slot["norms"].tolist(), strict=True):
-            self.grad_norms[name] = value
-            self.grad_norm_sums[name] = self.grad_norm_sums.get(name, 0.0) + value
+        values, n = slot["norms"].tolist(), len(self.names)
+        for name, grad, weight in zip(self.names, values[:n], values[n:], strict=True):
+            self.grad_norms[name] = grad
+            self.grad_norm_sums[name] = self.grad_norm_sums.get(name, 0.0) + grad
+            self.weight_norm_sums[name] = self.weight_norm_sums.get(name, 0.0) + weight
 
     def drain(self) -> None:
         """Read every slot still in flight, in step order (end of run only)."""
@@ -365,11 +371,13 @@ class SyncFree(_Trainer):
         self.outputs: list[torch.Tensor] = []  # this step's block-output norms (0-d, on device)
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=dev)
         self.act_norm_sum = torch.zeros(self.depth, dtype=torch.float32, device=dev)
-        self.norm_sum = torch.zeros(n_params, dtype=torch.float32, device=dev)
-        # [loss_sum, per-block output-norm sums..., per-parameter gradient-norm sums...]
-        self.snapshot = torch.zeros(1 + self.depth + n_params, dtype=torch.float64, device=dev)
+        self.n_params = n_params
+        # every gradient's norm, then every weight's
+        self.norm_sum = torch.zeros(2 * n_params, dtype=torch.float32, device=dev)
+        # [loss_sum, per-block output-norm sums..., gradient-norm sums..., weight-norm sums...]
+        self.snapshot = torch.zeros(1 + self.depth + 2 * n_params, dtype=torch.float64, device=dev)
         self.host_buf = torch.zeros(
-            1 + self.depth + n_params, dtype=torch.float64, pin_memory=self.on_gpu
+            1 + self.depth + 2 * n_params, dtype=torch.float64, pin_memory=self.on_gpu
         )
         self.event = torch.cuda.Event() if self.on_gpu else None
         self.steps_done = 0
@@ -377,6 +385,7 @@ class SyncFree(_Trainer):
         self.pending: int | None = None  # steps covered by the snapshot in flight
         self.logged: list[tuple[int, float]] = []  # (steps, mean loss) read on the host
         self.mean_grad_norms: list[float] = []
+        self.mean_weight_norms: list[float] = []
         self.block_outputs(self.keep_output)
 
     def keep_output(self, block: int, out: torch.Tensor) -> None:
@@ -395,7 +404,8 @@ class SyncFree(_Trainer):
 
     def after_backward(self, index: int) -> int:
         with phase(METRICS):
-            norms = torch._foreach_norm(self.grads())
+            weights = [p.detach() for p in self.model.parameters()]
+            norms = [*torch._foreach_norm(self.grads()), *torch._foreach_norm(weights)]
             self.norm_sum.add_(torch.stack(norms).float())
         return 0
 
@@ -432,7 +442,8 @@ class SyncFree(_Trainer):
         steps = self.pending
         acts, norms = rest[: self.depth], rest[self.depth :]
         self.logged.append((steps, total / steps))
-        self.mean_grad_norms = [n / steps for n in norms]
+        self.mean_grad_norms = [n / steps for n in norms[: self.n_params]]
+        self.mean_weight_norms = [n / steps for n in norms[self.n_params :]]
         self.pending = None
         bad = [i for i, a in enumerate(acts) if not math.isfinite(a)]
         if bad:
