@@ -14,6 +14,7 @@ and counted in ``not_applicable``: not applicable is never "did not fire".
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,7 @@ def expert_rules_table(
     *,
     timeout_s: float = 300,
     budget_s: float | None = None,
+    jobs: int = 1,
 ) -> tuple[pd.DataFrame, str | None]:
     """Every mapped nsys rule on every profiled export: one row per report and rule.
 
@@ -107,32 +109,36 @@ def expert_rules_table(
     and, when the rules could not run at all (no nsys, no ``analyze``), the reason (one
     ``skipped`` row per report then carries it). ``timeout_s`` bounds one rule on one report;
     once ``budget_s`` seconds are spent, the remaining reports get ``skipped`` rows saying so.
+    ``jobs`` reports are read at once.
     """
     truth = {(r.scenario, r.variant): r for r in diag.itertuples()} if not diag.empty else {}
     reports = [
         (r, db) for r, db in profiled_exports(run_dir, runs) if (r.scenario, r.variant) in truth
     ]
     nsys, rules, skip = _runnable(run_dir)
-    out = []
     t0 = time.monotonic()
-    for r, db in reports:
+
+    def one(r: Any, db: Path) -> list[dict]:
         base = {"scenario": r.scenario, "variant": r.variant, "kind": r.kind,
                 "expected": truth[(r.scenario, r.variant)].expected}  # fmt: skip
         if skip:
-            out.append({**base, "status": "skipped", "reason": skip})
-            continue
+            return [{**base, "status": "skipped", "reason": skip}]
         if budget_s is not None and time.monotonic() - t0 > budget_s:
             why = f"expert_rules.budget_s={budget_s:g} s spent on earlier reports"
-            out.append({**base, "status": "skipped", "reason": why})
-            continue
-        for res in E.run_rules(nsys[0], db, rules, timeout_s=timeout_s):  # type: ignore[index]
-            d = res.to_dict()
-            out.append(
-                {**base, "rule": d["rule"], "rule_2024": d["canonical"], "class": d["class"],
-                 "status": d["status"], "rows": d["rows"], "fired": d["fired"],
-                 "reason": d["reason"], "seconds": d["seconds"],
-                 "nsys": nsys_label(nsys[1])}  # type: ignore[index]
-            )  # fmt: skip
+            return [{**base, "status": "skipped", "reason": why}]
+        return [
+            {**base, "rule": d["rule"], "rule_2024": d["canonical"], "class": d["class"],
+             "status": d["status"], "rows": d["rows"], "fired": d["fired"],
+             "reason": d["reason"], "seconds": d["seconds"],
+             "nsys": nsys_label(nsys[1])}  # type: ignore[index]
+            for d in (res.to_dict() for res in E.run_rules(
+                nsys[0], db, rules, timeout_s=timeout_s))  # type: ignore[index]
+        ]  # fmt: skip
+
+    # each rule is an ``nsys analyze`` process: ``jobs`` reports at once, rows in report order
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        done = [pool.submit(one, r, db) for r, db in reports]
+        out = [row for f in done for row in f.result()]
     table = pd.DataFrame(out).reindex(columns=list(RULES_COLUMNS))
     table["rows"] = table["rows"].astype("Int64")
     table["fired"] = table["fired"].astype("boolean")
@@ -207,7 +213,7 @@ def crosscheck(diag: pd.DataFrame, rules: pd.DataFrame) -> pd.DataFrame:
 
 
 def write_crosscheck(
-    run_dir: Path, diag: pd.DataFrame, runs: pd.DataFrame, *, quiet: bool = False
+    run_dir: Path, diag: pd.DataFrame, runs: pd.DataFrame, *, quiet: bool = False, jobs: int = 1
 ) -> tuple[pd.DataFrame, pd.DataFrame]:
     """``expert_rules.csv`` and ``crosscheck.csv`` in ``run_dir``; prints a short summary.
 
@@ -222,6 +228,7 @@ def write_crosscheck(
         runs,
         timeout_s=float(cfg.timeout_s),
         budget_s=None if budget is None else float(budget),
+        jobs=jobs,
     )
     scores = crosscheck(diag, rules)
     write_frame(run_dir / "expert_rules.csv", rules)

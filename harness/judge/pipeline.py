@@ -164,10 +164,11 @@ def write_judged(
     *,
     crosscheck: bool = True,
     thresholds: Mapping[str, Any] | None = None,
+    jobs: int = 1,
 ) -> None:
     """The judged run's tables, each written once; with ``crosscheck`` (and unless
     ``expert_rules.enabled`` is false), nsys's expert rules on the same exports
-    (expert_rules.csv, crosscheck.csv)."""
+    (expert_rules.csv, crosscheck.csv), ``jobs`` reports at once."""
     rf.write_frame(rf.table_path(run_dir, "diagnosis"), judged.diagnosis)
     write_findings(run_dir, judged.findings)
     rf.write_frame(rf.table_path(run_dir, "gpu_work"), judged.gpu_work)
@@ -178,7 +179,7 @@ def write_judged(
     if crosscheck and load_thresholds(thresholds).expert_rules.enabled:
         from harness.judge.crosscheck import write_crosscheck
 
-        write_crosscheck(run_dir, judged.diagnosis, runs)
+        write_crosscheck(run_dir, judged.diagnosis, runs, jobs=jobs)
 
 
 def diagnose_run(
@@ -193,7 +194,7 @@ def diagnose_run(
     """:func:`judge_run`, then :func:`write_judged`: what ``harness run`` and
     ``harness rediagnose`` do at the end of a run."""
     judged = judge_run(run_dir, found, runs, thresholds=thresholds, jobs=jobs)
-    write_judged(run_dir, judged, runs, crosscheck=crosscheck, thresholds=thresholds)
+    write_judged(run_dir, judged, runs, crosscheck=crosscheck, thresholds=thresholds, jobs=jobs)
     return judged
 
 
