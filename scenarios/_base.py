@@ -66,6 +66,10 @@ class Variant:
     needs_gpu: str = ""
     """Non-empty when the variant cannot run without CUDA: the reason, shown when it is skipped
     on a CPU box (e.g. 'CUDA graphs capture GPU work only')."""
+    needs_module: str = ""
+    """A module the variant imports that an install may lack (an optional extra, e.g.
+    ``nvidia.dali``): where the harness cannot find it, the variant is skipped with the reason,
+    rather than failing in every round."""
     compiles: bool = False
     """Its set-up runs ``torch.compile``: the harness may fill the compiler cache for it in the
     background before its first timing run (harness.warm_compile)."""

@@ -38,6 +38,17 @@ NO_GPU_NOTE = (
 )
 
 
+def module_found(name: str) -> bool:
+    """Whether ``name`` can be imported here, found without importing it (its parent packages
+    are imported: for ``nvidia.dali``, the ``nvidia`` namespace)."""
+    import importlib.util
+
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
 def shares_capture_stop(
     *, profiled: bool, one_node: bool, world: int, overlap_capture_stop: bool
 ) -> bool:
@@ -175,9 +186,14 @@ class Settings:
     def skip_reason(self, unit: Unit) -> str:
         """Why this machine cannot run ``unit`` ('' when it can): the reason alone, since the
         status says 'skipped' and the variant and round are columns of their own."""
-        needs = self.found[unit.scenario].variant(unit.variant).needs_gpu
-        if needs and self.device != "cuda":
-            return f"this machine has no GPU: {needs}"
+        variant = self.found[unit.scenario].variant(unit.variant)
+        if variant.needs_gpu and self.device != "cuda":
+            return f"this machine has no GPU: {variant.needs_gpu}"
+        if variant.needs_module and not module_found(variant.needs_module):
+            return (
+                f"{variant.needs_module} is not installed in this environment "
+                "(an optional extra of the project: scripts/setup.sh installs them all)"
+            )
         world = self.found[unit.scenario].world_size
         gpus = len(self.gpu.names) if self.device == "cuda" else None
         return distributed_skip(self.cfg, unit, world, gpus)

@@ -129,7 +129,10 @@ SCENARIO = Scenario(
             ),
         ),
         Variant(
-            name="dali", kind="fix", summary="NVIDIA DALI: GPU JPEG decode (mixed), prefetched"
+            name="dali",
+            kind="fix",
+            summary="NVIDIA DALI: GPU JPEG decode (mixed), prefetched",
+            needs_module="nvidia.dali",
         ),
         Variant(name="ideal", kind="ideal", summary="pre-decoded batches resident on the device"),
     ),
