@@ -64,10 +64,11 @@ def test_the_loop_waits_on_dalis_stream_not_its_own() -> None:
 
 
 def test_the_replay_fits_once_they_do_not_drain_the_queue(tmp_path) -> None:
-    """The model replays the recorded window within 1.1% with the rule, 4.2% over without it
+    """The model replays the recorded window 2.4% over with the rule, 6.6% over without it
     (the same export without its event records, which the rule reads, as nsys before 2024
     wrote it); on the whole captures 0.995 (H100) and 0.998 (H200) where it was 1.068 and
-    1.103."""
+    1.103. (Before the GPU's turnaround between queued items was replayed: 1.1% under and 4.2%
+    over; this loop stream's 1,844 queued items wait a median 2.4 us after their predecessor.)"""
     path = sqlite_fixture("h100_sync_loading__dali", SIDE)
     with T.open_trace(path) as tr:
         found = {f.klass: f for f in diagnose(tr)}
@@ -81,8 +82,8 @@ def test_the_replay_fits_once_they_do_not_drain_the_queue(tmp_path) -> None:
         found["host_sync"].metrics["model_fit"],
         blind["host_sync"].metrics["model_fit"],
     )
-    assert fit == pytest.approx(0.989, abs=5e-4)
-    assert blind_fit == pytest.approx(1.0423, abs=5e-4)
+    assert fit == pytest.approx(1.0237, abs=5e-4)
+    assert blind_fit == pytest.approx(1.0662, abs=5e-4)
     saving = "predicted_saving_share"
     assert found["host_sync"].metrics[saving] < blind["host_sync"].metrics[saving]
     assert (

@@ -130,10 +130,17 @@ def replay_inputs(
         own = np.where(tl.block, own, np.maximum(0, own - rest))
     block = tl.block & ~rm.unblock if rm.unblock is not None else tl.block
     lat = np.where(tl.item_lat >= 0, tl.item_lat, tl.med_lat)
-    if rm.no_latency:
+    turn = tl.item_turn if tl.item_turn.size == lat.size else np.zeros_like(lat)
+    if rm.no_latency:  # one graph launch: no latency; only the turnarounds seen are kept (a
+        # launch-bound loop queues little, and its median would be read off a few items)
         lat = np.zeros_like(lat)
+        turn = (
+            np.where(tl.item_turn_seen, turn, 0)
+            if tl.item_turn_seen.size == turn.size
+            else 0 * turn
+        )
     gone = rm.item_gone if rm.item_gone is not None else np.zeros(tl.item_op.size, bool)
-    return gap, own, block, lat, gone
+    return gap, own, block, (lat, turn), gone
 
 
 def replay(
@@ -150,7 +157,7 @@ def replay(
     running sum and each stream's items a max-plus scan."""
     gap, own, block, lat, gone = replay_inputs(
         tl, rm or Removal(), overhead_ns, scale, speed, share
-    )
+    )  # lat: (launch latency, the GPU's turnaround behind a queued item), per item
     n = tl.n_ops
     op_start = np.zeros(n, np.int64)
     i_start, i_end = tl.item_start.copy(), tl.item_end.copy()  # unlaunched items keep theirs
@@ -212,7 +219,9 @@ def _run_items(tl, a, b, op_start, lat, gone, dur, i_start, i_end, free) -> None
 
 
 def _place(tl, lo, hi, op_start, lat, gone, dur, i_start, i_end, free) -> None:
-    """:func:`_run_items` for the items lo..hi, whose waits on other streams are placed."""
+    """:func:`_run_items` for the items lo..hi, whose waits on other streams are placed
+    (``lat``: each item's launch latency and its turnaround, :func:`replay_inputs`)."""
+    lat, turn = lat
     ks = np.arange(lo, hi)
     ready = op_start[tl.item_op[ks]] + lat[ks]
     if tl.item_dep.size == tl.item_op.size:
@@ -227,8 +236,10 @@ def _place(tl, lo, hi, op_start, lat, gone, dur, i_start, i_end, free) -> None:
     for sid in np.unique(streams):
         on = streams == sid
         k, r = ks[on], ready[on]
-        c = np.cumsum(dur[k])
-        base = np.maximum.accumulate(r - (c - dur[k]))
+        # end_j = max(ready_j, end_(j-1) + turn_j) + dur_j: the turnaround as part of the
+        # item's length, its ready time moved back by the same
+        c = np.cumsum(dur[k] + turn[k])
+        base = np.maximum.accumulate(r - c + dur[k])
         end = c + np.maximum(base, free.get(int(sid), tl.t0))
         i_end[k] = end
         i_start[k] = end - dur[k]

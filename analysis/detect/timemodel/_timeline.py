@@ -71,6 +71,12 @@ class Timeline:
     """Activity kind of each item (``view.KIND_*``)."""
     item_lat: np.ndarray
     """Recorded launch latency where the stream was free (else -1: the median is used)."""
+    item_turn: np.ndarray
+    """Per item: the GPU's own time between the end of its stream's previous item and its
+    start when it was already launched (queued: a dependent kernel or copy does not start the
+    moment the one before ends), as recorded; the window's median for items not queued."""
+    item_turn_seen: np.ndarray
+    """Per item: its turnaround was recorded (it was queued), not the median."""
     item_ptr: np.ndarray
     """CSR pointer: items of call i are ``item_ptr[i]:item_ptr[i + 1]`` (launched items first,
     in call order)."""
@@ -370,16 +376,21 @@ def _assemble(
     dep, dep_gap = _cross_stream_waits(i_start, i_end, stream, item_op, s, med_lat, held, wake)
     delivery = _delivery(gap_kind, calls["cat"])
     drains = _sync_launches(calls["cat"], s, own, e, i_start, i_end, ptr, cap)
+    lane = _lanes(i_start, i_end, stream, kind, item_op, pc.concurrent_share)
+    turn, seen = _turnarounds(i_start, i_end, lane, item_op, s, med_lat)  # the replay's queues
+    turn[lane != stream] = 0  # a side stream's item run in another's queue: it overlapped
+    if dep.size == turn.size:  # waited for another stream's item: that wait is placed apart
+        turn[dep >= 0] = 0
     return Timeline(
         t0=t0, op_start=s, op_end=e, gap=gap, own=own, block=block, cat=calls["cat"],
         gap_kind=gap_kind, wait_item=wait_item, wait_stream=wait_stream, post=post,
         item_op=item_op, item_start=i_start, item_end=i_end, item_stream=stream, item_kind=kind,
-        item_lat=np.where(plausible, lat, -1), item_ptr=ptr,
+        item_lat=np.where(plausible, lat, -1), item_turn=turn, item_turn_seen=seen, item_ptr=ptr,
         pageable_h2d=pageable_h2d, batch_h2d=h2d & (act.nbytes[order] >= BATCH_BYTES),
         nccl=act.nccl[order], med_lat=med_lat, edges=edges, edge_side=side, launch_cap=cap,
         delivery=delivery, item_rowid=act.rowid[order].astype(np.int64),
         item_d2h=(kind == V.KIND_MEMCPY) & (direction == V.DTOH), drains=drains,
-        item_dep=dep, item_dep_gap=dep_gap, item_lane=_lanes(i_start, i_end, stream, kind, item_op, pc.concurrent_share),
+        item_dep=dep, item_dep_gap=dep_gap, item_lane=lane,
     )  # fmt: skip
 
 
@@ -497,6 +508,36 @@ def _latencies(start, end, stream, item_op, op_start):
     q[1:] = same & (prev_end[:-1] >= start[by][1:] - 10_000)
     queued[by] = q
     return lat, queued
+
+
+#: The longest gap after a queued item's predecessor read as the GPU's own turnaround (a
+#: longer one waited for something else: an event, another stream).
+MAX_TURN_NS = 20_000
+
+
+def _turnarounds(start, end, stream, item_op, op_start, med_lat: int):
+    """Per item: start - the end of its stream's previous item, where it was launched (plus
+    the median latency) before that end: the GPU's own time between two queued operations,
+    up to ``MAX_TURN_NS``; the median of those for the other launched items, 0 for items
+    launched elsewhere. Also whether each was recorded (queued) rather than the median."""
+    by = np.lexsort((start, stream))
+    same = np.zeros(by.size, bool)
+    same[1:] = stream[by][1:] == stream[by][:-1]
+    prev_end = np.full(by.size, np.iinfo(np.int64).min, np.int64)
+    bounds = np.flatnonzero(~same)
+    for a, b in zip(bounds, np.append(bounds[1:], by.size), strict=True):
+        if b - a > 1:
+            prev_end[a + 1 : b] = np.maximum.accumulate(end[by][a : b - 1])
+    op = item_op[by]
+    ready = np.where(op >= 0, op_start[np.maximum(op, 0)] + med_lat, np.iinfo(np.int64).max)
+    gap = start[by] - prev_end
+    known = same & (op >= 0) & (ready < prev_end) & (gap >= 0) & (gap <= MAX_TURN_NS)
+    med = int(np.median(gap[known])) if known.any() else 0
+    out = np.zeros(start.size, np.int64)
+    out[by] = np.where(known, gap, np.where(op >= 0, med, 0))
+    seen = np.zeros(start.size, bool)
+    seen[by] = known
+    return out, seen
 
 
 def _waits(block, s, e, i_start, i_end, item_op, ptr):
