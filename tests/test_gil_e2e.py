@@ -34,6 +34,7 @@ import pytest
 
 from tests._rounds import saving_from_files
 from tests.conftest import only_run_dir, run_cli
+from tests.test_smoke_all import check_every_variant
 
 pytestmark = [
     pytest.mark.slow,
@@ -63,6 +64,11 @@ def run_dir(tmp_path_factory, cache_dir) -> Path:
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return only_run_dir(results)
+
+
+def test_every_variant_runs(run_dir: Path) -> None:
+    """What tests/test_smoke_all.py checks of every other scenario, on this module's run."""
+    check_every_variant(run_dir, SCENARIO)
 
 
 def test_the_best_fix_is_measured_faster_with_an_interval(run_dir: Path) -> None:

@@ -1,5 +1,6 @@
 """Every shipped scenario's smoke size runs all its variants end to end through the harness CLI
-(sync_loading, which also checks nsys evidence, has its own test in test_e2e_smoke.py).
+(the scenarios of :data:`OWN_E2E` are checked, by :func:`check_every_variant` too, on the runs
+of their own end-to-end modules, which also check their nsys evidence).
 
 The scenarios run in one ``harness run`` (``+scenario=[a,b,...]``), as a user running several
 would: one harness start and one fork server instead of one per scenario; each scenario's rows
@@ -8,6 +9,8 @@ are then checked on their own."""
 from __future__ import annotations
 
 import json
+import shutil
+from pathlib import Path
 
 import pandas as pd
 import pytest
@@ -18,7 +21,20 @@ from tests.conftest import assert_fits, only_run_dir, run_cli, smoke_args
 pytestmark = pytest.mark.slow
 
 FOUND = scenarios.discover()
-OTHERS = [n for n in sorted(FOUND) if n != "sync_loading"]
+#: Scenarios whose own end-to-end module (profiled, several rounds, run wherever nsys is) makes
+#: the checks of :func:`check_every_variant` on its own run: run here as well they were the
+#: same timed units twice (pipeline_imbalance's 2-rank units were a third of this run's CPU).
+OWN_E2E = {
+    "sync_loading": "tests/test_e2e_smoke.py",
+    "pipeline_imbalance": "tests/test_pipeline_e2e.py",
+    "gil_contention": "tests/test_gil_e2e.py",
+}
+#: Without nsys those modules skip, so their scenarios run here (sync_loading's module does not).
+OTHERS = [
+    n
+    for n in sorted(FOUND)
+    if n not in OWN_E2E or (n != "sync_loading" and shutil.which("nsys") is None)
+]
 
 
 @pytest.fixture(scope="module")
@@ -35,6 +51,14 @@ def test_smoke_runs_every_variant(name, smoke_run):
     assert proc.returncode == 0, proc.stderr[-3000:]
     every = pd.read_csv(run_dir / "runs.csv")
     assert sorted(set(every["scenario"])) == OTHERS
+    check_every_variant(run_dir, name)
+
+
+def check_every_variant(run_dir: Path, name: str) -> None:
+    """Every variant of scenario ``name`` in ``run_dir`` ran (or skipped for want of a GPU,
+    saying so), each ran round measured every step it counts, and the baseline's speedup is
+    1."""
+    every = pd.read_csv(run_dir / "runs.csv")
     runs = every[every["scenario"] == name].set_index("variant")
     scen = FOUND[name]
     assert list(runs.index) == scen.variant_names
@@ -42,9 +66,12 @@ def test_smoke_runs_every_variant(name, smoke_run):
         expected = "skipped" if v.needs_gpu else "ok"
         assert runs.loc[v.name, "status"] == expected, runs.loc[v.name, "error"]
         if expected == "ok":
-            result = json.loads((run_dir / name / v.name / "timing-1" / "result.json").read_text())
-            assert len(result["step_ms"]) == result["steps"] > 0
-            assert all(ms > 0 for ms in result["step_ms"])
+            rounds = sorted((run_dir / name / v.name).glob("timing-*/result.json"))
+            assert rounds, v.name
+            for path in rounds:
+                result = json.loads(path.read_text())
+                assert len(result["step_ms"]) == result["steps"] > 0
+                assert all(ms > 0 for ms in result["step_ms"])
         else:
             assert v.needs_gpu in runs.loc[v.name, "error"]
     assert runs.loc[scen.baseline.name, "speedup"] == pytest.approx(1.0)
