@@ -25,13 +25,7 @@ from harness.core import runfolder as rf
 from harness.judge.measure import LIMIT
 from scenarios import Scenario
 
-__all__ = [
-    "Evidence",
-    "gather",
-    "gpu_work_frame",
-    "probed_host_speed",
-    "profiled_exports",
-]
+__all__ = ["Evidence", "gather", "gpu_work_frame", "probed_host_speed", "profiled_exports"]
 
 
 @dataclass(frozen=True)
@@ -144,8 +138,8 @@ def gather(
     """Every profiled export's evidence, in runs.csv's order; ``step_ms``: each variant's
     untraced mean step (the timed rounds'), which calibrates its predictions. ``jobs`` above 1
     reads that many exports at once, each in a fresh process (the exports are independent and
-    each read is CPU-bound: a run's 37 took 40 s one after the other on a 16-core host), the
-    largest first; the evidence is the same either way."""
+    each read is CPU-bound; docs/measurement.md), the largest first; the evidence is the same
+    either way."""
     calls = [
         (db, found[r.scenario], r.variant, r.kind, cfg, step_ms.get((r.scenario, r.variant)),
          detect, probed_host_speed(r))
