@@ -6,7 +6,8 @@ The fixture is the wild corpus's clean_cudnn_short, captured whole on the H100: 
 convolutional model whose 1,029-launch step took 46-54 ms under nsys and 28.3 ms without it
 (corpus/wild/timing.csv), with the GPU busy ~24 ms of it. From the trace alone (nsys's default
 7 us a call) an instant host would save about 40%, over launch_bound's 25%; with the measured step
-the replay fits nsys's cost at ~20 us a call and predicts 1.21x, a saving of 17%. Its label (no
+the replay fits nsys's cost at ~20 us a call and predicts 1.18x, a saving of 15% (1.21x before the GPU's
+turnaround between queued kernels was replayed: the graph keeps the ones recorded). Its label (no
 switch helps) stands."""
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ def test_the_trace_alone_fires_launch_bound() -> None:
 def test_calibrated_to_the_untraced_step_it_is_clear() -> None:
     f = _launch_bound(STEP_MS)
     assert f.state is State.CLEAR
-    assert f.predicted_speedup == pytest.approx(1.21, abs=0.03)
+    assert f.predicted_speedup == pytest.approx(1.18, abs=0.03)
     assert f.impact == 0.0
     assert f.metrics["predicted_saving_share"] == pytest.approx(_saving(f), abs=1e-4)
     share = f.metrics["predicted_saving_share"]
