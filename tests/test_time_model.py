@@ -315,3 +315,26 @@ def test_json_and_tables_carry_the_prediction() -> None:
     # no GIL waits in this loop: nothing to cut, nothing saved
     assert by["gil_contention"]["predicted_speedup"] == 1.0
     assert by["gil_contention"]["state"] == "clear"
+
+
+def test_graph_turn_share_leaves_time_between_a_graphs_kernels() -> None:
+    """``predict.graph_turn_share``: under the launch-bound removal (one graph replay), the
+    kernels whose turnaround the trace did not record keep that share of the median between
+    them. On a real launch-bound capture (lb_manual_sgd: ~1,480 kernels a step, few queued)
+    the replayed step grows with it, so the predicted speedup falls; 0 is the default."""
+    from tests._fixtures import sqlite_fixture
+
+    path = sqlite_fixture(
+        "lb_manual_sgd", Path(__file__).resolve().parents[1] / "corpus/wild/exports"
+    )
+
+    def speedup(share: float | None) -> float:
+        over = {} if share is None else {"predict": {"graph_turn_share": share}}
+        with T.open_trace(path) as tr:
+            found = {f.klass: f for f in diagnose(tr, over)}
+        return found["launch_bound"].predicted_speedup
+
+    default, off, some, all_of_it = speedup(None), speedup(0.0), speedup(0.3), speedup(1.0)
+    assert default == off
+    assert all_of_it < some < off
+    assert off / some > 1.05  # ~1,480 gaps a step, each a share of a ~1 us turnaround

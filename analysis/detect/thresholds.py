@@ -574,10 +574,11 @@ class PredictConfig(_Section):
     nsys's cost per call; in a loop of few calls (a long input wait, a big copy) it is mostly
     the spread of the host's own work between steps and processes (5% of a step spread over its
     calls would read as 10 us a call), so the stretches' pace is fitted instead."""
-    calibrate_max_probe: float = 3.0
+    calibrate_max_probe: float = 4.0
     """... and only where the traced iteration is at most this many times the measured step
     and at least 1 / 2 of it: otherwise the iteration found is not the step that was measured
-    (one layer of it, say)."""
+    (one layer of it, say). Not less: nsys's GIL trace alone can slow a loop whose threads
+    trade the GIL more than threefold (docs/detectors.md)."""
     calibrate_max_overhead_us: float = 50.0
     """The largest cost per call the fit may find (nsys's measured cost: 6-21 us a call). With
     a calibration the speedup is over the measured step, whatever cost the fit reached."""
@@ -631,6 +632,13 @@ class PredictConfig(_Section):
     stretches (releasing the host batch before the first launch, waking a thread that slept
     through the load, cores and caches the loader took); a host freed from it dispatches at
     its usual pace."""
+    graph_turn_share: float = 0.0
+    """Removing the launches (one graph replay a step): the share of the GPU's turnaround
+    between two stream-queued kernels (recorded in the trace, its median where a kernel was not
+    queued) that is left between two kernels of a graph, where the trace recorded none. A
+    graph's kernels follow each other faster than a stream's, but not back to back; 0 until the
+    median is a sound base where a loop queues few kernels (docs/detectors.md: the graphs
+    measured, and where 0.3 helps and where it does not)."""
     max_calls: int = 60_000
     """The replay takes the last steady iterations (furthest from the start-up) holding at most
     this many CUDA calls."""
@@ -657,6 +665,7 @@ class PredictConfig(_Section):
                 "in (0, 100]",
             ),
             (0.0 <= self.trace_overhead_share < 1.0, "trace_overhead_share", "in [0, 1)"),
+            (0.0 <= self.graph_turn_share <= 1.0, "graph_turn_share", "in [0, 1]"),
             (self.max_host_speed >= 1.0, "max_host_speed", ">= 1"),
             (self.multi_step > 1.0, "multi_step", "> 1"),
             (0.0 <= self.multiple_tolerance < 0.5, "multiple_tolerance", "in [0, 0.5)"),

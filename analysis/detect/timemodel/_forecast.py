@@ -137,7 +137,7 @@ def predict(
     if cause in GC.CAUSES:  # the same GPU work at another rate
         rm = GC.gpu_removal(view, tl, cause)
     else:
-        rm = M.removal(tl, cause, dispatch_percentile=pct)
+        rm = M.removal(tl, cause, dispatch_percentile=pct, graph_turn_share=pc.graph_turn_share)
     after = M.replay(tl, rm, *untraced)
     found = _prediction(tl, recorded, base, after, pc)
     if found.speedup is None:

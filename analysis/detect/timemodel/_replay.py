@@ -45,6 +45,10 @@ class Removal:
     unblock: np.ndarray | None = None
     item_gone: np.ndarray | None = None
     no_latency: bool = False
+    graph_turn_share: float = 0.0
+    """With ``no_latency`` (one graph replay a step): the share of the GPU's turnaround
+    between two stream-queued items that is left between two of the graph's kernels, for the
+    items whose turnaround was not recorded (``predict.graph_turn_share``)."""
     item_scale: np.ndarray | None = None
     """Per item: its duration multiplied by this (the same work at another rate: the GPU-side
     causes, ``_gpu_causes``); None: every item as long as it lasted."""
@@ -131,11 +135,11 @@ def replay_inputs(
     block = tl.block & ~rm.unblock if rm.unblock is not None else tl.block
     lat = np.where(tl.item_lat >= 0, tl.item_lat, tl.med_lat)
     turn = tl.item_turn if tl.item_turn.size == lat.size else np.zeros_like(lat)
-    if rm.no_latency:  # one graph launch: no latency; only the turnarounds seen are kept (a
-        # launch-bound loop queues little, and its median would be read off a few items)
+    if rm.no_latency:  # one graph launch: no latency; the turnarounds seen are kept, and the
+        # others (a launch-bound loop queues little) shrink to a graph's kernel-to-kernel share
         lat = np.zeros_like(lat)
         turn = (
-            np.where(tl.item_turn_seen, turn, 0)
+            np.where(tl.item_turn_seen, turn, np.rint(rm.graph_turn_share * turn).astype(np.int64))
             if tl.item_turn_seen.size == turn.size
             else 0 * turn
         )
@@ -307,9 +311,12 @@ def _sim_edges(tl, gap, op_start, i_start, i_end, host_end, gone) -> Replayed:
 CAUSE_OF: dict[str, str] = {s.name: s.replay_cause for s in SPECS if s.replay_cause is not None}
 
 
-def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> Removal:
+def removal(
+    tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0, graph_turn_share: float = 0.0
+) -> Removal:
     """What removing ``cause`` entirely edits (see the module docstring);
-    ``dispatch_percentile``: the cap on the host's other gaps once its input work is gone."""
+    ``dispatch_percentile``: the cap on the host's other gaps once its input work is gone;
+    ``graph_turn_share``: :attr:`Removal.graph_turn_share` of the launch removal."""
     if cause == "sync":  # the blocking reads are gone, calls and all
         return Removal(unblock=tl.block, own_zero=tl.block)
     if cause == "data":  # input work and the batch's delivery: data resident on the device
@@ -341,6 +348,7 @@ def removal(tl: Timeline, cause: str, *, dispatch_percentile: float = 75.0) -> R
             gap_keep=tl.blocked,
             own_zero=~tl.block & ~back,
             no_latency=True,
+            graph_turn_share=graph_turn_share,
         )
     if cause == "pageable":  # the pageable copies gone (resident, or pinned and hidden)
         gone = tl.pageable_h2d
