@@ -26,7 +26,7 @@ by = {}
 for corr, s, e in rows:
     by.setdefault(corr, []).append((s, e))
 reps = [v for v in by.values() if len(v) > 1]
-print(f"{sys.argv[2]}: {len(rows)} graph kernels, {sum(e - s for s, e in rows) / 1e3:.0f} us")
+print(f"{sys.argv[2]}: {len(rows)} graph kernels, {sum(e - s for _, s, e in rows) / 1e3:.0f} us")
 if not reps:
     sys.exit(0)
 n = [len(v) for v in reps]
