@@ -227,6 +227,17 @@ def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarr
     return parts, [starts[k] for k in (KIND_KERNEL, KIND_GRAPH, KIND_MEMCPY) if k in starts]
 
 
+def _gpu_read(trace: T.Trace, lo: int, hi: int) -> list[dict[str, np.ndarray]]:
+    """:func:`_read_gpu`'s rows per table (cached until :func:`gpu_activity` takes them), its
+    every row read cached for :func:`gpu_starts`: which thread launched what is then known
+    before the Activity is built (the OS-runtime read of those threads starts sooner)."""
+    key = ("gpu_parts", lo, hi)
+    cache = trace_cache(trace)
+    if key not in cache:
+        cache[key], cache[("gpu_starts", lo, hi)] = _read_gpu(trace, lo, hi)
+    return cache[key]
+
+
 def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     """Kernels, memcpys, memsets and graph replays overlapping [lo, hi], clipped to it (cached).
 
@@ -239,8 +250,8 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     cache = trace_cache(trace)
     if key in cache:
         return cache[key]
-    parts, launched = _read_gpu(trace, lo, hi)
-    cache[("gpu_starts", lo, hi)] = launched
+    parts = _gpu_read(trace, lo, hi)
+    del cache[("gpu_parts", lo, hi)]  # the Activity holds them from here on
 
     def col(name: str, dtype: Any) -> np.ndarray:
         if len(parts) == 1 and name in parts[0]:
@@ -274,7 +285,8 @@ def gpu_starts(trace: T.Trace, lo: int, hi: int, a: int, b: int) -> dict[str, np
     """Kernels, graph replays and copies whose (unclipped) start lies in [a, b) (within the
     window [lo, hi)): start, corr and stream (0 where the table has none), tables in that
     order, each in rowid order. Read by the same scan as :func:`gpu_activity`."""
-    gpu_activity(trace, lo, hi)
+    if ("gpu_starts", lo, hi) not in trace_cache(trace):
+        _gpu_read(trace, lo, hi)
     a, b = max(a, lo), min(b, hi)
     found = []
     for part in trace_cache(trace)[("gpu_starts", lo, hi)]:
