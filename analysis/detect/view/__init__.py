@@ -40,6 +40,7 @@ from analysis.detect.view._arrays import (
     lookup,
     member,
     rows_where,
+    search,
     top,
 )
 from analysis.detect.view._calls import (
@@ -285,6 +286,7 @@ __all__ = [
     "process_main_thread",
     "read_waits",
     "rows_where",
+    "search",
     "stamp",
     "steady",
     "steady_activity",

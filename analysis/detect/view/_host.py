@@ -42,7 +42,7 @@ from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig, GilContentionThresholds, HostThresholds
 from analysis.detect.view import _intervals as I
 from analysis.detect.view._api import LAUNCH
-from analysis.detect.view._arrays import member, process_of, rows_where, top
+from analysis.detect.view._arrays import member, process_of, rows_where, search, top
 from analysis.detect.view._calls import (
     activity_launch_ends,
     blocking_calls,
@@ -467,7 +467,7 @@ def _queued_gaps(
     ks, ke = (act.start, ends) if is_k.all() else (act.start[is_k], ends[is_k])
     if ks.size == 0:
         return np.zeros(gs.size, bool)
-    i = np.clip(np.searchsorted(ks, ge, side="left"), 0, ks.size - 1)
+    i = np.clip(search(ks, ge), 0, ks.size - 1)
     starts_gap_end = ks[i] == ge
     launch_end = ke[i]
     return starts_gap_end & np.isfinite(launch_end) & (launch_end < gs)
