@@ -3,6 +3,7 @@ arrays (:class:`Activity`), read with one scan per GPU table and cached."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "KIND_MEMCPY",
     "KIND_MEMSET",
     "Activity",
+    "activity_ready",
     "busy",
     "gpu_activity",
     "gpu_starts",
@@ -278,7 +280,18 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
         a = src if dtype is None else col(src, dtype)
         arrays[f] = a if order is None else a[order]
     cache[key] = act = Activity(**arrays)
+    activity_ready(trace).set()
     return act
+
+
+def activity_ready(trace: T.Trace) -> threading.Event:
+    """Set once :func:`gpu_activity` has built an Activity of ``trace``: what work that reads
+    it alone, on another thread, waits for (it is not read twice)."""
+    return trace_cache(trace).setdefault(ACTIVITY_READY, threading.Event())
+
+
+#: Cache key of :func:`activity_ready`'s event.
+ACTIVITY_READY = "activity_ready"
 
 
 def gpu_starts(trace: T.Trace, lo: int, hi: int, a: int, b: int) -> dict[str, np.ndarray]:

@@ -59,7 +59,7 @@ def prefetch_osrt(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> None:
 def _osrt_cover(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> tuple | None:
     """The cache key of a :func:`prefetch_osrt` scan that holds the calls of these threads and
     names in this window, or None."""
-    for key in R.trace_cache(trace):
+    for key in list(R.trace_cache(trace)):  # a copy: detectors on other threads add keys
         if isinstance(key, tuple) and key[0] == "osrt_all" and key[1] <= st.lo <= st.hi <= key[2]:
             if {int(t) for t in tids} <= set(key[3]) and {int(i) for i in ids} <= set(key[4]):
                 return key
