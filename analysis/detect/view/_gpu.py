@@ -275,10 +275,14 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device", "stream")}
     fields |= {"nccl": ("nccl", bool), "direction": ("direction", np.int8)}
     fields["pageable"] = ("pageable", bool)
+    # each table's values go straight to their sorted places (no concatenation to reorder)
+    dest = None if order is None else _inverse(order)
     arrays = {}
     for f, (src, dtype) in fields.items():
-        a = src if dtype is None else col(src, dtype)
-        arrays[f] = a if order is None else a[order]
+        if dtype is None:
+            arrays[f] = src if order is None else src[order]
+        else:
+            arrays[f] = col(src, dtype) if dest is None else _placed(parts, src, dtype, dest)
     cache[key] = act = Activity(**arrays)
     activity_ready(trace).set()
     return act
@@ -292,6 +296,28 @@ def activity_ready(trace: T.Trace) -> threading.Event:
 
 #: Cache key of :func:`activity_ready`'s event.
 ACTIVITY_READY = "activity_ready"
+
+
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """The permutation that undoes ``order``: where each row goes."""
+    dest = np.empty(order.size, np.intp)
+    dest[order] = np.arange(order.size)
+    return dest
+
+
+def _placed(
+    parts: list[dict[str, np.ndarray]], name: str, dtype: Any, dest: np.ndarray
+) -> np.ndarray:
+    """Column ``name`` of the tables ``parts`` (0 where a table has none), each row put at
+    ``dest`` and cast as assignment casts."""
+    out = np.zeros(dest.size, dtype)
+    at = 0
+    for part in parts:
+        n = part["start"].size
+        if name in part:
+            out[dest[at : at + n]] = part[name]
+        at += n
+    return out
 
 
 def gpu_starts(trace: T.Trace, lo: int, hi: int, a: int, b: int) -> dict[str, np.ndarray]:
