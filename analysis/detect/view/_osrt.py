@@ -75,7 +75,8 @@ def _read_osrt(
     start read is before it)."""
     table = "OSRT_API"
     cols = {"start": "t.start", "end": R._end_column(trace, table), "name": "t.nameId"}
-    where = f"{R.WINDOW} AND t.globalTid IN ({R.id_list(tids)}) AND t.nameId IN ({R.id_list(ids)})"
+    # the names first: SQLite tests the terms in this order, and the names turn rows away
+    where = f"t.nameId IN ({R.id_list(ids)}) AND t.globalTid IN ({R.id_list(tids)}) AND {R.WINDOW}"
     pack = R._name_under_duration(trace, table, cols)
     bits = (len(tids) - 1).bit_length()
     if bits:
