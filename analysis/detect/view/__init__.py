@@ -40,7 +40,6 @@ from analysis.detect.view._arrays import (
     lookup,
     member,
     rows_where,
-    search,
     top,
 )
 from analysis.detect.view._calls import (
@@ -86,7 +85,6 @@ from analysis.detect.view._gpu import (
     KIND_MEMCPY,
     KIND_MEMSET,
     Activity,
-    activity_ready,
     busy,
     gpu_activity,
     gpu_starts,
@@ -220,7 +218,6 @@ __all__ = [
     "Steady",
     "TraceView",
     "activity_launch_ends",
-    "activity_ready",
     "activity_span",
     "anchors",
     "api_names",
@@ -288,7 +285,6 @@ __all__ = [
     "process_main_thread",
     "read_waits",
     "rows_where",
-    "search",
     "stamp",
     "steady",
     "steady_activity",
