@@ -28,8 +28,8 @@ clean. It is also the cause removed and nothing else, so the truth is timed agai
 (the casts it adds about offset the bf16 activation function), which is what the detector's
 prediction removes. ``ideal`` removes more than the cause: with model and data in bf16, its
 elementwise kernels and optimizer move half the bytes (the kernel split per variant:
-docs/scenario-measurements.md). tf32 sits ~45% above it: the class is still there, at half strength (partial). The
-tokens are many for the parameters so that those fixed per-parameter costs stay small beside
+docs/scenario-measurements.md). tf32 sits ~45% above bf16_autocast: the class is still there, at
+half strength (partial). The tokens are many for the parameters so that those fixed per-parameter costs stay small beside
 the GEMMs. A full variant's warm-up and window take ~0.9 s at most (baseline: 19 steps of ~48
 ms, docs/scenario-measurements.md); the activations need ~2 GB.
 """
