@@ -8,6 +8,7 @@ beyond ``StringIds``, which every export has.
 from __future__ import annotations
 
 import sqlite3
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from types import TracebackType
@@ -55,6 +56,9 @@ class Trace:
         self._columns: dict[str, frozenset[str]] = {}
         self._not_null: dict[str, frozenset[str]] = {}
         self._steps: dict[str, pd.DataFrame] = {}  # step_ranges by name: read once
+        self._owner = threading.get_ident()  # the thread ``conn`` belongs to
+        self._local = threading.local()  # another thread's own connection (:meth:`query`)
+        self._others: list[sqlite3.Connection] = []
 
     def __enter__(self) -> Trace:
         return self
@@ -73,6 +77,8 @@ class Trace:
     def close(self) -> None:
         """Close the SQLite connection; the Trace is unusable afterwards."""
         self.conn.close()
+        for conn in self._others:
+            conn.close()
 
     def query(
         self,
@@ -88,13 +94,24 @@ class Trace:
         one of this trace's :meth:`reader` connections instead of the main one.
         """
         try:
-            cur = (conn or self.conn).execute(sql, params or {})
+            cur = (conn or self._connection()).execute(sql, params or {})
             rows = cur.fetchall()
         except sqlite3.DatabaseError as exc:
             if _is_bug(exc):
                 raise
             raise TraceError(self.source, f"unreadable SQLite data ({exc})") from exc
         return [d[0] for d in cur.description or ()], rows
+
+    def _connection(self) -> sqlite3.Connection:
+        """``conn`` on the thread that opened the trace; on another (detectors judged side by
+        side), a :meth:`reader` of that thread's own, closed with the trace."""
+        if threading.get_ident() == self._owner:
+            return self.conn
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self.reader()
+            self._others.append(conn)
+        return conn
 
     def reader(self) -> sqlite3.Connection:
         """Another read-only connection to the same file, usable from another thread (SQLite

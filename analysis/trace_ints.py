@@ -77,8 +77,8 @@ def int_columns(
             f"SELECT {', '.join(values.values())} FROM {table} AS t WHERE {where} ORDER BY t.rowid"
         )
         return _unpack(_few_rows(trace, table, sql, params, list(values)), pack, columns)
-    out = _chunked(trace, table, values, where, params, chunk_rows)
-    return empty if out is None else _unpack(out, pack, columns)
+    out = _chunked(trace, table, values, where, params, chunk_rows, pack)
+    return empty if out is None else {name: out[name] for name in columns}
 
 
 def _few_rows(trace: Trace, table: str, sql: str, params: Params, names: list[str]) -> Columns:
@@ -97,10 +97,11 @@ def _chunked(
     where: str,
     params: Mapping[str, object] | None,
     chunk_rows: int,
+    pack: tuple[Pack, ...] = (),
 ) -> dict[str, np.ndarray] | None:
     """:func:`int_columns`' columns read chunk by chunk of rowids on parallel readers, each
-    chunk one scan folding every column into a ``group_concat`` text; None for an empty
-    table."""
+    chunk one scan folding every column into a ``group_concat`` text and its ``pack`` pairs
+    split on the reader (in cache, beside the other readers); None for an empty table."""
     # two subqueries: SQLite answers a lone MIN or MAX from the b-tree's edge, but a query with
     # both aggregates scans the whole table
     _, rows = trace.query(
@@ -120,31 +121,34 @@ def _chunked(
         f"SELECT COUNT(*), {aggs} FROM {table} AS t "
         f"WHERE t.rowid >= :_a AND t.rowid < :_b AND ({where})"
     )
-    # Each chunk's arrays are kept as parsed; one concatenation per column joins them (the
-    # reader threads parse in parallel, and nothing is copied twice).
-    parts: list[list[np.ndarray]] = [[] for _ in tasks]
+    # Each chunk's arrays are kept as parsed and split; one concatenation per column joins
+    # them (the reader threads parse in parallel, and nothing is copied twice).
+    parts: list[dict[str, np.ndarray]] = [{} for _ in tasks]
 
     def run(a: int, conn: sqlite3.Connection | None) -> None:
         texts = trace.query(sql, {**(params or {}), "_a": a, "_b": a + chunk_rows}, conn=conn)
         n, *found = texts[1][0]
-        parts[(a - tasks[0]) // chunk_rows] = _parse_ints(trace, table, list(values), found, n)
+        arrays = _parse_ints(trace, table, list(values), found, n)
+        cols = dict(zip(values, arrays, strict=True))
+        parts[(a - tasks[0]) // chunk_rows] = _unpack(cols, pack)
 
     _run_parallel(trace, run, tasks)
     return {
-        name: column[0] if len(column) == 1 else np.concatenate(column)
-        for name, column in zip(values, zip(*parts, strict=True), strict=True)
+        name: parts[0][name] if len(parts) == 1 else np.concatenate([p[name] for p in parts])
+        for name in parts[0]
     }
 
 
 def _unpack(
-    cols: dict[str, np.ndarray], pack: tuple[Pack, ...], order: Iterable[str]
+    cols: dict[str, np.ndarray], pack: tuple[Pack, ...], order: Iterable[str] | None = None
 ) -> dict[str, np.ndarray]:
-    """Split the pairs of :func:`int_columns`' ``pack`` (in place), columns in ``order``."""
+    """Split the pairs of :func:`int_columns`' ``pack`` (in place), columns in ``order`` (as
+    they are, the lows last, without one)."""
     for high, low, bits in pack:
         v = cols[high]
         cols[low] = np.bitwise_and(v, (1 << bits) - 1)
         cols[high] = np.right_shift(v, bits, out=v if v.flags.writeable else None)
-    return {name: cols[name] for name in order}
+    return cols if order is None else {name: cols[name] for name in order}
 
 
 def _parse_ints(

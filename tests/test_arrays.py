@@ -8,7 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.detect.view import distinct, few_unique, member
+from analysis.detect.view import distinct, few_unique, member, search, union
 
 RNG = np.random.default_rng(7)
 
@@ -70,3 +70,30 @@ def test_distinct_is_unique_with_inverse(x):
     assert np.array_equal(uniq, want) and uniq.dtype == x.dtype
     assert np.array_equal(inv, want_inv.reshape(-1)) and inv.dtype == np.int64
     assert np.array_equal(uniq[inv], x)
+
+
+@pytest.mark.parametrize("side", ["left", "right"])
+@pytest.mark.parametrize(
+    "x",
+    [
+        np.sort(RNG.integers(-10, 3_000_000, 200_000)),  # sorted: searched block by block
+        np.sort(np.repeat(np.arange(0, 3_000_000, 97), 3))[:150_000],  # repeats, keys hit
+        RNG.integers(-10, 3_000_000, 100_000),  # unsorted: numpy's own search
+        np.full(100_000, 5),
+    ],
+    ids=["sorted", "repeats", "unsorted", "constant"],
+)
+def test_search_is_searchsorted(x, side):
+    keys = np.sort(RNG.integers(0, 3_000_000, 400_000))
+    got = search(keys, x, side)
+    assert np.array_equal(got, np.searchsorted(keys, x, side=side))
+    assert np.array_equal(search(keys[:3], x, side), np.searchsorted(keys[:3], x, side=side))
+
+
+def test_union_of_disjoint_intervals_is_a_copy():
+    s = np.arange(0, 10_000, 10)
+    e = s + 4
+    us, ue = union(s, e)
+    assert np.array_equal(us, s) and np.array_equal(ue, e)
+    us[0] = -1  # the caller's arrays are not the union's
+    assert s[0] == 0

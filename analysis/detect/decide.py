@@ -37,7 +37,7 @@ from analysis.detect.view import TraceView
 from analysis.findings import PREDICTION_FIELDS, Finding, State
 from bottlenecks import ClassSpec
 
-__all__ = ["decide", "judge", "trace_only"]
+__all__ = ["candidate", "decide", "judge", "trace_only"]
 
 
 def judge(
@@ -46,16 +46,23 @@ def judge(
     *,
     step_ms: float | None = None,
     host_speed: float | None = None,
+    found: Finding | None = None,
 ) -> Finding:
-    """The class's finding on ``view``: its detector's candidate, decided (:func:`decide`);
-    ``step_ms``, ``host_speed``: see :func:`analysis.detect.diagnose`."""
+    """The class's finding on ``view``: its detector's candidate (``found``, where the caller
+    has it from :func:`candidate`), decided (:func:`decide`); ``step_ms``, ``host_speed``: see
+    :func:`analysis.detect.diagnose`."""
     section = getattr(view.config, spec.thresholds)
+    found = candidate(view, spec) if found is None else found
+    return decide(view, found, section, step_ms=step_ms, host_speed=host_speed)
+
+
+def candidate(view: TraceView, spec: ClassSpec) -> Finding:
+    """The class's detector's finding on ``view``, before the decide step (not judged where
+    nothing on the report can be)."""
     lost = view.unjudgeable()
     if lost:
-        candidate = Finding(spec.name, State.NOT_JUDGED, reason=lost)
-    else:
-        candidate = REGISTRY[spec.name](view, section)
-    return decide(view, candidate, section, step_ms=step_ms, host_speed=host_speed)
+        return Finding(spec.name, State.NOT_JUDGED, reason=lost)
+    return REGISTRY[spec.name](view, getattr(view.config, spec.thresholds))
 
 
 def decide(

@@ -95,8 +95,9 @@ def _idle_after_syncs(trace, st, act, syncs) -> list[tuple[int, int]]:
     ss, se = syncs["start"], syncs["end"]
     if ss.size == 0 or gs.size == 0:
         return []
-    j = np.clip(np.searchsorted(ss, gs, side="right") - 1, 0, None)
-    hit = (np.searchsorted(ss, gs, side="right") > 0) & (gs <= se[j])
+    after = V.search(ss, gs, side="right")  # the gaps come sorted
+    j = np.maximum(after - 1, 0)
+    hit = (after > 0) & (gs <= se[j])
     idx = np.flatnonzero(hit)
     top = idx[V.top(ge[idx] - gs[idx])]
     return [(int(gs[i]), int(ge[i])) for i in top]

@@ -40,6 +40,7 @@ from analysis.detect.view._arrays import (
     lookup,
     member,
     rows_where,
+    search,
     top,
 )
 from analysis.detect.view._calls import (
@@ -85,6 +86,7 @@ from analysis.detect.view._gpu import (
     KIND_MEMCPY,
     KIND_MEMSET,
     Activity,
+    activity_ready,
     busy,
     gpu_activity,
     gpu_starts,
@@ -218,6 +220,7 @@ __all__ = [
     "Steady",
     "TraceView",
     "activity_launch_ends",
+    "activity_ready",
     "activity_span",
     "anchors",
     "api_names",
@@ -285,6 +288,7 @@ __all__ = [
     "process_main_thread",
     "read_waits",
     "rows_where",
+    "search",
     "stamp",
     "steady",
     "steady_activity",

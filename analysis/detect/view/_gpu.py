@@ -3,6 +3,7 @@ arrays (:class:`Activity`), read with one scan per GPU table and cached."""
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,6 +39,7 @@ __all__ = [
     "KIND_MEMCPY",
     "KIND_MEMSET",
     "Activity",
+    "activity_ready",
     "busy",
     "gpu_activity",
     "gpu_starts",
@@ -227,6 +229,17 @@ def _read_gpu(trace: T.Trace, lo: int, hi: int) -> tuple[list[dict[str, np.ndarr
     return parts, [starts[k] for k in (KIND_KERNEL, KIND_GRAPH, KIND_MEMCPY) if k in starts]
 
 
+def _gpu_read(trace: T.Trace, lo: int, hi: int) -> list[dict[str, np.ndarray]]:
+    """:func:`_read_gpu`'s rows per table (cached until :func:`gpu_activity` takes them), its
+    every row read cached for :func:`gpu_starts`: which thread launched what is then known
+    before the Activity is built (the OS-runtime read of those threads starts sooner)."""
+    key = ("gpu_parts", lo, hi)
+    cache = trace_cache(trace)
+    if key not in cache:
+        cache[key], cache[("gpu_starts", lo, hi)] = _read_gpu(trace, lo, hi)
+    return cache[key]
+
+
 def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     """Kernels, memcpys, memsets and graph replays overlapping [lo, hi], clipped to it (cached).
 
@@ -239,8 +252,8 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     cache = trace_cache(trace)
     if key in cache:
         return cache[key]
-    parts, launched = _read_gpu(trace, lo, hi)
-    cache[("gpu_starts", lo, hi)] = launched
+    parts = _gpu_read(trace, lo, hi)
+    del cache[("gpu_parts", lo, hi)]  # the Activity holds them from here on
 
     def col(name: str, dtype: Any) -> np.ndarray:
         if len(parts) == 1 and name in parts[0]:
@@ -262,19 +275,57 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
     fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device", "stream")}
     fields |= {"nccl": ("nccl", bool), "direction": ("direction", np.int8)}
     fields["pageable"] = ("pageable", bool)
+    # each table's values go straight to their sorted places (no concatenation to reorder)
+    dest = None if order is None else _inverse(order)
     arrays = {}
     for f, (src, dtype) in fields.items():
-        a = src if dtype is None else col(src, dtype)
-        arrays[f] = a if order is None else a[order]
+        if dtype is None:
+            arrays[f] = src if order is None else src[order]
+        else:
+            arrays[f] = col(src, dtype) if dest is None else _placed(parts, src, dtype, dest)
     cache[key] = act = Activity(**arrays)
+    activity_ready(trace).set()
     return act
+
+
+def activity_ready(trace: T.Trace) -> threading.Event:
+    """Set once :func:`gpu_activity` has built an Activity of ``trace``: what work that reads
+    it alone, on another thread, waits for (it is not read twice)."""
+    return trace_cache(trace).setdefault(ACTIVITY_READY, threading.Event())
+
+
+#: Cache key of :func:`activity_ready`'s event.
+ACTIVITY_READY = "activity_ready"
+
+
+def _inverse(order: np.ndarray) -> np.ndarray:
+    """The permutation that undoes ``order``: where each row goes."""
+    dest = np.empty(order.size, np.intp)
+    dest[order] = np.arange(order.size)
+    return dest
+
+
+def _placed(
+    parts: list[dict[str, np.ndarray]], name: str, dtype: Any, dest: np.ndarray
+) -> np.ndarray:
+    """Column ``name`` of the tables ``parts`` (0 where a table has none), each row put at
+    ``dest`` and cast as assignment casts."""
+    out = np.zeros(dest.size, dtype)
+    at = 0
+    for part in parts:
+        n = part["start"].size
+        if name in part:
+            out[dest[at : at + n]] = part[name]
+        at += n
+    return out
 
 
 def gpu_starts(trace: T.Trace, lo: int, hi: int, a: int, b: int) -> dict[str, np.ndarray]:
     """Kernels, graph replays and copies whose (unclipped) start lies in [a, b) (within the
     window [lo, hi)): start, corr and stream (0 where the table has none), tables in that
     order, each in rowid order. Read by the same scan as :func:`gpu_activity`."""
-    gpu_activity(trace, lo, hi)
+    if ("gpu_starts", lo, hi) not in trace_cache(trace):
+        _gpu_read(trace, lo, hi)
     a, b = max(a, lo), min(b, hi)
     found = []
     for part in trace_cache(trace)[("gpu_starts", lo, hi)]:

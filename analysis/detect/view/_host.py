@@ -42,7 +42,7 @@ from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig, GilContentionThresholds, HostThresholds
 from analysis.detect.view import _intervals as I
 from analysis.detect.view._api import LAUNCH
-from analysis.detect.view._arrays import member, process_of, rows_where, top
+from analysis.detect.view._arrays import member, process_of, rows_where, search, top
 from analysis.detect.view._calls import (
     activity_launch_ends,
     blocking_calls,
@@ -197,7 +197,7 @@ def _who_launched(trace: T.Trace, st: Steady, lo: int, hi: int) -> tuple[np.ndar
 
 
 def issuing_threads(
-    trace: T.Trace, st: Steady, act: Activity, min_share: float
+    trace: T.Trace, st: Steady, act: Activity | None, min_share: float
 ) -> tuple[int, np.ndarray] | None:
     """(main thread, threads that issue the training loop's GPU work), or None.
 
@@ -211,7 +211,17 @@ def issuing_threads(
     the backward while the main thread waits), not those feeding streams of their own (DALI's,
     a side loader's), nor another process's: a stream id names a stream of one CUDA context,
     and another rank's threads feed another context (its own GPU) with ids of their own.
+    Cached (the host view and the time model both ask); ``act`` is not read.
     """
+    key = ("issuing", st.lo, st.hi, st.step_tid, st.min_call_ns, float(min_share))
+    cache = trace_cache(trace)
+    if key not in cache:
+        cache[key] = _issuing(trace, st, min_share)
+    return cache[key]
+
+
+def _issuing(trace: T.Trace, st: Steady, min_share: float) -> tuple[int, np.ndarray] | None:
+    """:func:`issuing_threads`, uncached."""
     tid_of, stream_of = _who_launched(trace, st, st.lo, st.hi)
     if tid_of.size == 0:
         return None
@@ -255,15 +265,17 @@ def _compute(trace: T.Trace, cfg: DiagnosisConfig) -> HostView | None:
     hc, gil = cfg.host, cfg.gil_contention
     if not trace.has(RUNTIME) or not has_gpu(trace):
         return None
-    prefetch_calls(trace, steady(trace, cfg.window))  # the API table read beside the GPU tables
-    st, act = steady_activity(trace, cfg.window)
-    found = issuing_threads(trace, st, act, hc.min_launch_share)
+    st = steady(trace, cfg.window)
+    prefetch_calls(trace, st)  # the API table read beside the GPU tables
+    # the threads first (the GPU's rows as read are enough), then one OS-runtime scan for the
+    # input evidence and the GIL waits, read beside the rest (the Activity built first)
+    found = issuing_threads(trace, st, None, hc.min_launch_share)
     if found is None:
         return None
     tid, issuing = found
-    # one OS-runtime scan for the input evidence and the GIL waits, read beside what follows
     gil_ids = name_ids(trace, list(gil.wait_calls))
     prefetch_osrt(trace, st, issuing, [*osrt_ids(trace, hc), *gil_ids])
+    act = steady_activity(trace, cfg.window)[1]
     every = window_calls(trace, st)
     calls = rows_where(every, member(every["tid"], issuing) & (every["end"] > st.lo))
     # every issuing thread's blocking calls: a sync in a backward hook runs on PyTorch's
@@ -455,7 +467,7 @@ def _queued_gaps(
     ks, ke = (act.start, ends) if is_k.all() else (act.start[is_k], ends[is_k])
     if ks.size == 0:
         return np.zeros(gs.size, bool)
-    i = np.clip(np.searchsorted(ks, ge, side="left"), 0, ks.size - 1)
+    i = np.clip(search(ks, ge), 0, ks.size - 1)
     starts_gap_end = ks[i] == ge
     launch_end = ke[i]
     return starts_gap_end & np.isfinite(launch_end) & (launch_end < gs)

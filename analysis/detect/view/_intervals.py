@@ -36,12 +36,15 @@ def union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray]:
         order = np.argsort(s, kind="stable")
         s, e = s[order], e[order]
     run_end = np.maximum.accumulate(e)
-    new = np.ones(s.size, dtype=bool)
-    new[1:] = s[1:] > run_end[:-1]
-    first = np.flatnonzero(new)
+    new = s[1:] > run_end[:-1]
+    if new.all():  # disjoint already (one thread's calls, one after another): ends as they are
+        return (s if s is not starts and s.base is None else s.copy()), run_end
+    first = np.flatnonzero(new) + 1
     # a group's end is the running maximum at its last member (earlier groups end before it)
-    last = np.append(first[1:] - 1, s.size - 1)
-    return s[first], run_end[last]
+    ends = np.empty(first.size + 1, np.int64)
+    ends[:-1] = run_end[first - 1]
+    ends[-1] = run_end[-1]
+    return s[np.concatenate(([0], first))], ends
 
 
 def gaps(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -49,6 +52,9 @@ def gaps(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np
     gs = np.concatenate([[lo], e])
     ge = np.concatenate([s, [hi]])
     keep = ge > gs
+    if keep[1:-1].all():  # a union's inner holes are never empty: only its edges can be
+        a, b = int(not keep[0]), gs.size - int(not keep[-1])
+        return gs[a:b], ge[a:b]
     return gs[keep], ge[keep]
 
 

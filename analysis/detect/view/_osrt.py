@@ -59,7 +59,7 @@ def prefetch_osrt(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> None:
 def _osrt_cover(trace: T.Trace, st: Steady, tids: Any, ids: Any) -> tuple | None:
     """The cache key of a :func:`prefetch_osrt` scan that holds the calls of these threads and
     names in this window, or None."""
-    for key in R.trace_cache(trace):
+    for key in list(R.trace_cache(trace)):  # a copy: detectors on other threads add keys
         if isinstance(key, tuple) and key[0] == "osrt_all" and key[1] <= st.lo <= st.hi <= key[2]:
             if {int(t) for t in tids} <= set(key[3]) and {int(i) for i in ids} <= set(key[4]):
                 return key
@@ -75,7 +75,8 @@ def _read_osrt(
     start read is before it)."""
     table = "OSRT_API"
     cols = {"start": "t.start", "end": R._end_column(trace, table), "name": "t.nameId"}
-    where = f"{R.WINDOW} AND t.globalTid IN ({R.id_list(tids)}) AND t.nameId IN ({R.id_list(ids)})"
+    # the names first: SQLite tests the terms in this order, and the names turn rows away
+    where = f"t.nameId IN ({R.id_list(ids)}) AND t.globalTid IN ({R.id_list(tids)}) AND {R.WINDOW}"
     pack = R._name_under_duration(trace, table, cols)
     bits = (len(tids) - 1).bit_length()
     if bits:
