@@ -35,6 +35,9 @@ class Loop:
     kernels: list[tuple[int, int, str, int]] = field(default_factory=list)
     copies: list[tuple[int, int, int, int, int, int]] = field(default_factory=list)
     osrt: list[tuple[int, int, str]] = field(default_factory=list)
+    short: dict[str, str] = field(default_factory=dict)
+    """A kernel's short name by its full one (default: the full name), as CUPTI shortens
+    template instances (``vectorized_elementwise_kernel``)."""
     _corr: int = 0
 
     def _next(self) -> int:
@@ -75,7 +78,12 @@ class Loop:
     def write(self, path: Path) -> Path:
         """The export at ``path``."""
         db = sqlite3.connect(path)
-        names = sorted({a[2] for a in self.api} | {k[2] for k in self.kernels} | {READ})
+        names = sorted(
+            {a[2] for a in self.api}
+            | {k[2] for k in self.kernels}
+            | {READ}
+            | set(self.short.values())
+        )
         ids = {n: i for i, n in enumerate(names, 1)}
         db.execute("CREATE TABLE StringIds (id INTEGER PRIMARY KEY, value TEXT NOT NULL)")
         db.executemany("INSERT INTO StringIds VALUES (?, ?)", [(i, n) for n, i in ids.items()])
@@ -97,7 +105,10 @@ class Loop:
         )
         db.executemany(
             "INSERT INTO CUPTI_ACTIVITY_KIND_KERNEL VALUES (?, ?, 0, 1, 7, ?, ?, ?, ?)",
-            [(s, e, c, GTID & ~0xFFFFFF, ids[n], ids[n]) for s, e, n, c in self.kernels],
+            [
+                (s, e, c, GTID & ~0xFFFFFF, ids[n], ids[self.short.get(n, n)])
+                for s, e, n, c in self.kernels
+            ],
         )
         db.execute(
             "CREATE TABLE CUPTI_ACTIVITY_KIND_MEMCPY (start INTEGER NOT NULL, end INTEGER NOT"

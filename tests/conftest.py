@@ -26,7 +26,7 @@ SHARED_SWEEP = {"tests/test_report.py", "tests/test_compare.py", "tests/test_dos
 
 
 def pytest_xdist_make_scheduler(config: pytest.Config, log: object) -> object:
-    """Under pytest-xdist (``scripts/test.sh`` runs 2 workers): a test file's tests stay on one
+    """Under pytest-xdist (``scripts/test.sh`` runs 3 workers): a test file's tests stay on one
     worker, so its module-scoped harness run is made once, and the three files reading the
     shared sweep share a worker with it. A scheduler of our own rather than ``xdist_group``
     marks: with pytest 9.2 and xdist 3.8 those marks were silently ignored (every module's

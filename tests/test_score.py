@@ -356,16 +356,19 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
         ("ue_swiglu", "unfused_elementwise"),
     }  # fmt: skip
     unchecked = checks[checks["prediction"].astype(str) == "not_checked"]
+    # lb_tiny_layers' removal is `replay` (its `graphs` runs twice the kernels), timed on the
+    # H200 only, where its capture is not committed
     assert {(r.report, r["class"]) for _, r in unchecked.iterrows()} >= {
-        (n, "fp32_math")
-        for n in ("clean_compile", "clean_pinned_side_stream", "hs_plateau_scheduler")
-    }
+        *((n, "fp32_math") for n in ("clean_compile", "clean_pinned_side_stream", "hs_plateau_scheduler")),
+        ("lb_tiny_layers", "launch_bound"),
+    }  # fmt: skip
     # 36 with the H200 entries of 2026-11-29, 49 with the GPU-side classes', 56 the host-side,
-    # 62 with the six amp removals of rounds amp-1/2, 59 with amp no removal on three
-    assert len(got) == 59 and sum(v == "within" for v in got.values()) == 54
+    # 62 with the six amp removals of rounds amp-1/2, 59 with amp no removal on three, 58
+    # with lb_tiny_layers' replay
+    assert len(got) == 58 and sum(v == "within" for v in got.values()) == 53
     errors = done.set_index(["report", "class"])["prediction_error"].astype(float)
     assert errors[("dp_straggler", "stage_imbalance")] == pytest.approx(-0.0412, abs=5e-4)
-    assert errors.abs().median() == pytest.approx(0.0837, abs=5e-4)
+    assert errors.abs().median() == pytest.approx(0.0875, abs=5e-4)
     assert errors.abs().max() == pytest.approx(0.5082, abs=5e-4)  # hs_step_logging
     assert errors[("lb_batch1_infer", "launch_bound")] == pytest.approx(0.0241, abs=5e-4)
     assert errors[("gil_shard_prep", "gil_contention")] == pytest.approx(-0.0366, abs=5e-4)
@@ -380,8 +383,8 @@ def test_predictions_against_the_full_removals(reports: pd.DataFrame) -> None:
         ("gil_param_monitor", "gil_contention"),  # the traced step ran 1.8x the untraced one
         ("hs_step_logging", "fp32_math"),
     }
-    assert int((alone.abs() <= 0.2).sum()) == 47
-    assert alone.abs().median() == pytest.approx(0.1170, abs=5e-4)
+    assert int((alone.abs() <= 0.2).sum()) == 46
+    assert alone.abs().median() == pytest.approx(0.1175, abs=5e-4)
 
 
 _WORDS = ("none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")

@@ -211,3 +211,36 @@ def test_periodic_work_is_no_one_off_stall(name: str, where: Path, nvtx: bool) -
     off, _ = _window(name, where, {"window": {"use_nvtx": nvtx, "stall_factor": 1e9}})
     assert "one-off" not in st.note, st.note
     assert np.array_equal(st.edges, off.edges)
+
+
+def test_a_run_of_one_short_name_is_not_the_loop(tmp_path: Path) -> None:
+    """lb_tiny_layers' shape: 24 equal Linear+ReLU layers and a head, then a per-parameter
+    optimizer of 7 elementwise kernels a parameter (50 parameters). CUPTI's short names merge
+    every GEMM into one name and every elementwise template instance into another, so no short
+    name occurs once a step, and the commonest repeat is one kernel inside the optimizer's run
+    of 350 (the step read as one-kernel iterations). On full names the head's GEMM is once a
+    step: the step is found, 450 items."""
+    vew = "vectorized_elementwise_kernel"
+    ops = ["lerp", "mul", "addcmul", "sqrt", "div", "add", "addcdiv"]
+    short = {f"adam_{op}": vew for op in ops} | {"relu": vew, "relu_bwd": vew, "mse": vew}
+    short |= {"gemm": "gemm", "gemm_head": "gemm", "gemm_bwd": "gemm", "gemm_head_bwd": "gemm"}
+    lp = Loop(short=short)
+    for _ in range(STEPS):
+        for _ in range(24):
+            lp.launch(3 * US, "gemm")
+            lp.launch(2 * US, "relu")
+        for name in ("gemm_head", "mse", "gemm_head_bwd"):
+            lp.launch(3 * US, name)
+        for _ in range(24):
+            lp.launch(2 * US, "relu_bwd")
+            lp.launch(3 * US, "gemm_bwd")
+        lp.launch(3 * US, "gemm_bwd")
+        for _ in range(50):
+            for op in ops:
+                lp.launch(2 * US, f"adam_{op}")
+    path = lp.write(tmp_path / "tiny_layers.sqlite")
+    with T.open_trace(path) as tr:
+        st = C.steady(tr, load_thresholds().window)
+    assert st.mode == "iterations", st.note
+    assert "450 items per iteration" in st.note
+    assert st.n_steps == STEPS - 2

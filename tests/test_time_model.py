@@ -338,3 +338,23 @@ def test_graph_turn_share_leaves_time_between_a_graphs_kernels() -> None:
     assert default == off
     assert all_of_it < some < off
     assert off / some > 1.05  # ~1,480 gaps a step, each a share of a ~1 us turnaround
+
+
+def test_a_gpu_bound_step_keeps_the_default_cost_per_call() -> None:
+    """clean_pinned_side_stream (fp32 GEMMs hold 93% of its GPU time, the GPU idle 0.6% of the
+    window): its traced step is the GPU's, so no cost per call moves the replay to the measured
+    untraced step and the measured step cannot fit one. The default cost is kept: the fp32
+    removal, which leaves the host the bound, is the trace-alone prediction over the measured
+    step. A fit run to its bound (50 us a call) found the host nearly free there (a step of
+    1.2 ms against 2.3)."""
+    from tests._fixtures import sqlite_fixture
+
+    path = sqlite_fixture(
+        "clean_pinned_side_stream", Path(__file__).resolve().parents[1] / "corpus/wild/exports"
+    )
+    with T.open_trace(path) as tr:
+        alone = {f.klass: f for f in diagnose(tr, {})}["fp32_math"]
+        fitted = {f.klass: f for f in diagnose(tr, {}, step_ms=8.158)}["fp32_math"]
+    assert "kept: the GPU's work sets the replayed step" in fitted.prediction_note
+    assert fitted.metrics["trace_overhead_us"] == alone.metrics["trace_overhead_us"]
+    assert fitted.predicted_step_ms == pytest.approx(alone.predicted_step_ms, rel=0.01)

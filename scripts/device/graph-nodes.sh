@@ -2,7 +2,7 @@
 # On the GPU machine, from the checkout root:
 #   source .gpu-stage/bin/env.sh && OUT=$OUT bash scripts/device/graph-nodes.sh SCRIPT...
 # Profiles each wild-corpus script's `--fix graphs` run with CUDA graphs traced per node
-# (nsys --cuda-graph-trace=node), so that the replay's kernels and the GPU's time between them
+# (nsys --cuda-graph-trace=node; FIX=NAME profiles `--fix NAME` instead), so that the replay's kernels and the GPU's time between them
 # can be set beside the baseline's kernels: what a launch-bound prediction (the same kernels
 # replayed from one graph) assumes. Prints, per script, the replays' span, their kernels' summed
 # time and count (medians over the replays), and keeps the xz'd exports under $OUT.
@@ -12,7 +12,7 @@ mkdir -p "$out"
 for name in "$@"; do
   timeout 120 nsys profile --trace=cuda,nvtx --cuda-graph-trace=node --sample=none \
     --cpuctxsw=none --force-overwrite=true -o "$out/$name" \
-    python3 "corpus/wild/$name.py" --fix graphs >"$out/$name.log" 2>&1
+    python3 "corpus/wild/$name.py" --fix "${FIX:-graphs}" >"$out/$name.log" 2>&1
   nsys export --type sqlite --force-overwrite=true -o "$out/$name.sqlite" "$out/$name.nsys-rep" \
     >>"$out/$name.log" 2>&1
   rm -f "$out/$name.nsys-rep"

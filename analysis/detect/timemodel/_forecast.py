@@ -356,12 +356,25 @@ def _fit(tl: TL.Timeline, pc: PredictConfig, step_ms: float | None, v: float) ->
     step_ns = int(step_ms * 1e6)
     rate = _calls_per_ms(tl, step_ms)
     o, p, words = default, phi, cost
+    flat = (
+        f"{cost}, kept: the GPU's work sets the replayed step, which neither it nor the "
+        "host's stretches move"
+    )
     if rate >= pc.calibrate_min_calls_per_ms:
         top = int(pc.calibrate_max_overhead_us * 1e3)
-        o, p = calibrated_overhead(tl, step_ns, top, v), 0.0
-        words = f"nsys's cost fitted to it: {o / 1e3:.3g} us a call"
-        if abs(_per_iteration(tl, o, 1.0, v) / step_ns - 1.0) <= 0.01:
-            return Fit(o, 1.0, True, _fitted(tl, o, 1.0, step_ms, v) + f" ({words})")
+        if _flat(lambda x: _per_iteration(tl, int(x), 1.0, v, phi), 0, top, step_ns):
+            if _flat(
+                lambda k: _per_iteration(tl, o, k, v, p),
+                1.0 / pc.calibrate_max_stretch_scale,
+                pc.calibrate_max_stretch_scale,
+                step_ns,
+            ):
+                return Fit(o, 1.0, True, _fitted(tl, o, 1.0, step_ms, v, p) + f" ({flat})", share=p)
+        else:
+            o, p = calibrated_overhead(tl, step_ns, top, v), 0.0
+            words = f"nsys's cost fitted to it: {o / 1e3:.3g} us a call"
+            if abs(_per_iteration(tl, o, 1.0, v) / step_ns - 1.0) <= 0.01:
+                return Fit(o, 1.0, True, _fitted(tl, o, 1.0, step_ms, v) + f" ({words})")
     else:
         words += f" ({rate:.2g} calls per ms of step: too few to fit it)"
     if not (tl.gap_kind != TL.DISPATCH).any():  # no host stretch to take the rest
@@ -421,6 +434,15 @@ def _per_iteration(
 ) -> float:
     r = M.replay(tl, None, overhead_ns, scale, v, share)
     return r.total_ns / max(1, r.iterations)
+
+
+def _flat(replayed, lo: float, hi: float, step_ns: int) -> bool:
+    """Whether the replayed step (``replayed(x)``, ns) moves by at most 1% of ``step_ns`` from
+    ``lo`` to ``hi``: a step the GPU's work sets does not depend on the host's cost per call or
+    its stretches, so the measured step cannot fit either (a search would stop at a bound, the
+    largest cost, and a removal that leaves the host the bound would then find it nearly
+    free)."""
+    return abs(replayed(hi) - replayed(lo)) <= 0.01 * step_ns
 
 
 def calibrated_overhead(tl: TL.Timeline, step_ns: int, top_ns: int, v: float = 1.0) -> int:

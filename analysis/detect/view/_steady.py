@@ -47,15 +47,17 @@ class Iterations:
         return int(self.starts.size - 1)
 
 
-def gpu_sequence(trace: T.Trace) -> dict[str, np.ndarray]:
+def gpu_sequence(trace: T.Trace, *, full_names: bool = False) -> dict[str, np.ndarray]:
     """start, code, dev and stream of every GPU item, sorted by start.
 
-    Codes: a kernel's short-name id (>= 0); copies -(1 + copyKind); memsets -100; graph
-    replays -(1000 + graphExecId).
+    Codes: a kernel's short-name id (>= 0; with ``full_names`` its demangled name's id, which
+    tells apart the template instances a short name such as ``vectorized_elementwise_kernel``
+    merges); copies -(1 + copyKind); memsets -100; graph replays -(1000 + graphExecId).
     """
     parts = []
+    name = "demangledName" if full_names else "shortName"
     specs = (
-        (KERNEL, "t.shortName"),
+        (KERNEL, f"t.{name}"),
         (MEMCPY, "-(1 + t.copyKind)"),
         (MEMSET, "-100"),
         (GRAPH, "-(1000 + t.graphExecId)"),
@@ -66,7 +68,7 @@ def gpu_sequence(trace: T.Trace) -> dict[str, np.ndarray]:
         cols = {"start": "t.start", "code": code}
         cols["dev"] = "t.deviceId" if trace.has(table, "deviceId") else "0"
         cols["stream"] = "t.streamId" if trace.has(table, "streamId") else "0"
-        bits = T.name_bits(trace, table, "shortName") if table == KERNEL else None
+        bits = T.name_bits(trace, table, name) if table == KERNEL else None
         pack = [("stream", "code", bits)] if bits is not None else []
         parts.append(T.int_columns(trace, table, cols, pack=pack))
     keys = ("start", "code", "dev", "stream")
@@ -359,6 +361,16 @@ def _stream_anchor(
     return best, None if best is not None or why is None else why[1]
 
 
+def _one_name_run(anchor: Anchor, window: WindowThresholds) -> bool:
+    """Whether the anchor's iteration is one item that covers less than
+    ``min_local_cover_share`` of its own stretch: a run of one kernel name inside a longer
+    loop (a per-parameter optimizer's hundreds of elementwise kernels, which one short name
+    covers), not a loop of one kernel; the search is then made again on the kernels' full
+    names."""
+    a, b = anchor.stretch
+    return anchor.period == 1 and anchor.cover < window.min_local_cover_share * (b - a)
+
+
 def gpu_search(trace: T.Trace, window: WindowThresholds) -> tuple[Iterations | None, str | None]:
     """:func:`gpu_iterations`, and when it finds none although some GPU work repeats, why
     those repeats were not trusted as the loop (else None)."""
@@ -367,6 +379,9 @@ def gpu_search(trace: T.Trace, window: WindowThresholds) -> tuple[Iterations | N
     if seq["code"].size < 2 * min_rep:
         return None, None
     best, why = _stream_anchor(seq, window)
+    if best is not None and _one_name_run(best[0], window):
+        finer, _ = _stream_anchor(gpu_sequence(trace, full_names=True), window)
+        best = finer if finer is not None else best
     if best is None:
         return None, why
     anchor, start = best
