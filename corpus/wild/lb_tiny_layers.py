@@ -63,28 +63,10 @@ def main():
         return loss
 
     if args.fix == "replay":
-        step = _replay_step(model, loss_fn, data, state)
+        step = _graphed(_adam_written_out(model, loss_fn), data, state)
     elif args.fix == "graphs":
-        static_x, static_y = data[0][0].clone(), data[0][1].clone()
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            for _ in range(3):
-                train_step(static_x, static_y)
-        torch.cuda.current_stream().wait_stream(side)
-        graph = torch.cuda.CUDAGraph()
-        opt.zero_grad(set_to_none=True)
-        with torch.cuda.graph(graph):
-            static_loss = loss_fn(model(static_x), static_y)
-            static_loss.backward()
-            opt.step()
-
-        def step():
-            x, y = data[state["i"] % len(data)]
-            state["i"] += 1
-            static_x.copy_(x)
-            static_y.copy_(y)
-            graph.replay()
+        # zero_grad(set_to_none) inside the capture: no kernel, the grads left to backward
+        step = _graphed(train_step, data, state)
     else:
 
         def step():
@@ -107,20 +89,19 @@ def main():
     print("RESULT " + json.dumps({"step_ms": round(ms, 3), "steps": n, "fix": args.fix}))
 
 
-def _replay_step(model, loss_fn, data, state, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
-    """``--fix replay``: forward, backward and Adam's single-tensor update captured once as a
-    CUDA graph; per step the next inputs are copied in and the graph replayed."""
-    params = [p for p in model.parameters()]
+def _adam_written_out(model, loss_fn, lr=1e-3, betas=(0.9, 0.999), eps=1e-8):
+    """``--fix replay``'s step: forward, backward and Adam's single-tensor update, with the
+    kernels torch.optim.Adam(foreach=False, capturable=False) launches."""
+    params = list(model.parameters())
     moments = [(torch.zeros_like(p), torch.zeros_like(p)) for p in params]
     beta1, beta2 = betas
     t = {"step": 0}
 
     def update():
-        # torch.optim.Adam(foreach=False, capturable=False)'s per-parameter kernels: lerp_,
-        # mul_, addcmul_, sqrt, div, add_, addcdiv_ (the step count and corrections on the host)
+        # Adam's per-parameter kernels: lerp_, mul_, addcmul_, sqrt, div, add_, addcdiv_ (the
+        # step count and corrections on the host)
         t["step"] += 1
         bc1, bc2 = 1 - beta1 ** t["step"], 1 - beta2 ** t["step"]
-        # called under no_grad, as an optimizer's step is
         for p, (m, v) in zip(params, moments, strict=True):
             g = p.grad
             m.lerp_(g, 1 - beta1)
@@ -128,27 +109,32 @@ def _replay_step(model, loss_fn, data, state, lr=1e-3, betas=(0.9, 0.999), eps=1
             denom = (v.sqrt() / bc2**0.5).add_(eps)
             p.addcdiv_(m, denom, value=-lr / bc1)
 
-    def eager(x, y):
+    def train(x, y):
         for p in params:
             p.grad = None
         loss = loss_fn(model(x), y)
         loss.backward()
-        with torch.no_grad():
+        with torch.no_grad():  # as an optimizer's step is
             update()
         return loss
 
+    return train
+
+
+def _graphed(train, data, state):
+    """``train(x, y)`` (it sets the grads to None first) warmed up on a side stream, captured
+    once as a CUDA graph over static inputs; the step returned copies the next batch in and
+    replays it."""
     static_x, static_y = data[0][0].clone(), data[0][1].clone()
     side = torch.cuda.Stream()
     side.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(side):
         for _ in range(3):
-            eager(static_x, static_y)
+            train(static_x, static_y)
     torch.cuda.current_stream().wait_stream(side)
     graph = torch.cuda.CUDAGraph()
-    for p in params:
-        p.grad = None
     with torch.cuda.graph(graph):
-        eager(static_x, static_y)
+        train(static_x, static_y)
 
     def step():
         x, y = data[state["i"] % len(data)]

@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
 # On the GPU machine, from the checkout root:
 #   source .gpu-stage/bin/env.sh && OUT=$OUT bash scripts/device/graph-nodes.sh SCRIPT...
-# Profiles each wild-corpus script's `--fix graphs` run with CUDA graphs traced per node
-# (nsys --cuda-graph-trace=node; FIX=NAME profiles `--fix NAME` instead), so that the replay's kernels and the GPU's time between them
-# can be set beside the baseline's kernels: what a launch-bound prediction (the same kernels
-# replayed from one graph) assumes. Prints, per script, the replays' span, their kernels' summed
-# time and count (medians over the replays), and keeps the xz'd exports under $OUT.
+# Profiles each wild-corpus script's `--fix graphs` run (FIX=NAME: `--fix NAME`) with CUDA
+# graphs traced per node (nsys --cuda-graph-trace=node), so that the replay's kernels and the
+# GPU's time between them can be set beside the baseline's kernels: what a launch-bound
+# prediction (the same kernels replayed from one graph) assumes. Prints, per script, the
+# replays' span, their kernels' summed time and count (medians over the replays), and keeps the
+# xz'd exports under $OUT.
 set -u
 out=${OUT:-/var/tmp/graph-nodes}
 mkdir -p "$out"
