@@ -25,6 +25,18 @@ def test_the_probes_run_on_the_cpu_and_take_time():
     assert all(isinstance(v, float) and v > 0 for v in probe.values())
 
 
+def test_a_slice_probe_times_the_loop_the_copy_and_a_helper_core():
+    import os
+
+    allowed = os.sched_getaffinity(0)
+    cpu = min(allowed)
+    probe = hp.SliceProbe(helper_cpu=cpu)()
+    assert list(probe) == list(hp.SLICE_PROBE_KEYS)
+    assert all(isinstance(v, float) and 0 < v < 10_000 for v in probe.values())
+    assert os.sched_getaffinity(0) == allowed  # only the probe's own thread was pinned
+    assert "helper_python_ms" not in hp.SliceProbe()()  # nothing pinned: no helper core
+
+
 @pytest.mark.parametrize(
     ("call", "message"),
     [

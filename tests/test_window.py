@@ -8,6 +8,7 @@ import shutil
 import pytest
 
 from harness.core.config import HarnessConfig
+from harness.execution.hostprobe import SLICE_PROBE_KEYS
 from harness.execution.worker import MIN_WARMUP_STEPS, warmup_done, window_steps
 from tests.conftest import FAULTY_ENV, faulty_args, only_run_dir, smoke_args
 
@@ -111,12 +112,22 @@ def test_the_profiled_window_has_its_own_budget(cli, tmp_path):
 def test_a_sliced_window_has_its_own_budget(cli, tmp_path):
     """harness.timing.window_s (1 s by default) is a sliced round's window budget, at most
     harness.max_window_s: 0.25 s steps measure 4 (1 s), and never fewer than
-    harness.timing.min_steps."""
+    harness.timing.min_steps; harness.timing.slice_probes records the host's speed around
+    every slice."""
     res = _slow_result_sliced(cli, tmp_path / "r", "harness.max_window_s=10")
     assert res["steps"] == 4 and sum(res["slices"]["steps"]) == 4
+    assert "probes" not in res["slices"]  # harness.timing.slice_probes is off by default
     res = _slow_result_sliced(cli, tmp_path / "m", "harness.max_window_s=10",
-                              "harness.timing.min_steps=6")  # fmt: skip
+                              "harness.timing.min_steps=6", "harness.timing.slice_probes=true")  # fmt: skip
     assert res["steps"] == 6
+    # one probe before and one after each slice, each key a time (the helper core's loop only
+    # where threads are pinned: harness.timing.pin)
+    probes = res["slices"]["probes"]
+    assert len(probes) == len(res["slices"]["steps"])
+    for p in probes:
+        for when in ("before", "after"):
+            assert {"python_ms", "copy_ms"} <= set(p[when]) <= set(SLICE_PROBE_KEYS)
+            assert all(v > 0 for v in p[when].values())
 
 
 def _slow_result_sliced(cli, results, *extra: str) -> dict:

@@ -43,6 +43,12 @@ class TimingConfig:
     size's steps here too). Short: the interval comes from the rounds, and a round's slices
     pair one state of the host, so a long window buys little; rounds are added where the
     noise is (``target_half_width``)."""
+    slice_probes: bool = False
+    """Probe the host's speed right before and right after every slice: a short Python loop
+    on the loop's core and on a helper core, and a copy between two host buffers
+    (result.json ``slices.probes``; harness/execution/hostprobe.py ``slice_probe``). Outside
+    the measured steps; about 1-3 ms a slice. What it is for: telling which of the host's
+    speed modes each slice met (docs/measurement.md)."""
     min_steps: int = 4
     """The fewest measured steps of a sliced round's worker (two cycles of a one-step slice)."""
     target_half_width: float = 0.05

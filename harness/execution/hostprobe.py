@@ -19,8 +19,12 @@ result.json holds them as ``host_probe: {"before": {"launch_us", "python_ms"}, "
 
 from __future__ import annotations
 
+import os
+import threading
 import time
 from typing import Any
+
+import numpy as np
 
 #: The keys of one probe's record, in result.json's ``host_probe.before`` and ``.after``.
 PROBE_KEYS = ("launch_us", "python_ms")
@@ -72,6 +76,51 @@ def host_probe(torch: Any, device: Any, launches: int, python_loop: int) -> dict
         "launch_us": launch_probe(torch, device, launches),
         "python_ms": python_probe(python_loop),
     }
+
+
+#: A slice probe's Python loop (about 0.3 ms at the H200 host's fast speed, 0.6 ms at its slow
+#: one) and its copy between two host buffers: short beside a 0.1 s slice.
+SLICE_LOOP = 10_000
+SLICE_COPY_BYTES = 8 << 20
+#: The keys of one slice probe (result.json ``slices.probes[i].before`` and ``.after``).
+SLICE_PROBE_KEYS = ("python_ms", "copy_ms", "helper_python_ms")
+
+
+class SliceProbe:
+    """The host's speed right before and right after one slice of a sliced round: the Python
+    loop on the calling thread (the loop's core), a copy of :data:`SLICE_COPY_BYTES` between
+    two host buffers (memory bandwidth: what a pageable copy's staging pays), and the loop on
+    a short-lived thread pinned to ``helper_cpu`` (where a GIL-holding thread or a loader
+    worker runs; left out where nothing is pinned). Why per slice: the host's speed modes
+    change within a second, and a pair of neighbouring slices is what meets one of them."""
+
+    def __init__(self, helper_cpu: int | None = None) -> None:
+        self.helper_cpu = helper_cpu
+        self._src = np.ones(SLICE_COPY_BYTES // 8)
+        self._dst = np.empty_like(self._src)
+        np.copyto(self._dst, self._src)  # both buffers' pages touched before the first probe
+
+    def __call__(self) -> dict[str, float]:
+        out = {"python_ms": python_probe(SLICE_LOOP)}
+        t0 = time.perf_counter()
+        np.copyto(self._dst, self._src)
+        out["copy_ms"] = (time.perf_counter() - t0) * 1e3
+        if self.helper_cpu is not None:
+            out["helper_python_ms"] = self._on_helper(self.helper_cpu)
+        return out
+
+    @staticmethod
+    def _on_helper(cpu: int) -> float:
+        got: list[float] = []
+
+        def run() -> None:
+            os.sched_setaffinity(0, {cpu})  # this thread only
+            got.append(python_probe(SLICE_LOOP))
+
+        thread = threading.Thread(target=run, name="slice-probe", daemon=True)
+        thread.start()
+        thread.join()
+        return got[0]
 
 
 def probe_record(before: dict[str, float] | None, after: dict[str, float] | None) -> Any:

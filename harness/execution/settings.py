@@ -325,6 +325,7 @@ class Settings:
         if timing.window_s is not None and spec.max_window_s is not None:
             spec.max_window_s = min(spec.max_window_s, timing.window_s)
         spec.min_steps = timing.min_steps
+        spec.slice_probes = timing.slice_probes
         plan = self.cpu_plan()
         spec.cpus = plan.record() if plan is not None else None
 

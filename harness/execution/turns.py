@@ -53,6 +53,8 @@ class SlicedWindow:
     slice_steps: list[int] = field(default_factory=list)
     slice_start_s: list[float] = field(default_factory=list)
     slice_end_s: list[float] = field(default_factory=list)
+    slice_probes: list[dict[str, Any]] = field(default_factory=list)
+    """Per slice where probed (harness.timing.slice_probes): ``{"before": .., "after": ..}``."""
     held_s: float = 0.0
     """Seconds spent waiting for commands (turns of the others, the parent's hand-over)."""
     pinned: dict[str, Any] | None = None
@@ -67,6 +69,7 @@ class SlicedWindow:
             "steps": self.slice_steps,
             "start_s": self.slice_start_s,
             "end_s": self.slice_end_s,
+            **({"probes": self.slice_probes} if self.slice_probes else {}),
             "pinned": self.pinned,
             "plan": self.plan,
         }
@@ -91,6 +94,8 @@ class Turns:
     parent_alive: Callable[[], bool]
     timeout_s: float
     cpus: CpuPlan | None = None
+    slice_probe: Callable[[], dict[str, float]] | None = None
+    """Run right before and right after each slice, outside its steps (None: no probes)."""
 
 
 def run_turns(turns: Turns) -> SlicedWindow:
@@ -165,6 +170,7 @@ def _slice(turns: Turns, out: SlicedWindow, first: int, n: int) -> float:
     torch = turns.torch
     events = [torch.cuda.Event(enable_timing=True) for _ in range(n + 1)] if turns.on_gpu else []
     host: list[float] = []
+    before = turns.slice_probe() if turns.slice_probe is not None else None
     start = time.monotonic()
     w0 = time.perf_counter()
     if turns.on_gpu:
@@ -179,6 +185,8 @@ def _slice(turns: Turns, out: SlicedWindow, first: int, n: int) -> float:
     turns.sync()
     wall = time.perf_counter() - w0
     end = time.monotonic()
+    if turns.slice_probe is not None:
+        out.slice_probes.append({"before": before, "after": turns.slice_probe()})
     steps = [events[j].elapsed_time(events[j + 1]) for j in range(n)] if turns.on_gpu else host
     out.step_ms += steps
     out.host_ms += host

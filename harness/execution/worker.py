@@ -138,6 +138,9 @@ class WorkerSpec:
     right after the measured window (:mod:`harness.execution.hostprobe`); 0: no host probes."""
     probe_python_loop: int = 300_000
     """harness.host_probe.python_loop: the Python loop probe's iterations."""
+    slice_probes: bool = False
+    """harness.timing.slice_probes: probe the host before and after every slice of a sliced
+    round (:func:`harness.execution.hostprobe.slice_probe`)."""
     turn_gate: str | None = None
     """A timing worker of a sliced round (harness.timing.slices): the parent's turn gate, a
     Unix socket it connects to once set up, then runs the warm-up, the slices and the end it
@@ -414,6 +417,7 @@ def _sliced_window(spec: WorkerSpec, b: _Built) -> _Window:
         say=lambda state: _say_progress(spec, state),
         parent_alive=lambda: spec.parent_pid is None or rf.pid_alive(spec.parent_pid),
         timeout_s=spec.gate_timeout_s, cpus=cpus,
+        slice_probe=_slice_prober(cpus) if spec.slice_probes else None,
     )  # fmt: skip
     try:
         got = run_turns(turns)
@@ -534,6 +538,15 @@ def _record(
         "steps_planned": planned,
         "extras": ctx.extras,
     }
+
+
+def _slice_prober(cpus: Any) -> Any:
+    """The probe run around each slice: on the loop's core, and on the first helper core where
+    threads are pinned (the cores a GIL-holding thread or a loader worker runs on)."""
+    from harness.execution.hostprobe import SliceProbe
+
+    helper = cpus.helpers[0] if cpus is not None and cpus.helpers else None
+    return SliceProbe(helper_cpu=helper)
 
 
 def _probe(spec: WorkerSpec, torch: Any, device: Any) -> dict[str, float] | None:
