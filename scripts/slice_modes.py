@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-KEYS = ("python_ms", "helper_python_ms", "copy_ms")
+KEYS = ("python_ms", "helper_python_ms", "copy_ms", "launch_us")
 
 
 def _slices(result: dict) -> list[dict]:

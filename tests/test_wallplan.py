@@ -53,10 +53,11 @@ def test_shorter_sliced_windows_and_fewer_rounds_cost_less(runs):
     base = wallplan.total_s(costs)
     sliced = wallplan.replace(k, slices=True, window_s=1.0)
     two = wallplan.replace(sliced, repeats=2)
-    more = wallplan.replace(two, extra_rounds={"gil_contention": 3})
+    # forced_sync's rounds are sliced (gil_contention and sync_loading decline slicing)
+    more = wallplan.replace(two, extra_rounds={"forced_sync": 3})
     assert wallplan.total_s(costs, two) < wallplan.total_s(costs, sliced) < base
     added = wallplan.total_s(costs, more) - wallplan.total_s(costs, two)
-    one_round = wallplan._round_s(costs.variants["gil_contention"], two, True)
+    one_round = wallplan._round_s(costs.variants["forced_sync"], two, True)
     assert added == pytest.approx(3 * one_round)
 
 

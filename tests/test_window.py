@@ -126,7 +126,7 @@ def test_a_sliced_window_has_its_own_budget(cli, tmp_path):
     assert len(probes) == len(res["slices"]["steps"])
     for p in probes:
         for when in ("before", "after"):
-            assert {"python_ms", "copy_ms"} <= set(p[when]) <= set(SLICE_PROBE_KEYS)
+            assert {"python_ms", "copy_ms", "launch_us"} <= set(p[when]) <= set(SLICE_PROBE_KEYS)
             assert all(v > 0 for v in p[when].values())
 
 

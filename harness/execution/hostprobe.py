@@ -22,6 +22,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -83,7 +84,9 @@ def host_probe(torch: Any, device: Any, launches: int, python_loop: int) -> dict
 SLICE_LOOP = 10_000
 SLICE_COPY_BYTES = 8 << 20
 #: The keys of one slice probe (result.json ``slices.probes[i].before`` and ``.after``).
-SLICE_PROBE_KEYS = ("python_ms", "copy_ms", "helper_python_ms")
+SLICE_PROBE_KEYS = ("python_ms", "copy_ms", "helper_python_ms", "launch_us")
+#: A slice probe's launches (:func:`launch_probe`): about 1-2 ms of a GPU host.
+SLICE_LAUNCHES = 200
 
 
 class SliceProbe:
@@ -91,11 +94,14 @@ class SliceProbe:
     loop on the calling thread (the loop's core), a copy of :data:`SLICE_COPY_BYTES` between
     two host buffers (memory bandwidth: what a pageable copy's staging pays), and the loop on
     a short-lived thread pinned to ``helper_cpu`` (where a GIL-holding thread or a loader
-    worker runs; left out where nothing is pinned). Why per slice: the host's speed modes
+    worker runs; left out where nothing is pinned), and ``launch()`` where given (the worker's
+    :func:`launch_probe`, :data:`SLICE_LAUNCHES` launches). Why per slice: the host's speed modes
     change within a second, and a pair of neighbouring slices is what meets one of them."""
 
-    def __init__(self, helper_cpu: int | None = None) -> None:
-        self.helper_cpu = helper_cpu
+    def __init__(
+        self, helper_cpu: int | None = None, launch: Callable[[], float] | None = None
+    ) -> None:
+        self.helper_cpu, self.launch = helper_cpu, launch
         self._src = np.ones(SLICE_COPY_BYTES // 8)
         self._dst = np.empty_like(self._src)
         np.copyto(self._dst, self._src)  # both buffers' pages touched before the first probe
@@ -107,6 +113,8 @@ class SliceProbe:
         out["copy_ms"] = (time.perf_counter() - t0) * 1e3
         if self.helper_cpu is not None:
             out["helper_python_ms"] = self._on_helper(self.helper_cpu)
+        if self.launch is not None:
+            out["launch_us"] = self.launch()
         return out
 
     @staticmethod

@@ -417,7 +417,7 @@ def _sliced_window(spec: WorkerSpec, b: _Built) -> _Window:
         say=lambda state: _say_progress(spec, state),
         parent_alive=lambda: spec.parent_pid is None or rf.pid_alive(spec.parent_pid),
         timeout_s=spec.gate_timeout_s, cpus=cpus,
-        slice_probe=_slice_prober(cpus) if spec.slice_probes else None,
+        slice_probe=_slice_prober(cpus, b) if spec.slice_probes else None,
     )  # fmt: skip
     try:
         got = run_turns(turns)
@@ -540,13 +540,14 @@ def _record(
     }
 
 
-def _slice_prober(cpus: Any) -> Any:
-    """The probe run around each slice: on the loop's core, and on the first helper core where
-    threads are pinned (the cores a GIL-holding thread or a loader worker runs on)."""
-    from harness.execution.hostprobe import SliceProbe
+def _slice_prober(cpus: Any, b: _Built) -> Any:
+    """The probe run around each slice: on the loop's core, on the first helper core where
+    threads are pinned (the cores a GIL-holding thread or a loader worker runs on), and the
+    launch rate on the worker's device."""
+    from harness.execution.hostprobe import SLICE_LAUNCHES, SliceProbe, launch_probe
 
     helper = cpus.helpers[0] if cpus is not None and cpus.helpers else None
-    return SliceProbe(helper_cpu=helper)
+    return SliceProbe(helper, lambda: launch_probe(b.torch, b.device, SLICE_LAUNCHES))
 
 
 def _probe(spec: WorkerSpec, torch: Any, device: Any) -> dict[str, float] | None:

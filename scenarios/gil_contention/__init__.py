@@ -111,6 +111,10 @@ SCENARIO = Scenario(
     name=__name__.rpartition(".")[2],  # its package's name, which is also its class's
     bottleneck=Klass.GIL_CONTENTION,
     title="A Python metrics thread holds the GIL the training loop needs to launch",
+    # A slice ends with the GPU synchronised: the metrics thread then scores while the loop
+    # waits on the GPU without the GIL, so short slices hide the contention a continuous loop
+    # meets, and how much depends on the slice's steps (docs/measurement.md): back to back.
+    slice_rounds=False,
     variants=(
         Variant(
             name="baseline",

@@ -6,7 +6,8 @@
 # RUNS unprofiled sliced runs back to back, each of ROUNDS timing rounds of the host-bound pairs
 # (gil_contention, pageable_copies, kernel_flood's baseline against cuda_graphs) and a GPU-bound
 # one (forced_sync), with harness.timing.slice_probes=true: a Python loop on the loop's core
-# and on a helper core, and a host-buffer copy, right before and after every slice. Then
+# and on a helper core, a host-buffer copy and the launch rate, right before and after every
+# slice (gil_contention declines slicing: its rounds run back to back, unprobed). Then
 # scripts/slice_modes.py sets each round's and each slice pair's ratio beside those probes.
 # Writes into $OUT: slice-modes.txt and each run's tables (result.json files, no exports).
 set -uo pipefail
@@ -31,6 +32,17 @@ for run in $(seq 1 "${RUNS:-2}"); do
   echo "run $run: harness exit code $?, wall $(( $(date +%s) - start )) s" | tee -a "$out/slice-modes.txt"
 done
 "$PY" scripts/slice_modes.py "$results"/run-*/*/ >> "$out/slice-modes.txt" 2>&1
+for dir in "$results"/run-*/*/; do  # each run's speedups, its rounds and whether they were sliced
+  "$PY" - "$dir" >> "$out/slice-modes.txt" 2>&1 <<'PY'
+import sys
+import pandas as pd
+r = pd.read_csv(f"{sys.argv[1]}/runs.csv")
+r = r[r["kind"] != "baseline"]
+cols = ["scenario", "variant", "speedup", "speedup_ci_low", "speedup_ci_high", "paired_rounds",
+        "slice_s"]
+print(sys.argv[1]); print(r[[c for c in cols if c in r]].round(3).to_string(index=False))
+PY
+done
 for dir in "$results"/run-*/*/; do
   name=$(basename "$(dirname "$dir")")
   tar -C "$dir" -cf - --exclude='*.nsys-rep' --exclude='*.sqlite' . | xz -T0 -6 > "$out/$name-tables.tar.xz"
