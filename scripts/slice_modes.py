@@ -9,6 +9,11 @@ prints, per scenario and pair (the baseline over each other variant):
   mean log ratio where both probes read the host's fast mode, where both read the slow one,
   and the correlation of the log ratio with the probes' log over all pairs.
 
+- adjusted to the host's fast mode: each slice pair's log ratio less ``beta . (log probes -
+  log reference)``, beta fitted on every pair of the run within rounds (round fixed effects:
+  what moves a ratio inside a round), the reference the 10th percentile of the probe over the
+  run (its fast mode); then the rounds' Student-t interval as runs.csv makes it.
+
 A probe reads "slow" above the run's threshold: the geometric midpoint of its 10th and 90th
 percentiles over every slice of the run (the host's two modes are about 1.9x apart).
 Usage: python scripts/slice_modes.py RUN_DIR [RUN_DIR ...]
@@ -22,6 +27,8 @@ import sys
 from pathlib import Path
 
 import numpy as np
+
+from harness.core.stats import half_width, log_t_interval
 
 KEYS = ("python_ms", "helper_python_ms", "copy_ms", "launch_us")
 
@@ -54,6 +61,11 @@ def _load(run: Path) -> dict:
             _slices(res),
         )
     return got
+
+
+def _median(values: list[float]) -> float:
+    kept = [v for v in values if not math.isnan(v)]
+    return float(np.median(kept)) if kept else math.nan
 
 
 def _threshold(runs: dict, key: str) -> float:
@@ -96,7 +108,7 @@ def report(run: Path) -> None:
                     continue
                 (rb, sb), (ro, so) = variants["baseline"], variants[other]
                 ratio = np.mean(rb["step_ms"]) / np.mean(ro["step_ms"])
-                med = {k: np.nanmedian([s[k] for s in sb + so]) for k in KEYS}
+                med = {k: _median([s[k] for s in sb + so]) for k in KEYS}
                 pairs = _pairs(sb, so)
                 every += pairs
                 slow = {k: np.mean([(b[k] > cut[k]) + (o[k] > cut[k]) for _, b, o in pairs]) / 2
@@ -104,6 +116,58 @@ def report(run: Path) -> None:
                 print(f"  round {rnd}: ratio {ratio:.3f}  probes " + "  ".join(
                     f"{k} {med[k]:.3f} (slow {slow[k]:.0%})" for k in KEYS))  # fmt: skip
             _by_mode(every, cut)
+            _adjusted(rounds, other, _reference(runs))
+
+
+def _reference(runs: dict) -> dict[str, float]:
+    """Each probe's 10th percentile over every slice of the run: its fast mode."""
+    return {key: _percentile(runs, key, 10) for key in KEYS}
+
+
+def _percentile(runs: dict, key: str, q: float) -> float:
+    values = [
+        sl[key]
+        for rounds in runs.values()
+        for variants in rounds.values()
+        for _, slices in variants.values()
+        for sl in slices
+        if not math.isnan(sl[key])
+    ]
+    return float(np.percentile(values, q)) if values else math.nan
+
+
+def _adjusted(rounds: dict, other: str, ref: dict[str, float]) -> None:
+    """The pair's rounds' interval, raw and adjusted to each probe's fast mode."""
+    parts = []
+    for key in ("python_ms", "copy_ms", "launch_us"):
+        rows = []
+        for rnd, variants in sorted(rounds.items()):
+            if "baseline" in variants and other in variants and not math.isnan(ref[key]):
+                for r, b, o in _pairs(variants["baseline"][1], variants[other][1]):
+                    rows.append((rnd, r, math.log(b[key]), math.log(o[key])))
+        a = np.array(rows)
+        if len(a) < 4 or np.isnan(a).any() or len(set(a[:, 0])) < 2:
+            continue
+        x = a[:, 2:] - math.log(ref[key])
+        y, xd = a[:, 1].copy(), x.copy()
+        for u in np.unique(a[:, 0]):  # within rounds
+            m = a[:, 0] == u
+            y[m] -= y[m].mean()
+            xd[m] -= xd[m].mean(0)
+        beta = np.linalg.lstsq(xd, y, rcond=None)[0]
+        per_round = [
+            (a[m, 1] - x[m] @ beta).mean() for m in (a[:, 0] == u for u in np.unique(a[:, 0]))
+        ]
+        p, lo, hi = log_t_interval(per_round)
+        parts.append(
+            f"{key}: {p:.3f} [{lo:.3f}-{hi:.3f}] +-{half_width(lo, hi):.1%} beta {beta.round(2)}"
+        )
+    raw = [np.mean([r for r, _, _ in _pairs(v["baseline"][1], v[other][1])])
+           for v in rounds.values() if "baseline" in v and other in v]  # fmt: skip
+    if len(raw) >= 2:
+        p, lo, hi = log_t_interval(raw)
+        print(f"  adjusted to the fast mode (slice pairs; raw {p:.3f} [{lo:.3f}-{hi:.3f}]): "
+              + " | ".join(parts))  # fmt: skip
 
 
 def _by_mode(pairs: list[tuple[float, dict, dict]], cut: dict) -> None:
