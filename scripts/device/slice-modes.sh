@@ -31,7 +31,7 @@ for run in $(seq 1 "${RUNS:-2}"); do
     > "$out/run-$run.log" 2>&1
   echo "run $run: harness exit code $?, wall $(( $(date +%s) - start )) s" | tee -a "$out/slice-modes.txt"
 done
-"$PY" scripts/slice_modes.py "$results"/run-*/*/ >> "$out/slice-modes.txt" 2>&1
+PYTHONPATH=$PWD "$PY" scripts/slice_modes.py "$results"/run-*/*/ >> "$out/slice-modes.txt" 2>&1
 for dir in "$results"/run-*/*/; do  # each run's speedups, its rounds and whether they were sliced
   "$PY" - "$dir" >> "$out/slice-modes.txt" 2>&1 <<'PY'
 import sys
