@@ -182,47 +182,103 @@ def run_rule(nsys: str, report: Path, rule: str, *, timeout_s: float = 300) -> R
     ``fired`` when the CSV has a data row; ``not_applicable`` when nsys skips the rule because
     the report lacks its data; ``error`` when nsys fails, times out or writes no CSV.
     """
-    spec = spec_for(rule)
-    klass, canonical = (spec.klass, spec.canonical) if spec else ("", rule)
     t0 = time.perf_counter()
 
     def result(status: str, rows: int | None, reason: str) -> RuleResult:
-        return RuleResult(
-            rule, canonical, klass, status, rows, reason, round(time.perf_counter() - t0, 3)
-        )
+        return _result(rule, status, rows, reason, time.perf_counter() - t0)
 
     with tempfile.TemporaryDirectory(prefix="bottleneck-analyze-") as tmp:
-        cmd = [
-            nsys, "analyze", f"--rule={rule}", "--format=csv", f"--output={Path(tmp) / 'r'}",
-            "--force-overwrite=true", str(report),
-        ]  # fmt: skip
         try:
-            proc = _run(cmd, timeout_s)
+            proc = _run(_analyze_command(nsys, report, [rule], Path(tmp) / "r"), timeout_s)
         except subprocess.TimeoutExpired:
             return result(ERROR, None, f"nsys analyze timed out after {timeout_s:g} s")
         except OSError as exc:
             return result(ERROR, None, f"nsys analyze did not run: {exc}")
         said = (proc.stdout + "\n" + proc.stderr).strip()
-        skipped = re.search(r"SKIPPED:\s*(.+)", said)
-        if skipped:
-            why = skipped.group(1).strip().replace(str(report), report.name)
-            return result(NOT_APPLICABLE, None, why)
+        skipped = _skipped(said, report)
+        if skipped is not None:
+            return result(NOT_APPLICABLE, None, skipped)
         if proc.returncode != 0:
             return result(ERROR, None, f"nsys analyze exit {proc.returncode}: {said[-300:]}")
         csvs = sorted(Path(tmp).glob("*.csv"))
         if not csvs:
             return result(ERROR, None, f"nsys analyze wrote no CSV: {said[-300:]}")
         rows = sum(_data_rows(p) for p in csvs)
+    return _ran(rule, rows, time.perf_counter() - t0)
+
+
+def _analyze_command(nsys: str, report: Path, rules: list[str], output: Path) -> list[str]:
+    return [
+        nsys, "analyze", *(f"--rule={r}" for r in rules), "--format=csv", f"--output={output}",
+        "--force-overwrite=true", str(report),
+    ]  # fmt: skip
+
+
+def _result(rule: str, status: str, rows: int | None, reason: str, seconds: float) -> RuleResult:
+    spec = spec_for(rule)
+    klass, canonical = (spec.klass, spec.canonical) if spec else ("", rule)
+    return RuleResult(rule, canonical, klass, status, rows, reason, round(seconds, 3))
+
+
+def _ran(rule: str, rows: int, seconds: float) -> RuleResult:
+    """The result of a rule that ran and listed ``rows`` rows."""
     if rows:
-        return result(FIRED, rows, f"{rows} row(s) (default row limit 50)")
-    return result(SILENT, 0, "no rows")
+        return _result(rule, FIRED, rows, f"{rows} row(s) (default row limit 50)", seconds)
+    return _result(rule, SILENT, 0, "no rows", seconds)
+
+
+def _skipped(said: str, report: Path) -> str | None:
+    """Why nsys skipped the rule (what it said after ``SKIPPED:``), else None."""
+    skipped = re.search(r"SKIPPED:\s*(.+)", said)
+    return skipped.group(1).strip().replace(str(report), report.name) if skipped else None
+
+
+#: What ``nsys analyze`` (2022.4) says as it starts each rule: the rule's script and its CSV.
+_PROCESSING = re.compile(r"Processing \[.*?\] with \[(?:[^\]]*/)?([^/\]]+)\.py\] to \[([^\]]+)\]")
 
 
 def run_rules(
     nsys: str, report: Path, rules: list[str] | None = None, *, timeout_s: float = 300
 ) -> list[RuleResult]:
-    """Every mapped rule this nsys offers (or ``rules``) on ``report``."""
-    return [run_rule(nsys, report, r, timeout_s=timeout_s) for r in (rules or runnable_rules(nsys))]
+    """Every mapped rule this nsys offers (or ``rules``) on ``report``. One ``nsys analyze``
+    runs them all (each start of nsys's analysis costs about as much as a rule on a small
+    report: six starts per report were most of the cross-check's time); a rule whose outcome
+    that call does not tell apart (it failed, or its output reads otherwise than expected) runs
+    again on its own, as :func:`run_rule`. Each rule's ``seconds`` is its share of the call."""
+    names = list(rules or runnable_rules(nsys))
+    together = _run_together(nsys, report, names, timeout_s) if len(names) > 1 else {}
+    return [together.get(r) or run_rule(nsys, report, r, timeout_s=timeout_s) for r in names]
+
+
+def _run_together(
+    nsys: str, report: Path, rules: list[str], timeout_s: float
+) -> dict[str, RuleResult]:
+    """The rules' results from one ``nsys analyze`` of them all, by rule; those it did not
+    tell apart are left out."""
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="bottleneck-analyze-") as tmp:
+        try:
+            cmd = _analyze_command(nsys, report, rules, Path(tmp) / "r")
+            proc = _run(cmd, timeout_s * len(rules))
+        except (OSError, subprocess.TimeoutExpired):
+            return {}
+        if proc.returncode != 0 or "SKIPPED" in proc.stderr:  # skips told apart on stdout only
+            return {}
+        said = proc.stdout
+        share = (time.perf_counter() - t0) / len(rules)
+        starts = list(_PROCESSING.finditer(said))
+        out: dict[str, RuleResult] = {}
+        for i, m in enumerate(starts):
+            rule, csv_path = m.group(1), Path(m.group(2))
+            if rule not in rules or rule in out:
+                continue
+            end = starts[i + 1].start() if i + 1 < len(starts) else len(said)
+            skipped = _skipped(said[m.start() : end], report)
+            if skipped is not None:
+                out[rule] = _result(rule, NOT_APPLICABLE, None, skipped, share)
+            elif csv_path.is_file() and csv_path.parent == Path(tmp):
+                out[rule] = _ran(rule, _data_rows(csv_path), share)
+    return out
 
 
 def class_votes(results: list[RuleResult]) -> dict[str, bool | None]:

@@ -162,6 +162,28 @@ def test_cpu_export_rules_are_not_applicable(nsys: str, copies: dict[str, Path])
     assert set(E.class_votes(results).values()) == {None}
 
 
+@pytest.mark.parametrize("stem", [GPU_BASE.stem, CPU_BASE.stem], ids=["gpu", "cpu"])
+def test_the_rules_run_together_say_what_each_says_alone(
+    nsys: str, copies: dict[str, Path], stem: str
+) -> None:
+    """run_rules runs every rule in one ``nsys analyze``: each rule's outcome is the one it has
+    run on its own (fired, silent or skipped, its rows and nsys's reason)."""
+    said = [(r.rule, r.status, r.rows, r.reason) for r in E.run_rules(nsys, copies[stem])]
+    alone = [E.run_rule(nsys, copies[stem], r) for r in E.runnable_rules(nsys)]
+    assert said == [(r.rule, r.status, r.rows, r.reason) for r in alone]
+
+
+def test_a_rule_the_joint_call_cannot_run_is_an_error_of_its_own(
+    nsys: str, copies: dict[str, Path]
+) -> None:
+    """An unknown rule fails the joint call: each rule then runs alone, and only that one is
+    an error."""
+    rules = [*E.runnable_rules(nsys), "no-such-rule"]
+    res = {r.rule: r for r in E.run_rules(nsys, copies[GPU_BASE.stem], rules)}
+    assert res["no-such-rule"].status == "error"
+    assert {r.status for n, r in res.items() if n != "no-such-rule"} <= {"fired", "silent"}
+
+
 def test_unknown_rule_is_an_error_not_silence(nsys: str, copies: dict[str, Path]) -> None:
     r = E.run_rule(nsys, copies[GPU_BASE.stem], "no-such-rule")
     assert r.status == "error" and r.fired is None and r.rows is None

@@ -23,6 +23,7 @@ def _args(results, *extra):
         "harness.progress=false",
         f"harness.results_dir={results}",
         "harness.report=false",  # these tests read no report (tests/test_report.py does)
+        "harness.fork_preload=[]",  # faulty builds no optimizer (tests/conftest.py: NO_DYNAMO)
         *extra,
     ]
 

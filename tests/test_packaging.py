@@ -560,7 +560,8 @@ def test_sweep_runs_each_scenario_in_its_own_job_and_folder(cli, tmp_path):
         ),
     }
     sweep_dir = tmp_path / "sweep"
-    proc = _local_sweep(cli, sweep_dir, env, f"+scenario={name},{other}")
+    # the example builds no optimizer: its fork servers skip the torch._dynamo preload
+    proc = _local_sweep(cli, sweep_dir, env, f"+scenario={name},{other}", "harness.fork_preload=[]")
     assert proc.returncode == 0, proc.stderr[-3000:]
     ran = {}
     for job in ("0", "1"):
@@ -581,8 +582,9 @@ def test_failed_job_under_submitit_makes_the_sweep_fail(cli, tmp_path):
 
     sweep_dir = tmp_path / "sweep"
     proc = _local_sweep(
-        cli, sweep_dir, FAULTY_ENV, "+scenario=faulty", "scenario.faulty.variants=[baseline,crash]"
-    )
+        cli, sweep_dir, FAULTY_ENV, "+scenario=faulty", "scenario.faulty.variants=[baseline,crash]",
+        "harness.fork_preload=[]",  # faulty builds no optimizer (tests/conftest.py: NO_DYNAMO)
+    )  # fmt: skip
     assert proc.returncode != 0
     (run_dir,) = [p for p in (sweep_dir / "0").iterdir() if p.is_dir()]
     runs = pd.read_csv(run_dir / "runs.csv").set_index("variant")

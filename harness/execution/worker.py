@@ -316,7 +316,8 @@ def settle_heap() -> int:
     first full collection, at a step set by the allocation count, stops the loop for as long as
     it takes to walk the heap (touching every page a forked worker shares with its server). A
     short window catches that once and reads it as the variant's speed. Done here it costs the
-    set-up, and later full collections walk only what the loop itself keeps. Returns how many
+    set-up, and later full collections walk only what the loop itself keeps (a forked worker's
+    imports were frozen by its fork server: this walks its set-up's objects). Returns how many
     objects were frozen (result.json's ``timing``)."""
     gc.collect()
     gc.freeze()
