@@ -69,18 +69,8 @@ def _median(values: list[float]) -> float:
 
 
 def _threshold(runs: dict, key: str) -> float:
-    values = [
-        sl[key]
-        for rounds in runs.values()
-        for variants in rounds.values()
-        for _, slices in variants.values()
-        for sl in slices
-        if not math.isnan(sl[key])
-    ]
-    if not values:
-        return math.nan
-    lo, hi = np.percentile(values, [10, 90])
-    return math.sqrt(lo * hi)
+    """The probe's slow-mode threshold: the geometric midpoint of its 10th and 90th percentiles."""
+    return math.sqrt(_percentile(runs, key, 10) * _percentile(runs, key, 90))
 
 
 def _pairs(base: list[dict], other: list[dict]) -> list[tuple[float, dict, dict]]:
