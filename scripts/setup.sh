@@ -6,19 +6,15 @@
 #   unpinned torch pulls a multi-GB CUDA build) and Debian's nsys 2022.4 is installed.
 # - NVIDIA GPU: the venv sees the system's site-packages, so an existing CUDA torch and nsys
 #   (e.g. an NVIDIA PyTorch container) are used as they are.
-# Wheels are installed without byte-compiling them (pip's --no-compile): compiling all of torch's
-# and DALI's sources took most of a fresh set-up's CPU, and Python compiles, on first import,
-# the few hundred modules the suite imports.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-PIP=(.venv/bin/python -m pip install -q --no-compile)
 if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
   [ -d .venv ] || "$PY" -m venv --system-site-packages .venv
-  .venv/bin/python -c "import torch" 2>/dev/null || "${PIP[@]}" torch
+  .venv/bin/python -c "import torch" 2>/dev/null || .venv/bin/python -m pip install -q torch
 else
   [ -d .venv ] || "$PY" -m venv .venv
-  "${PIP[@]}" "torch==2.13.0"
+  .venv/bin/python -m pip install -q "torch==2.13.0"
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     bash scripts/install-nsys-cpu.sh
   else
@@ -33,9 +29,9 @@ if ! command -v chromium >/dev/null 2>&1; then
     echo "not root or no apt-get: chromium not installed (the report's browser test skips)" >&2
   fi
 fi
-"${PIP[@]}" -e '.[dev,dali,slurm]'
+.venv/bin/python -m pip install -q -e '.[dev,dali,slurm]'
 # The tools extra (harness/tools: HTA, nsys-ai) without the packages HTA declares for its
 # notebooks (jupyterlab pulls ~90): the two wheels and what they import, ~20 s on a CPU machine
 # with a cold pip cache (6 s warm), 160 MB, most of it duckdb's wheel.
 TOOLS_RUNTIME="plotly narwhals pydot psutil duckdb rich markdown-it-py mdurl"
-"${PIP[@]}" --no-deps holistictraceanalysis==0.5.0 nsys-ai==0.3.0 $TOOLS_RUNTIME
+.venv/bin/python -m pip install -q --no-deps holistictraceanalysis==0.5.0 nsys-ai==0.3.0 $TOOLS_RUNTIME
