@@ -21,13 +21,13 @@ Usage: python scripts/slice_modes.py RUN_DIR [RUN_DIR ...]
 
 from __future__ import annotations
 
-import json
 import math
 import sys
 from pathlib import Path
 
 import numpy as np
 
+from harness.core import runfolder as rf
 from harness.core.stats import half_width, log_t_interval
 
 KEYS = ("python_ms", "helper_python_ms", "copy_ms", "launch_us")
@@ -51,11 +51,11 @@ def _slices(result: dict) -> list[dict]:
 def _load(run: Path) -> dict:
     """{scenario: {round: {variant: (result, slices)}}}."""
     got: dict = {}
-    for path in sorted(run.glob("*/*/timing-*/result.json")):
-        res = json.loads(path.read_text())
-        if not res.get("slices") or not res.get("step_ms"):
+    for path in rf.result_files(run):
+        rnd = rf.timing_round(path.parent.name)
+        res = rf.read_json(path) if rnd is not None else None
+        if not res or not res.get("slices") or not res.get("step_ms"):
             continue
-        rnd = int(path.parent.name.split("-")[1])
         got.setdefault(res["scenario"], {}).setdefault(rnd, {})[res["variant"]] = (
             res,
             _slices(res),

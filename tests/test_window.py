@@ -118,7 +118,8 @@ def test_a_sliced_window_has_its_own_budget(cli, tmp_path):
     assert res["steps"] == 4 and sum(res["slices"]["steps"]) == 4
     assert "probes" not in res["slices"]  # harness.timing.slice_probes is off by default
     res = _slow_result_sliced(cli, tmp_path / "m", "harness.max_window_s=10",
-                              "harness.timing.min_steps=6", "harness.timing.slice_probes=true")  # fmt: skip
+                              "harness.timing.min_steps=6",
+                              "harness.timing.slice_probes=true")  # fmt: skip
     assert res["steps"] == 6
     # one probe before and one after each slice, each key a time (the helper core's loop only
     # where threads are pinned: harness.timing.pin)

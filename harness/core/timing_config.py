@@ -45,8 +45,8 @@ class TimingConfig:
     noise is (``target_half_width``)."""
     slice_probes: bool = False
     """Probe the host's speed right before and right after every slice: a short Python loop
-    on the loop's core and on a helper core, and a copy between two host buffers
-    (result.json ``slices.probes``; harness/execution/hostprobe.py ``slice_probe``). Outside
+    on the loop's core and on a helper core, a copy between two host buffers and the launch
+    rate (result.json ``slices.probes``; ``harness.execution.hostprobe.SliceProbe``). Outside
     the measured steps; about 1-3 ms a slice. What it is for: telling which of the host's
     speed modes each slice met (docs/measurement.md)."""
     min_steps: int = 4

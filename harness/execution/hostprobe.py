@@ -25,8 +25,6 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-import numpy as np
-
 #: The keys of one probe's record, in result.json's ``host_probe.before`` and ``.after``.
 PROBE_KEYS = ("launch_us", "python_ms")
 #: When a probe ran, relative to the measured window (``host_probe``'s keys).
@@ -79,8 +77,8 @@ def host_probe(torch: Any, device: Any, launches: int, python_loop: int) -> dict
     }
 
 
-#: A slice probe's Python loop (about 0.3 ms at the H200 host's fast speed, 0.6 ms at its slow
-#: one) and its copy between two host buffers: short beside a 0.1 s slice.
+#: A slice probe's Python loop and its copy between two host buffers: a millisecond or two
+#: together, short beside a 0.1 s slice (what they read: docs/measurement.md).
 SLICE_LOOP = 10_000
 SLICE_COPY_BYTES = 8 << 20
 #: The keys of one slice probe (result.json ``slices.probes[i].before`` and ``.after``).
@@ -101,7 +99,9 @@ class SliceProbe:
     def __init__(
         self, helper_cpu: int | None = None, launch: Callable[[], float] | None = None
     ) -> None:
-        self.helper_cpu, self.launch = helper_cpu, launch
+        import numpy as np  # here: a worker without slice probes imports it with torch
+
+        self.helper_cpu, self.launch, self._copyto = helper_cpu, launch, np.copyto
         self._src = np.ones(SLICE_COPY_BYTES // 8)
         self._dst = np.empty_like(self._src)
         np.copyto(self._dst, self._src)  # both buffers' pages touched before the first probe
@@ -109,7 +109,7 @@ class SliceProbe:
     def __call__(self) -> dict[str, float]:
         out = {"python_ms": python_probe(SLICE_LOOP)}
         t0 = time.perf_counter()
-        np.copyto(self._dst, self._src)
+        self._copyto(self._dst, self._src)
         out["copy_ms"] = (time.perf_counter() - t0) * 1e3
         if self.helper_cpu is not None:
             out["helper_python_ms"] = self._on_helper(self.helper_cpu)

@@ -40,13 +40,20 @@ import socket
 import sys
 import time
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from harness.core import runfolder as rf
 from harness.core.atomic import write_json
-from harness.execution.hostprobe import host_probe, probe_record
+from harness.execution.hostprobe import (
+    SLICE_LAUNCHES,
+    SliceProbe,
+    host_probe,
+    launch_probe,
+    probe_record,
+)
 from harness.execution.kineto import capture_for
 from harness.execution.rendezvous import (  # noqa: F401 - re-exported
     RDZV_FILE_ENV,
@@ -140,7 +147,7 @@ class WorkerSpec:
     """harness.host_probe.python_loop: the Python loop probe's iterations."""
     slice_probes: bool = False
     """harness.timing.slice_probes: probe the host before and after every slice of a sliced
-    round (:func:`harness.execution.hostprobe.slice_probe`)."""
+    round (:class:`harness.execution.hostprobe.SliceProbe`)."""
     turn_gate: str | None = None
     """A timing worker of a sliced round (harness.timing.slices): the parent's turn gate, a
     Unix socket it connects to once set up, then runs the warm-up, the slices and the end it
@@ -541,12 +548,10 @@ def _record(
     }
 
 
-def _slice_prober(cpus: Any, b: _Built) -> Any:
+def _slice_prober(cpus: Any, b: _Built) -> Callable[[], dict[str, float]]:
     """The probe run around each slice: on the loop's core, on the first helper core where
     threads are pinned (the cores a GIL-holding thread or a loader worker runs on), and the
     launch rate on the worker's device."""
-    from harness.execution.hostprobe import SLICE_LAUNCHES, SliceProbe, launch_probe
-
     helper = cpus.helpers[0] if cpus is not None and cpus.helpers else None
     return SliceProbe(helper, lambda: launch_probe(b.torch, b.device, SLICE_LAUNCHES))
 
