@@ -17,8 +17,8 @@ from tests.conftest import only_run_dir, smoke_args
 NO_REPORT = ("harness.report=false",)
 
 
-def _run(cli, results, *extra: str):
-    args = smoke_args("forced_sync", results, "harness.repeats=2", "harness.timing.max_rounds=4",
+def _run(cli, results, *extra: str, scenario: str = "forced_sync"):
+    args = smoke_args(scenario, results, "harness.repeats=2", "harness.timing.max_rounds=4",
                       *NO_REPORT, *extra)  # fmt: skip
     proc = cli(args)
     assert proc.returncode == 0, proc.stderr[-3000:]
@@ -42,6 +42,16 @@ def test_rounds_are_added_while_an_interval_is_wide_up_to_max_rounds(cli, tmp_pa
     assert "one more timing round of" in proc.stderr
     timings = pd.read_csv(run / "timings.csv")
     assert sorted(timings["phase"].unique()) == [f"timing-{r}" for r in (1, 2, 3, 4)]
+
+
+def test_a_scenario_timed_back_to_back_gets_rounds_too(cli, tmp_path):
+    """gil_contention declines slicing (its rounds back to back): its rounds are added as a
+    sliced scenario's are."""
+    _, run, record = _run(cli, tmp_path / "r", "harness.timing.target_half_width=0.0001",
+                          "harness.timing.max_rounds=3", scenario="gil_contention")  # fmt: skip
+    whys = [(d["scenario"], d["after_round"], d["why"]) for d in record["decisions"]]
+    assert whys == [("gil_contention", 2, "added"), ("gil_contention", 3, "max_rounds")]
+    assert (pd.read_csv(run / "runs.csv")["repeats"] == 3).all()
 
 
 def test_no_round_is_added_past_the_budget(cli, tmp_path):

@@ -29,7 +29,7 @@ def _suite(*extra: str):
 
 
 def test_rounds_alternate_their_variant_order():
-    suite = _suite("harness.repeats=4")
+    suite = _suite("harness.repeats=4", "harness.timing.spread_rounds=false")
     units = plan_units(suite, [SCEN], {SCEN: VARIANTS}, profiled=True)
     timing = [u for u in units if rf.is_timing(u.phase)]
     for r in range(1, 5):
@@ -41,6 +41,24 @@ def test_rounds_alternate_their_variant_order():
     assert all(u.phase == rf.PROFILE for u in units[len(timing) :])
     assert round_order(["a"], 2) == ["a"]
     assert rf.timing_round("profile") is None and rf.timing_round("timing-12") == 12
+
+
+def test_planned_rounds_are_spread_over_the_scenarios_by_default():
+    """Round-major: round 1 of every scenario, then round 2...; compiling scenarios (``last``)
+    after the others' profiles, their own rounds spread the same way."""
+    names = ["forced_sync", "gil_contention", "kernel_flood"]
+    suite = compose(["+scenario=[forced_sync,gil_contention,kernel_flood]", "harness.repeats=2"])[1]
+    assert suite.harness.timing.spread_rounds
+    variants = {n: ["a", "b"] for n in names}
+    units = plan_units(suite, names, variants, profiled=True, last=frozenset({"kernel_flood"}))
+    got = [(u.scenario[0], u.variant, rf.timing_round(u.phase)) for u in units]
+    first = [
+        (s, v, r) for r in (1, 2) for s in "fg" for v in (["a", "b"] if r == 1 else ["b", "a"])
+    ]
+    profiles = [(s, v, None) for s in "fg" for v in "ab"]
+    last = [("k", "a", 1), ("k", "b", 1), ("k", "b", 2), ("k", "a", 2), ("k", "a", None),
+            ("k", "b", None)]  # fmt: skip
+    assert got == first + profiles + last
 
 
 def test_three_rounds_by_default():

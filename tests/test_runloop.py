@@ -18,7 +18,7 @@ import pytest
 from harness.core import runfolder as rf
 from harness.core.runfolder import Status, Unit
 from harness.execution.execute import Outcome, kill_group
-from harness.execution.runloop import Live, RunLoop
+from harness.execution.runloop import Live, RunLoop, added_round_at
 
 # A worker as the harness's speaks: set-up, held until .go, warm-up, window, then a tear-down
 # of TEARDOWN seconds after its result is written.
@@ -116,6 +116,9 @@ class FakeHost:
         if self.stop_after and any(x.unit.variant == self.stop_after for x in live):
             if any(x.state == rf.WorkerState.HELD for x in live):
                 raise KeyboardInterrupt  # a stop signal while a worker waits at its gate
+
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+        return []
 
     def times(self, variant: str, scenario: str = "s") -> dict[str, float]:
         return json.loads((self.tmp / scenario / variant / "times.json").read_text())
@@ -336,3 +339,42 @@ def test_a_round_waits_for_all_its_processes_and_no_other_unit_joins_its_set_up(
     assert turns.rounds == [["a", "b"]]
     times = {v: json.loads((tmp_path / "s" / v / "times.json").read_text()) for v in "abp"}
     assert times["p"]["setup_from"] >= min(times[v]["measure_from"] for v in "ab")
+
+
+class AddsRounds(FakeHost):
+    """Adds one round of ``s`` after its first; records each ended round and the launch order."""
+
+    def __init__(self, tmp: Path) -> None:
+        super().__init__(tmp, {})
+        self.rounds_ended: list[tuple[str, str]] = []
+        self.order: list[Unit] = []
+
+    def out(self, unit: Unit) -> Path:
+        return self.tmp / unit.scenario / unit.variant / unit.phase
+
+    def launch(self, unit: Unit) -> Live | Outcome:
+        self.order.append(unit)
+        return super().launch(unit)
+
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+        self.rounds_ended.append((scenario, phase))
+        if (scenario, phase) == ("s", "timing-1"):
+            return [Unit("s", "a", "timing-2"), Unit("s", "b", "timing-2")]
+        return []
+
+
+@pytest.mark.parametrize("spread", [False, True], ids=["next", "spread"])
+def test_an_added_round_goes_next_or_after_the_queued_rounds(tmp_path, spread):
+    """Rounds back to back ask for more too, once per round (after its last unit); spread
+    (harness.timing.spread_rounds), the added round waits for the other scenario's round."""
+    host = AddsRounds(tmp_path)
+    units = [Unit("s", "a", "timing-1"), Unit("s", "b", "timing-1"), Unit("t", "c", "timing-1"),
+             Unit("s", "a", "profile")]  # fmt: skip
+    RunLoop(host, units, overlap=True, spread=spread).run()
+    added = [Unit("s", "a", "timing-2"), Unit("s", "b", "timing-2")]
+    if spread:
+        assert host.order == [*units[:3], *added, units[3]]
+    else:
+        assert host.order == [*units[:2], *added, *units[2:]]
+    assert sorted(host.rounds_ended) == [("s", "timing-1"), ("s", "timing-2"), ("t", "timing-1")]
+    assert added_round_at(units, True) == 3 and added_round_at(units, False) == 0

@@ -24,6 +24,13 @@ class TimingConfig:
     variant) are all set up and held, then take turns, ABBA, each slice about ``slice_s`` of
     whole steps, the others stopped meanwhile (harness/execution/slicing.py). False: each
     variant's window back to back, one process after the other."""
+    spread_rounds: bool = True
+    """Run the planned rounds round-major: round 1 of every scenario, then round 2 of every
+    scenario..., and put an added round after the rounds already queued, so that a scenario's
+    rounds lie minutes apart. The host's speed modes last from seconds to minutes; rounds in a
+    row meet one stretch of them, which a rerun does not meet again (docs/measurement.md,
+    "Rounds spread over the run"). False: each scenario's rounds one after the other, an added
+    round right after the one that asked for it."""
     slice_s: float = 0.1
     """The length of a slice (seconds) where a step allows; a longer step is a slice of its
     own (of one ``Workload.period_steps``)."""

@@ -171,7 +171,8 @@ def plan_units(
     last: frozenset[str] = frozenset(),
     kineto: bool = False,
 ) -> list[Unit]:
-    """Every unit of the run, in run order: the scenarios' timing rounds, each interleaved
+    """Every unit of the run, in run order: the scenarios' timing rounds (:func:`timing_units`:
+    spread over the group's scenarios, or each scenario's in a row), each interleaved
     across its variants (``timing-1`` of each variant, then ``timing-2``...; odd rounds in
     variant order, even ones reversed, so that no variant always runs first after a pause and
     a round's ratios pair neighbours in time: :func:`round_order`), then their profiles, so that nsys writing a scenario's reports in the background runs beside the next
@@ -183,10 +184,9 @@ def plan_units(
     PyTorch Profiler runs follow its nsys profiles, one per variant: a process of its own, since
     nsys and the PyTorch Profiler both want CUPTI."""
     out: list[Unit] = []
+    spread = cfg.harness.timing.spread_rounds
     for group in ([n for n in selected if n not in last], [n for n in selected if n in last]):
-        for name in group:
-            for r, phase in enumerate(rf.phases(cfg.harness.repeats, False), start=1):
-                out += [Unit(name, v, phase) for v in round_order(variants[name], r)]
+        out += timing_units(group, variants, cfg.harness.repeats, spread)
         if profiled:
             for name in group:
                 out += [Unit(name, v, rf.PROFILE) for v in variants[name]]
@@ -194,6 +194,24 @@ def plan_units(
             for name in group:
                 out += [Unit(name, v, rf.KINETO) for v in variants[name]]
     return out
+
+
+def timing_units(
+    names: list[str], variants: dict[str, list[str]], repeats: int, spread: bool
+) -> list[Unit]:
+    """The planned timing rounds of ``names``: with ``spread`` (harness.timing.spread_rounds)
+    round-major, round 1 of every scenario, then round 2 of every scenario..., so that a
+    scenario's rounds lie minutes apart and meet the host's speed modes as the whole run does
+    (docs/measurement.md, "Rounds spread over the run"); otherwise each scenario's rounds
+    one after the other."""
+
+    def one(name: str, r: int) -> list[Unit]:
+        return [Unit(name, v, rf.timing_phase(r)) for v in round_order(variants[name], r)]
+
+    rounds = range(1, repeats + 1)
+    if spread:
+        return [u for r in rounds for name in names for u in one(name, r)]
+    return [u for name in names for r in rounds for u in one(name, r)]
 
 
 def round_order(variants: list[str], r: int) -> list[str]:

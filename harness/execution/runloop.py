@@ -189,6 +189,10 @@ class Host(Protocol):
     def tick(self, live: list[Live], measuring: bool) -> None:
         """Once per loop turn: progress display, background work paused while ``measuring``."""
 
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+        """Every unit of ``scenario``'s timing round ``phase`` has ended, sliced or back to
+        back: the units of one more round (the rounds where the noise is), or none."""
+
 
 class Turns(Protocol):
     """Sliced rounds (harness.timing.slices): which units are the live processes of one
@@ -205,9 +209,15 @@ class Turns(Protocol):
         """Run the round's turns: warm-ups, slices, ends (returns once every worker has been
         told to end, or has failed)."""
 
-    def round_done(self, group: Hashable, queue: list[Unit]) -> list[Unit]:
-        """Every process of a round has ended: the units of one more round to run next (the
-        rounds where the noise is), or none."""
+
+def added_round_at(queue: list[Unit], spread: bool) -> int:
+    """Where an added round goes in the queue: first, or with ``spread`` after the timing
+    rounds queued first (the other scenarios' rounds of this pass)."""
+    at = 0
+    if spread:
+        while at < len(queue) and rf.is_timing(queue[at].phase):
+            at += 1
+    return at
 
 
 class RunLoop:
@@ -220,6 +230,7 @@ class RunLoop:
         overlap: bool,
         batch: int = 1,
         turns: Turns | None = None,
+        spread: bool = False,
     ) -> None:
         self.host = host
         self.queue: deque[Unit] = deque(units)
@@ -229,6 +240,9 @@ class RunLoop:
         """Workers that may set up at once (``harness.setup_batch``)."""
         self.turns = turns
         """Sliced rounds; None: every worker measures alone."""
+        self.spread = spread
+        """An added round goes after the timing rounds already queued next (harness.timing.
+        spread_rounds), not right after the one that asked for it."""
 
     def group_of(self, unit: Unit) -> Hashable | None:
         return self.turns.group_of(unit) if self.turns is not None else None
@@ -275,15 +289,20 @@ class RunLoop:
         return moved
 
     def _round_after(self, item: Live) -> None:
-        """Once the last process of a sliced round has ended, the rounds may add one."""
-        group = item.group
-        if self.turns is None or group is None:
+        """Once the last unit of a timing round has ended (sliced or back to back), the host
+        may add a round: next, or with ``spread`` after the timing rounds queued next."""
+        unit = item.unit
+        if not rf.is_timing(unit.phase):
             return
-        if any(x.group == group for x in self.live) or any(
-            self.group_of(u) == group for u in self.queue
+        key = (unit.scenario, unit.phase)
+        if any((x.unit.scenario, x.unit.phase) == key for x in self.live) or any(
+            (u.scenario, u.phase) == key for u in self.queue
         ):
             return
-        self.queue.extendleft(reversed(self.turns.round_done(group, list(self.queue))))
+        added = self.host.round_ended(unit.scenario, unit.phase, list(self.queue))
+        at = added_round_at(list(self.queue), self.spread)
+        for i, u in enumerate(added):
+            self.queue.insert(at + i, u)
 
     def _after(self, scenario: str) -> None:
         """Exports once nothing of ``scenario`` is left to run."""

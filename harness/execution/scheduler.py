@@ -20,7 +20,7 @@ from harness.execution.exporter import Exporter
 from harness.execution.launcher import Launcher
 from harness.execution.records import Records
 from harness.execution.rounds import MoreRounds
-from harness.execution.runloop import Live, RunLoop
+from harness.execution.runloop import Live, RunLoop, added_round_at
 from harness.execution.servers import TracedServers
 from harness.execution.settings import Settings
 from harness.execution.slicing import SlicedRounds
@@ -68,16 +68,18 @@ class Scheduler:
         """``units`` in order through the run loop (sliced rounds where they apply)."""
         s = self.settings
         turns = self.sliced_rounds() if any(s.sliced(u) for u in units) else None
-        RunLoop(self, units, s.overlapping, s.cfg.harness.setup_batch, turns=turns).run()
+        RunLoop(
+            self, units, s.overlapping, s.cfg.harness.setup_batch, turns=turns,
+            spread=s.cfg.harness.timing.spread_rounds,
+        ).run()  # fmt: skip
 
     def sliced_rounds(self) -> SlicedRounds:
         """The run's sliced rounds and their turn gate (started on first use)."""
         if self.rounds is None:
             timing = self.settings.cfg.harness.timing
             self.rounds = SlicedRounds(
-                timing.slice_s, self.settings.sliced, tick=self.tick, say=self.say,
-                more=self._more_rounds,
-            )  # fmt: skip
+                timing.slice_s, self.settings.sliced, tick=self.tick, say=self.say
+            )
             self.settings.turn_gate = self.rounds.path
         return self.rounds
 
@@ -90,9 +92,9 @@ class Scheduler:
             most = 8 if s.device == "cuda" else s.cfg.harness.repeats
         return max(most, s.cfg.harness.repeats)
 
-    def _more_rounds(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
         """One more round of ``scenario`` where its intervals are wide (harness.execution.rounds),
-        numbered for the progress display."""
+        numbered for the progress display: sliced rounds and rounds back to back alike."""
         if self.max_rounds() <= self.settings.cfg.harness.repeats or self.run_dir is None:
             return []
         if self.more is None:
@@ -136,12 +138,13 @@ class Scheduler:
         )
 
     def _number(self, added: list[Unit], queue: list[Unit]) -> None:
-        """Progress numbers for added units: right after the ones that ran, the queued ones
-        moved up; the total grows."""
-        first = min((self.numbers[u] for u in queue if u in self.numbers), default=None)
+        """Progress numbers for added units: where they go in the queue (:func:`added_round_at`),
+        the queued ones after them moved up; the total grows."""
+        after = queue[added_round_at(queue, self.settings.cfg.harness.timing.spread_rounds) :]
+        first = min((self.numbers[u] for u in after if u in self.numbers), default=None)
         if first is None:
             first = max(self.numbers.values(), default=0) + 1
-        for u in queue:
+        for u in after:
             if u in self.numbers:
                 self.numbers[u] += len(added)
         for i, u in enumerate(added):

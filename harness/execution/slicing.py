@@ -216,7 +216,6 @@ class SlicedRounds:
         sliced: Callable[[Unit], bool],
         tick: Callable[[list[Live], bool], None] | None = None,
         say: Callable[[str], None] | None = None,
-        more: Callable[[str, str, list[Unit]], list[Unit]] | None = None,
     ) -> None:
         self.slice_s = slice_s
         self.sliced = sliced
@@ -228,8 +227,6 @@ class SlicedRounds:
         self._waiting: dict[str, tuple[int, Channel]] = {}
         self.plans: dict[Hashable, TurnPlan] = {}
         """Each round's plan, by its group, as it ran."""
-        self.more = more
-        """(scenario, phase, the queue) -> the units of one more round of it, or none."""
 
     @property
     def path(self) -> str:
@@ -249,12 +246,6 @@ class SlicedRounds:
             if found is not None:
                 item.channel = found[1]
                 self.freezer.pause(_pgid(item))  # nothing of it runs until its turn
-
-    def round_done(self, group: Hashable, queue: list[Unit]) -> list[Unit]:
-        if self.more is None:
-            return []
-        scenario, phase = group  # type: ignore[misc]
-        return self.more(scenario, phase, queue)
 
     def close(self) -> None:
         self.freezer.close()
