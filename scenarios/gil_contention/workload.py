@@ -245,6 +245,10 @@ class VectorisedMetrics(ThreadedMetrics):
     vectorised = True
 
 
+#: The longest a drain waits for one pool task (seconds): a step's scoring takes milliseconds.
+POOL_WAIT_S = 60.0
+
+
 class PoolMetrics(_Trainer):
     """The baseline's Python scoring in a pool of worker processes, each step one task, handed
     over once the step's CUDA event has completed (polled, never waited on)."""
@@ -280,11 +284,19 @@ class PoolMetrics(_Trainer):
         while self.pending:
             self._submit()
         for task in self.submitted:
-            task.wait()
-        self.submitted = [t for t in self.submitted if not t.ready()]
+            task.wait(POOL_WAIT_S)
+            if not task.ready():  # a lost task would hang the worker until its time limit
+                raise RuntimeError(f"a pool task was not scored within {POOL_WAIT_S:.0f} s")
+        self.submitted = []
 
     def close(self) -> None:
-        self.pool.terminate()
+        # close, not terminate, once every task is back: the workers take their sentinels and
+        # exit; terminate() can hang when it stops a worker holding the pool's queue lock (a
+        # worker once stayed in its tear-down until the run's limit)
+        if all(t.ready() for t in self.submitted):
+            self.pool.close()
+        else:
+            self.pool.terminate()
         self.pool.join()
 
 
