@@ -129,8 +129,8 @@ def offloaded_saves(
     the state dict), its pinned-host allocations, and its waits that another thread's write
     wakes (the next save waiting for the last one's writer) while the GPU idles; chained while
     ``blocking_io.run_gap_ms`` apart, kept where the stretch stages ``min_stage_mb`` or waits
-    on the writer and a write of another thread follows it. Empty where no other thread
-    writes. Sorted, disjoint starts and ends (ns)."""
+    on the writer and a write of another thread ends in it or after it, before the next
+    stretch ends. Empty where no other thread writes. Sorted, disjoint starts and ends (ns)."""
     empty = np.zeros(0, np.int64), np.zeros(0, np.int64)
     if tid is None or not trace.has("OSRT_API"):
         return empty
@@ -173,8 +173,8 @@ def _offloaded(trace, cfg, st, tid, act, calls) -> tuple[np.ndarray, np.ndarray]
     seg = np.repeat(np.arange(first.size), last - first + 1)
     mb = np.bincount(seg, weights=np.maximum(b, 0), minlength=first.size) / 1e6
     waited = np.bincount(seg, weights=b < 0, minlength=first.size) > 0
-    nxt = np.append(rs[1:], st.hi)
-    written = np.searchsorted(wends, re_, side="right") < np.searchsorted(wends, nxt, "right")
+    nxt = np.append(re_[1:], st.hi)  # a late writer writes in the next save's wait for it
+    written = np.searchsorted(wends, rs, side="right") < np.searchsorted(wends, nxt, "right")
     keep = ((mb >= th.min_stage_mb) | waited) & written
     return rs[keep].astype(np.int64), re_[keep].astype(np.int64)
 
