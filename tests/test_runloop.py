@@ -18,7 +18,8 @@ import pytest
 from harness.core import runfolder as rf
 from harness.core.runfolder import Status, Unit
 from harness.execution.execute import Outcome, kill_group
-from harness.execution.runloop import Live, RunLoop, added_round_at
+from harness.execution.plan import added_round_at
+from harness.execution.runloop import Live, RunLoop
 
 # A worker as the harness's speaks: set-up, held until .go, warm-up, window, then a tear-down
 # of TEARDOWN seconds after its result is written.
@@ -117,8 +118,8 @@ class FakeHost:
             if any(x.state == rf.WorkerState.HELD for x in live):
                 raise KeyboardInterrupt  # a stop signal while a worker waits at its gate
 
-    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
-        return []
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> tuple[int, list[Unit]]:
+        return 0, []
 
     def times(self, variant: str, scenario: str = "s") -> dict[str, float]:
         return json.loads((self.tmp / scenario / variant / "times.json").read_text())
@@ -344,8 +345,9 @@ def test_a_round_waits_for_all_its_processes_and_no_other_unit_joins_its_set_up(
 class AddsRounds(FakeHost):
     """Adds one round of ``s`` after its first; records each ended round and the launch order."""
 
-    def __init__(self, tmp: Path) -> None:
+    def __init__(self, tmp: Path, spread: bool) -> None:
         super().__init__(tmp, {})
+        self.spread = spread
         self.rounds_ended: list[tuple[str, str]] = []
         self.order: list[Unit] = []
 
@@ -356,23 +358,24 @@ class AddsRounds(FakeHost):
         self.order.append(unit)
         return super().launch(unit)
 
-    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> tuple[int, list[Unit]]:
         self.rounds_ended.append((scenario, phase))
+        at = added_round_at(queue, self.spread)  # as the scheduler places them
         if (scenario, phase) == ("s", "timing-1"):
-            return [Unit("s", "a", "timing-2"), Unit("s", "b", "timing-2")]
-        return []
+            return at, [Unit("s", "a", "timing-2"), Unit("s", "b", "timing-2")]
+        return at, []
 
 
 @pytest.mark.parametrize("spread", [False, True], ids=["next", "spread"])
 def test_an_added_round_goes_next_or_after_the_queued_rounds(tmp_path, spread):
     """Rounds back to back ask for more too, once per round (after its last unit); spread
     (harness.timing.spread_rounds), the added round waits for the other scenario's round."""
-    host = AddsRounds(tmp_path)
+    host = AddsRounds(tmp_path, spread)
     units = [Unit("s", "a", "timing-1"), Unit("s", "b", "timing-1"), Unit("t", "c", "timing-1"),
              Unit("s", "a", "profile")]  # fmt: skip
     # no overlap: the next unit is launched only after the round's last one has ended (with
     # overlap it may start beside that one's tear-down, before the round asks for more)
-    RunLoop(host, units, overlap=False, spread=spread).run()
+    RunLoop(host, units, overlap=False).run()
     added = [Unit("s", "a", "timing-2"), Unit("s", "b", "timing-2")]
     if spread:
         assert host.order == [*units[:3], *added, units[3]]

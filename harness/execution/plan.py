@@ -214,6 +214,16 @@ def timing_units(
     return [u for name in names for r in rounds for u in one(name, r)]
 
 
+def added_round_at(queue: list[Unit], spread: bool) -> int:
+    """Where an added round goes in the queue: first, or with ``spread`` after the timing
+    rounds queued first (the other scenarios' rounds of this pass)."""
+    at = 0
+    if spread:
+        while at < len(queue) and rf.is_timing(queue[at].phase):
+            at += 1
+    return at
+
+
 def round_order(variants: list[str], r: int) -> list[str]:
     """The variants of timing round ``r`` (1-based) in the order they run: forward in odd
     rounds, reversed in even ones. A variant that always ran first after a pause (the

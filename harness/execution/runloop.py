@@ -189,9 +189,10 @@ class Host(Protocol):
     def tick(self, live: list[Live], measuring: bool) -> None:
         """Once per loop turn: progress display, background work paused while ``measuring``."""
 
-    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> tuple[int, list[Unit]]:
         """Every unit of ``scenario``'s timing round ``phase`` has ended, sliced or back to
-        back: the units of one more round (the rounds where the noise is), or none."""
+        back: the units of one more round (the rounds where the noise is), or none, and where
+        in ``queue`` they go."""
 
 
 class Turns(Protocol):
@@ -210,16 +211,6 @@ class Turns(Protocol):
         told to end, or has failed)."""
 
 
-def added_round_at(queue: list[Unit], spread: bool) -> int:
-    """Where an added round goes in the queue: first, or with ``spread`` after the timing
-    rounds queued first (the other scenarios' rounds of this pass)."""
-    at = 0
-    if spread:
-        while at < len(queue) and rf.is_timing(queue[at].phase):
-            at += 1
-    return at
-
-
 class RunLoop:
     """Runs ``units`` in order through ``host``, overlapping tear-downs with start-ups."""
 
@@ -230,7 +221,6 @@ class RunLoop:
         overlap: bool,
         batch: int = 1,
         turns: Turns | None = None,
-        spread: bool = False,
     ) -> None:
         self.host = host
         self.queue: deque[Unit] = deque(units)
@@ -240,9 +230,6 @@ class RunLoop:
         """Workers that may set up at once (``harness.setup_batch``)."""
         self.turns = turns
         """Sliced rounds; None: every worker measures alone."""
-        self.spread = spread
-        """An added round goes after the timing rounds already queued next (harness.timing.
-        spread_rounds), not right after the one that asked for it."""
 
     def group_of(self, unit: Unit) -> Hashable | None:
         return self.turns.group_of(unit) if self.turns is not None else None
@@ -290,7 +277,7 @@ class RunLoop:
 
     def _round_after(self, item: Live) -> None:
         """Once the last unit of a timing round has ended (sliced or back to back), the host
-        may add a round: next, or with ``spread`` after the timing rounds queued next."""
+        may add a round, where it says."""
         unit = item.unit
         if not rf.is_timing(unit.phase):
             return
@@ -299,8 +286,7 @@ class RunLoop:
             (u.scenario, u.phase) == key for u in self.queue
         ):
             return
-        added = self.host.round_ended(unit.scenario, unit.phase, list(self.queue))
-        at = added_round_at(list(self.queue), self.spread)
+        at, added = self.host.round_ended(unit.scenario, unit.phase, list(self.queue))
         for i, u in enumerate(added):
             self.queue.insert(at + i, u)
 

@@ -18,9 +18,10 @@ from harness.execution import wallplan
 from harness.execution.execute import Outcome
 from harness.execution.exporter import Exporter
 from harness.execution.launcher import Launcher
+from harness.execution.plan import added_round_at
 from harness.execution.records import Records
 from harness.execution.rounds import MoreRounds
-from harness.execution.runloop import Live, RunLoop, added_round_at
+from harness.execution.runloop import Live, RunLoop
 from harness.execution.servers import TracedServers
 from harness.execution.settings import Settings
 from harness.execution.slicing import SlicedRounds
@@ -68,10 +69,7 @@ class Scheduler:
         """``units`` in order through the run loop (sliced rounds where they apply)."""
         s = self.settings
         turns = self.sliced_rounds() if any(s.sliced(u) for u in units) else None
-        RunLoop(
-            self, units, s.overlapping, s.cfg.harness.setup_batch, turns=turns,
-            spread=s.cfg.harness.timing.spread_rounds,
-        ).run()  # fmt: skip
+        RunLoop(self, units, s.overlapping, s.cfg.harness.setup_batch, turns=turns).run()
 
     def sliced_rounds(self) -> SlicedRounds:
         """The run's sliced rounds and their turn gate (started on first use)."""
@@ -92,11 +90,13 @@ class Scheduler:
             most = 8 if s.device == "cuda" else s.cfg.harness.repeats
         return max(most, s.cfg.harness.repeats)
 
-    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> list[Unit]:
+    def round_ended(self, scenario: str, phase: str, queue: list[Unit]) -> tuple[int, list[Unit]]:
         """One more round of ``scenario`` where its intervals are wide (harness.execution.rounds),
-        numbered for the progress display: sliced rounds and rounds back to back alike."""
+        sliced rounds and rounds back to back alike, and where it goes in ``queue``
+        (:func:`added_round_at`), numbered for the progress display."""
+        at = added_round_at(queue, self.settings.cfg.harness.timing.spread_rounds)
         if self.max_rounds() <= self.settings.cfg.harness.repeats or self.run_dir is None:
-            return []
+            return at, []
         if self.more is None:
             self.more = MoreRounds(
                 run_dir=self.run_dir, found=self.settings.found,
@@ -107,7 +107,7 @@ class Scheduler:
             )  # fmt: skip
         added = self.more.after(scenario, phase, queue)
         if added:
-            self._number(added, queue)
+            self._number(added, queue[at:])
             target = self.settings.cfg.harness.timing.target_half_width
             got = self.more.decisions[-1].widths
             wide = ", ".join(f"{p} +-{w:.0%}" for p, w in got.items() if w > target)
@@ -116,7 +116,7 @@ class Scheduler:
                 f"{added[0].scenario}: one more timing round of {names} "
                 f"(wider than +-{target:.0%}: {wide})"
             )
-        return added
+        return at, added
 
     def _fits(
         self, scenario: str, variants: list[str], queue: Sequence[Unit], extra: int = 1
@@ -137,10 +137,9 @@ class Scheduler:
             costs, knobs, elapsed, budget, scenario, variants, pending, extra, s.found
         )
 
-    def _number(self, added: list[Unit], queue: list[Unit]) -> None:
-        """Progress numbers for added units: where they go in the queue (:func:`added_round_at`),
-        the queued ones after them moved up; the total grows."""
-        after = queue[added_round_at(queue, self.settings.cfg.harness.timing.spread_rounds) :]
+    def _number(self, added: list[Unit], after: list[Unit]) -> None:
+        """Progress numbers for added units, placed before the queued units ``after``, which
+        move up; the total grows."""
         first = min((self.numbers[u] for u in after if u in self.numbers), default=None)
         if first is None:
             first = max(self.numbers.values(), default=0) + 1
