@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import torch
 
@@ -212,12 +213,8 @@ class Ideal(_Base):
     """Batches decoded once during setup and resident on the device: the model's own speed."""
 
     def make_batches(self) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-        src = Baseline(self.cfg, self.size, self.ctx)
-        src.files = self.files
-        it = src.make_batches()
         resident = []
-        for _ in range(self.size.ideal_batches):
-            x, y = next(it)
+        for x, y in _decoded_batches(self.files, self.size):
             resident.append((self.trainer.prepare(x.to(self.ctx.device)), y.to(self.ctx.device)))
 
         def gen() -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
@@ -225,6 +222,20 @@ class Ideal(_Base):
                 yield from resident
 
         return gen()
+
+
+def _decoded_batches(files: list, size: SyncLoadingSize) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    """``ideal``'s resident batches: the baseline loader's first ``ideal_batches`` batches (the
+    same images, order and collation), decoded by a thread pool. Decoding them on one thread
+    took seconds of every ideal process's set-up, which its scenario's rounds wait for (its
+    set-ups run one at a time); PIL decodes and resizes without the GIL, and the pool is gone
+    before the warm-up."""
+    ds = JpegDataset(files, size.num_classes, size.image_size, normalize=True)
+    n = size.ideal_batches * size.batch_size
+    with ThreadPoolExecutor(max_workers=size.workers()) as pool:
+        items = list(pool.map(ds.__getitem__, (i % len(ds) for i in range(n))))
+    collate = torch.utils.data.default_collate
+    return [collate(items[b : b + size.batch_size]) for b in range(0, n, size.batch_size)]
 
 
 VARIANTS = {"baseline": Baseline, "async_dataloader": AsyncDataLoader, "dali": Dali, "ideal": Ideal}
