@@ -221,6 +221,7 @@ class RunLoop:
         overlap: bool,
         batch: int = 1,
         turns: Turns | None = None,
+        beside: int = 1,
     ) -> None:
         self.host = host
         self.queue: deque[Unit] = deque(units)
@@ -230,6 +231,10 @@ class RunLoop:
         """Workers that may set up at once (``harness.setup_batch``)."""
         self.turns = turns
         """Sliced rounds; None: every worker measures alone."""
+        self.beside = beside
+        """Workers past their windows that a launch may join where each only waits there
+        (``Live.quiet_past_window``: the host's lanes of traced sessions bound how many it
+        forks beside them); otherwise one."""
 
     def group_of(self, unit: Unit) -> Hashable | None:
         return self.turns.group_of(unit) if self.turns is not None else None
@@ -314,7 +319,9 @@ class RunLoop:
 
     def _may_join(self, unit: Unit) -> bool:
         """Whether ``unit`` may start beside the live workers: with ``overlap``, while none
-        of them measures and at most one is past its window, and, where some have not reached
+        of them measures and at most one is past its window (``beside`` where all of them
+        only wait past their windows: a profile's set-up then runs beside the last ones'
+        captures, not after them), and, where some have not reached
         their gate yet, as one more of their batch (same scenario, each free to set up beside
         the others, none held yet: a batch is launched in one go and then measured in turn)."""
         if not self.overlap:
@@ -326,7 +333,8 @@ class RunLoop:
         group = self.group_of(unit)
         if group is not None:
             return self._may_join_round(unit, group)
-        if sum(x.opened for x in self.live) > 1:  # past their windows: one at a time
+        past = [x for x in self.live if x.opened]  # past their windows
+        if len(past) > (self.beside if all(x.quiet_past_window for x in past) else 1):
             return False
         starting = [x for x in self.live if not x.opened]
         if any(x.group is not None for x in starting):
