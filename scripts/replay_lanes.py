@@ -116,7 +116,7 @@ class Host:
         w = self.work[unit]
         w.times["launch"] = now = runloop.time.perf_counter()
         self.live[unit] = item = _Live(unit, w, Path(), 1e9, t0=now, launched_at=now,
-                                       oom_watch=None, quiet_past_window=True)  # type: ignore[arg-type]  # fmt: skip
+                                       oom_watch=None, quiet_stop=True)  # type: ignore[arg-type]  # fmt: skip
         return item
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
@@ -192,7 +192,7 @@ def main(argv: list[str]) -> int:
     from harness.core.config import discover_scenarios
 
     alone = frozenset(n for n, s in discover_scenarios().items() if s.setup_alone)
-    for lanes, beside in [(2, 1), (3, 2), (4, 3), (3, 99), (4, 99), (5, 4)]:
+    for lanes, beside in [(2, 1), (2, 2), (3, 1), (3, 2), (4, 1), (4, 3)]:
         work = recorded(Path(argv[0]))
         host = replay(work, lanes, beside, alone=alone)
         assert not host.unsafe, host.unsafe

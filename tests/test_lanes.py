@@ -136,5 +136,5 @@ def test_a_served_worker_honours_overlap_capture_stop(tmp_path) -> None:
         out = tmp_path / f"served-{on}"
         out.mkdir()
         live = suite.traced.start_served(_unit("baseline"), out)
-        assert live is not None and live.quiet_past_window is on
+        assert live is not None and live.quiet_stop is on
         servers.close_all()

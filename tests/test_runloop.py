@@ -90,7 +90,7 @@ class FakeHost:
         proc = subprocess.Popen(cmd, start_new_session=True)
         self.procs.append(proc)
         self.launched_at[unit.variant] = time.time()
-        return Live(unit, proc, out, 60.0, quiet_past_window=self.quiet)
+        return Live(unit, proc, out, 60.0, quiet_stop=self.quiet)
 
     def may_overlap(self, current: Live, unit: Unit) -> bool:
         return True
@@ -383,3 +383,44 @@ def test_an_added_round_goes_next_or_after_the_queued_rounds(tmp_path, spread):
         assert host.order == [*units[:2], *added, *units[2:]]
     assert sorted(host.rounds_ended) == [("s", "timing-1"), ("s", "timing-2"), ("t", "timing-1")]
     assert added_round_at(units, True) == 3 and added_round_at(units, False) == 0
+
+
+def _replayed(lanes: int, beside: int) -> dict[str, dict[str, float]]:
+    """Three profiled workers (set-up 1 s, warm-up and window 1 s, stop 3 s, leaving 1 s)
+    through the run loop on a fake clock with ``lanes`` traced sessions, one launched at a
+    time: each one's launch, gate and exit."""
+    from scripts.replay_lanes import Work, replay
+
+    work = [Work(Unit("s", v, "profile"), 1.0, 1.0, 3.0, 1.0) for v in "abc"]
+    host = replay(work, lanes, beside, batch=1)
+    assert not host.unsafe  # never forked from a session whose worker was inside its capture
+    for w in work:  # no launch inside another worker's warm-up and window
+        for o in work:
+            assert not o.times["go"] < w.times["launch"] < o.times["go"] + o.measure
+    return {w.unit.variant: w.times for w in work}
+
+
+@pytest.mark.parametrize(
+    ("lanes", "beside", "c_at"),
+    [(3, 2, 4.0), (3, 1, 6.0), (2, 2, 6.0)],
+    ids=["beside-two-stoppers", "beside-one", "lanes-bound"],
+)
+def test_a_launch_joins_quiet_stoppers_up_to_beside_and_the_lanes(lanes, beside, c_at):
+    """harness.profile_beside: c sets up while a and b both wait in cudaProfilerStop (from
+    4 s) where the rule and a third session allow it; otherwise once a has exited (6 s)."""
+    t = _replayed(lanes, beside)
+    assert t["b"]["launch"] == pytest.approx(2.0, abs=0.1)  # at a's window end
+    assert t["c"]["launch"] == pytest.approx(c_at, abs=0.1)
+    assert t["c"]["go"] >= t["b"]["go"] + 1.0  # measured after b's window, never beside it
+
+
+def test_profile_beside_is_checked_and_set_from_the_command_line():
+    from harness.core.config import HarnessConfig, compose
+
+    assert HarnessConfig().profile_beside == 2
+    assert (
+        compose(["+scenario=forced_sync", "harness.profile_beside=3"])[1].harness.profile_beside
+        == 3
+    )
+    with pytest.raises(ValueError, match=r"harness\.profile_beside must be >= 1"):
+        HarnessConfig(profile_beside=0)

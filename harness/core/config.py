@@ -255,6 +255,10 @@ class HarnessConfig:
     sessions: ``nsys.server_lanes``): each profiled worker's stop takes seconds of the run's
     critical path otherwise, and nsys already converts a closed session's captures beside the
     next scenario's windows. False: warm up once the previous exited."""
+    profile_beside: int = 2
+    """Profiled workers past their windows, each only waiting in cudaProfilerStop or leaving
+    (``overlap_capture_stop``), that the next one may be launched and set up beside (a fork
+    also needs a traced session running none: ``nsys.server_lanes``); 1: beside one."""
     preload_unforked: bool = True
     """Workers started as new interpreters (profiled ones, which nsys must start; torchrun
     ranks; all with ``fork_server=false``) import the fork server's preload modules
@@ -286,7 +290,7 @@ class HarnessConfig:
             raise ValueError(
                 f"harness.max_window_s must be > 0 seconds or null, got {self.max_window_s}"
             )
-        _at_least("harness", self, 1, "setup_batch", "warm_parallel")
+        _at_least("harness", self, 1, "setup_batch", "warm_parallel", "profile_beside")
         if self.max_warmup_s is not None and self.max_warmup_s <= 0:
             raise ValueError(
                 f"harness.max_warmup_s must be > 0 seconds or null, got {self.max_warmup_s}"

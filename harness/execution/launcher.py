@@ -117,7 +117,7 @@ class Launcher:
             memory_cap_gb=s.cfg.harness.memory_cap_gb,
             oom_watch=watch,
             detach_when=detach,
-            quiet_past_window=shares_capture_stop(
+            quiet_stop=shares_capture_stop(
                 profiled=unit.is_profile,
                 one_node=one_node,
                 world=world,

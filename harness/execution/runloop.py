@@ -66,9 +66,9 @@ class Live:
     the kernel's OOM killer (status ``oom``)."""
     detach_when: Callable[[Any], bool] | None = None
     """For a profiled worker under nsys: let go once the worker itself has exited."""
-    quiet_past_window: bool = False
+    quiet_stop: bool = False
     """Once past its window it only waits (a profiled worker in cudaProfilerStop while nsys
-    takes its capture): the next worker may warm up and measure beside it."""
+    takes its capture, then leaving): see :attr:`quiet_past_window`."""
     opened: bool = False
     """Its gate is open (or it has none): from here until its window ends it is measuring."""
     state: WorkerState | None = None
@@ -112,6 +112,12 @@ class Live:
     @property
     def past_window(self) -> bool:
         return self.state is not None and self.state.past_window
+
+    @property
+    def quiet_past_window(self) -> bool:
+        """Past its window (stopping or tearing down) and only waiting there: the next worker
+        may set up, warm up and measure beside it."""
+        return self.quiet_stop and self.past_window
 
     def open_gate(self) -> None:
         """Let a worker held before its warm-up go on."""
@@ -233,8 +239,8 @@ class RunLoop:
         """Sliced rounds; None: every worker measures alone."""
         self.beside = beside
         """Workers past their windows that a launch may join where each only waits there
-        (``Live.quiet_past_window``: the host's lanes of traced sessions bound how many it
-        forks beside them); otherwise one."""
+        (``Live.quiet_past_window``; ``harness.profile_beside``: the host's lanes of traced
+        sessions bound how many it forks beside them); otherwise one."""
 
     def group_of(self, unit: Unit) -> Hashable | None:
         return self.turns.group_of(unit) if self.turns is not None else None
@@ -375,7 +381,7 @@ class RunLoop:
         if not all(x.state == WorkerState.HELD and x.channel is not None for x in members):
             return False
         others = [x for x in self.live if x.group != group or x.opened]
-        if not all(x.quiet_past_window and x.past_window for x in others):
+        if not all(x.quiet_past_window for x in others):
             return False
         if not self.host.may_measure(item.unit):
             return False
@@ -402,7 +408,7 @@ class RunLoop:
         if not all(
             x.state == WorkerState.HELD
             if not x.opened
-            else x.quiet_past_window and x.past_window and x.unit.scenario == item.unit.scenario
+            else x.quiet_past_window and x.unit.scenario == item.unit.scenario
             for x in others
         ):
             return False

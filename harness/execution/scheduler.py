@@ -69,7 +69,8 @@ class Scheduler:
         """``units`` in order through the run loop (sliced rounds where they apply)."""
         s = self.settings
         turns = self.sliced_rounds() if any(s.sliced(u) for u in units) else None
-        RunLoop(self, units, s.overlapping, s.cfg.harness.setup_batch, turns=turns).run()
+        h = s.cfg.harness
+        RunLoop(self, units, s.overlapping, h.setup_batch, turns, h.profile_beside).run()
 
     def sliced_rounds(self) -> SlicedRounds:
         """The run's sliced rounds and their turn gate (started on first use)."""

@@ -127,7 +127,7 @@ class TracedServers:
         h = self.settings.cfg.harness
         return Live(
             unit, proc, out_dir, h.timeout_s, memory_cap_gb=h.memory_cap_gb,
-            oom_watch=watch, quiet_past_window=self.settings.overlap_capture_stop,
+            oom_watch=watch, quiet_stop=self.settings.overlap_capture_stop,
         )  # fmt: skip
 
     def _fork(self, unit: Unit, out_dir: Path, session: Session) -> tuple[Any, str]:
