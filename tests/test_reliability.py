@@ -302,3 +302,39 @@ def test_no_shell_strings_in_harness():
         text = path.read_text()
         for banned in ("shell=True", "os.system(", "os.popen("):
             assert banned not in text, f"{path}: {banned}"
+
+
+@pytest.mark.skipif(shutil.which("nsys") is None, reason="nsys not installed")
+def test_a_stop_in_the_tail_keeps_the_calls_wall_time(tmp_path):
+    """A device's time limit stops a long run in its tail (the diagnosis, Nsight Compute):
+    the workers' timings.csv and this call's entry in wall_time.json are written before the
+    tail starts, so a resumed call adds its wall to the first one's instead of losing it."""
+    results = tmp_path / "results"
+    proc = subprocess.Popen(
+        [*HARNESS, *_args(results, "scenario.faulty.variants=[ideal]", "nsys.enabled=true")],
+        cwd=REPO,
+        env=dict(os.environ, **PLUGIN),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+    )
+    said: list[str] = []
+    try:
+        assert proc.stdout is not None
+        for line in proc.stdout:  # the diagnosis is said once the tables are written
+            said.append(line)
+            if line.startswith("diagnosing "):
+                os.killpg(os.getpgid(proc.pid), signal.SIGINT)
+                break
+        proc.communicate(timeout=HANG_S)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+    assert any(ln.startswith("diagnosing ") for ln in said), "".join(said)[-2000:]
+    run_dir = only_run_dir(results)
+    wall = json.loads((run_dir / "wall_time.json").read_text())
+    assert len(wall["calls_s"]) == 1 and wall["all_calls_s"] > 0
+    assert wall["workers_s"] > 0
+    timings = pd.read_csv(run_dir / "timings.csv")
+    assert set(timings["phase"]) == {"profile", "timing-1"}

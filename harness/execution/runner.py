@@ -338,6 +338,9 @@ class Suite:
         self, run_dir: Path, table: pd.DataFrame, walls: dict[str, float], t_start: float
     ) -> int:
         """Diagnosis, timings and the report of a run that was not interrupted."""
+        # the workers' timings and this call's wall so far, before the tail: a stop inside the
+        # tail (a device's time limit) keeps them, and a resumed call adds its own to calls_s
+        self.write_timings(run_dir, walls, time.perf_counter() - t_start, say=False)
         t0 = time.perf_counter()
         if table["profiled"].any():
             self._say(f"diagnosing {int(table['profiled'].sum())} exports (the detectors)")
