@@ -33,6 +33,8 @@ from harness.core.runfolder import Unit
 from harness.execution import wallplan as wp
 
 GRID_S = 0.01
+#: The tail the check before the change priced: 12 s, and 2 s per profile of the queue.
+OLD_TAIL_FIXED_S, OLD_TAIL_PER_PROFILE_S = 12.0, 2.0
 
 
 def old_projection(costs: wp.Costs, k: wp.Knobs, elapsed: float, scenario: str,
@@ -55,7 +57,9 @@ def old_projection(costs: wp.Costs, k: wp.Knobs, elapsed: float, scenario: str,
                 rest += 5.0
     for name, phases in rounds.items():
         rest += len(phases) * wp._one_round(costs.variants[name], k)
-    return elapsed + wp._one_round(vs, k) + rest + wp.TAIL_FIXED_S + wp.TAIL_PER_PROFILE_S * n_prof
+    return (
+        elapsed + wp._one_round(vs, k) + rest + OLD_TAIL_FIXED_S + OLD_TAIL_PER_PROFILE_S * n_prof
+    )
 
 
 def _only_extra_s(t: pd.DataFrame, extra: pd.Series, after: float) -> float:
@@ -127,11 +131,14 @@ def replay(run: Path) -> pd.DataFrame:
         new = wp.project(costs, k, at, s, names, pending, r + 1 - k.repeats, found)
         extra_s = _only_extra_s(t, pd.Series([j >= i for j in idx]), at)
         remained = float(wall["total_s"]) - at - extra_s
+        run_tail = float(wall["total_s"]) - float(wall["workers_s"])
         rows.append({
             "scenario": s, "round": r, "why": d["why"], "elapsed_s": at,
             "recorded_s": d["projected_s"], "old_s": old,
             "old_rest_s": old - at - new.round_s, "new_rest_s": new.rest_s + new.tail_s,
             "remained_s": remained, "new_s": new.wall_s, "checked_s": new.checked_s,
+            "tail_s": new.tail_s, "run_tail_s": run_tail,
+            "workers/remained": new.rest_s / (remained - run_tail),
             "new_fits": budget is None or new.checked_s <= budget,
         })  # fmt: skip
     out = pd.DataFrame(rows)

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pandas as pd
@@ -253,3 +255,87 @@ def test_probe_scripts_parse(tmp_path: Path) -> None:
     for name in ("ncu-probe.sh", "ncu-time.sh"):
         script = Path(__file__).resolve().parents[1] / "scripts" / "device" / name
         assert subprocess.run(["bash", "-n", str(script)], check=False).returncode == 0, name
+
+
+def _ncu_alive(bin_dir: Path) -> bool:
+    """Whether a process of the ncu stand-in in ``bin_dir`` is running."""
+    me = str(bin_dir / "ncu").encode()
+    for proc in Path("/proc").iterdir():
+        try:
+            if proc.name.isdigit() and me in (proc / "cmdline").read_bytes():
+                return True
+        except OSError:
+            continue
+    return False
+
+
+def _await_calls(tmp_path: Path, n: int) -> None:
+    for _ in range(600):
+        if len(_calls(tmp_path)) >= n:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"ncu was not started {n} times")
+
+
+def test_the_work_beside_runs_while_ncu_runs_and_the_tables_come_after_it(
+    run_dir: Path, fakes: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAKE_NCU_SLEEP", "1")
+    work = run_dir / "gpu_work.csv"
+    kept = work.rename(tmp_path / "gpu_work.csv")  # written by the work beside, as the diagnosis
+    said: list[str] = []
+
+    def beside() -> None:
+        _await_calls(tmp_path, 2)  # both ncu processes started while this runs
+        said.append("beside: done")
+        kept.rename(work)
+
+    result = run_kernels(run_dir, {"parallel": 2}, say=said.append, meanwhile=beside)
+    base = result.limits.set_index("variant").loc["baseline"]
+    assert result.state == StepState.DONE and base["state"] == "ok"
+    assert 0 < base["roofline_ms_per_step"] < base["kernel_ms_per_step"]
+    assert base["gpu_busy_ms_per_step"] > 0  # from the gpu_work.csv the work beside wrote
+    # the row's lines wait for the work beside: none breaks into its lines
+    assert said.index("beside: done") < min(i for i, m in enumerate(said) if "ncu on" in m)
+
+
+def test_a_stop_in_the_work_beside_stops_the_ncu_processes(
+    run_dir: Path, fakes: Path, tmp_path: Path, monkeypatch
+) -> None:
+    monkeypatch.setenv("FAKE_NCU_SLEEP", "120")
+
+    def beside() -> None:
+        _await_calls(tmp_path, 1)
+        assert _ncu_alive(fakes)
+        raise KeyboardInterrupt
+
+    t0 = time.monotonic()
+    with pytest.raises(KeyboardInterrupt):
+        run_kernels(run_dir, {"parallel": 2}, say=lambda m: None, meanwhile=beside)
+    assert not _ncu_alive(fakes) and time.monotonic() - t0 < 60
+    assert not (run_dir / KERNELS_CSV).exists()
+
+
+def test_beside_holds_the_lines_and_raises_the_row_s_own_error() -> None:
+    from harness.kernels.launch import beside
+
+    said: list[str] = []
+    ran = threading.Event()
+
+    def work(stop: threading.Event, say) -> None:
+        say("row")
+        ran.set()
+
+    def meanwhile() -> None:
+        assert ran.wait(30)
+        said.append("beside")
+
+    assert beside(work, meanwhile, said.append) >= 0.0 and said == ["beside", "row"]
+
+    def broken(stop: threading.Event, say) -> None:
+        raise ValueError("the row broke")
+
+    done: list[bool] = []
+    with pytest.raises(ValueError, match="the row broke"):
+        beside(broken, lambda: done.append(True), said.append)
+    assert done == [True]  # the work beside ran to its end first

@@ -96,9 +96,11 @@ def replays(tmp_path_factory) -> dict[str, pd.DataFrame]:
 def test_the_projection_never_under_predicts_what_the_run_had_left(replays, name):
     table = replays[name]
     assert len(table) >= 8 and (table["remained_s"] > 100).all()
-    # the new projection of the rest (queued units, the tail) against what the run took
-    # after each decision, less the added rounds
-    assert (table["new/remained"] >= 0.9).all(), table[["scenario", "round", "new/remained"]]
+    # the projection of the queued units against what the run's workers took after each
+    # decision, less the added rounds (its tail, 118 s, ran the kernels row after the
+    # diagnosis and is no model of today's, which runs them side by side: tests/test_wallplan)
+    cols = ["scenario", "round", "workers/remained"]
+    assert (table["workers/remained"] >= 0.9).all(), table[cols]
     # the old one under-predicted late in the run (the tail of the profiles already run) and
     # over-predicted early (every unmeasured unit at 5 s / 6.5 s)
     assert table["old/remained"].min() < 0.8 and table["old/remained"].iloc[0] > 1.25

@@ -122,17 +122,25 @@ def test_the_tail_counts_every_profile_of_the_run_and_the_kernels_row(runs):
 
     costs = runs["run1"]
     assert costs.profiles_done == sum(len(vs) for vs in costs.variants.values())  # all profiled
-    k = wallplan.replace(costs.knobs, kernels_s=40.0)
+    n = costs.profiles_done + 1
     queue = [Unit("gil_contention", "baseline", "profile")]
-    p = wallplan.project(costs, k, 0.0, "gil_contention", [], queue)
-    per = wallplan.TAIL_PER_PROFILE_S
-    assert p.tail_s == pytest.approx(wallplan.TAIL_FIXED_S + per * (costs.profiles_done + 1) + 40)
-    # the diagnosis's share of it is split over harness.diagnose_jobs processes
-    eight = wallplan.project(
-        costs, wallplan.replace(k, diagnose_jobs=8), 0.0, "gil_contention", [], queue
-    )
+    one = wallplan.project(costs, wallplan.replace(costs.knobs, diagnose_jobs=1), 0.0,
+                           "gil_contention", [], queue)  # fmt: skip
+    cpu = wallplan.DIAGNOSIS_FIXED_S + wallplan.TAIL_TOOLS_S
+    per = wallplan.DIAGNOSIS_SERIAL_PER_PROFILE_S + wallplan.DIAGNOSIS_PER_PROFILE_S
+    assert one.tail_s == pytest.approx(wallplan.TAIL_FIXED_S + cpu + per * n)
+    # the diagnosis's reads are split over harness.diagnose_jobs processes
+    k8 = wallplan.replace(costs.knobs, diagnose_jobs=8)
+    eight = wallplan.project(costs, k8, 0.0, "gil_contention", [], queue)
     share = wallplan.DIAGNOSIS_PER_PROFILE_S * (1 - 1 / 8)
-    assert p.tail_s - eight.tail_s == pytest.approx(share * (costs.profiles_done + 1))
+    assert one.tail_s - eight.tail_s == pytest.approx(share * n)
+    # the kernels row runs beside the diagnosis and the tools: the longer of the two counts
+    for budget in (5.0, 40.0):
+        row = wallplan.project(costs, wallplan.replace(k8, kernels_s=budget), 0.0,
+                               "gil_contention", [], queue)  # fmt: skip
+        beside = max(budget, eight.tail_s - wallplan.TAIL_FIXED_S)
+        assert row.tail_s == pytest.approx(wallplan.TAIL_FIXED_S + beside)
+    assert eight.tail_s - wallplan.TAIL_FIXED_S > 5.0  # so the short row adds nothing
 
 
 def test_the_fair_share_grows_with_the_rounds_asked_and_skips_added_ones(runs):

@@ -341,23 +341,17 @@ class Suite:
         # the workers' timings and this call's wall so far, before the tail: a stop inside the
         # tail (a device's time limit) keeps them, and a resumed call adds its own to calls_s
         self.write_timings(run_dir, walls, time.perf_counter() - t_start, say=False)
-        t0 = time.perf_counter()
-        if table["profiled"].any():
-            self._say(f"diagnosing {int(table['profiled'].sum())} exports (the detectors)")
-            try:
-                self.write_diagnosis(run_dir, table)
-            except Exception as exc:  # the tables above are safe; say what broke and fail
-                self.failures.append(f"diagnosis failed: {type(exc).__name__}: {exc}")
-                self._say(f"FAILED diagnosing the exports in {run_dir}: {exc}")
-        else:
-            console.print_unprofiled(table, self.cfg.nsys.enabled, self.settings.nsys is not None)
-        walls["diagnosis_s"] = time.perf_counter() - t0
         from harness.kernels.step import run_kernels  # Nsight Compute's row (docs/kernels.md)
 
-        walls["kernels_s"] = run_kernels(run_dir, self.cfg.kernels, say=self._say).wall_s
+        # the row's ncu processes (the GPU) run beside the diagnosis and the tools (the CPU,
+        # on the exports); the row's tables read the diagnosis's, so they come after both
         t0 = time.perf_counter()
-        self.write_tools(run_dir)
-        walls["tools_s"] = time.perf_counter() - t0
+        row = run_kernels(
+            run_dir, self.cfg.kernels, say=self._say,
+            meanwhile=lambda: self._judge_and_tools(run_dir, table, walls),
+        )  # fmt: skip
+        walls["kernels_s"] = row.wall_s
+        walls["beside_kernels_s"] = time.perf_counter() - t0
         self.write_timings(run_dir, walls, time.perf_counter() - t_start, say=False)
         from harness.report import report_after_run  # never raises; the results are kept
 
@@ -373,6 +367,23 @@ class Suite:
         if problem:
             self.failures.append(problem)
         return 1 if self.failures else 0
+
+    def _judge_and_tools(self, run_dir: Path, table: pd.DataFrame, walls: dict[str, float]) -> None:
+        """The diagnosis of the exports, then the tools' scores; each step's wall in ``walls``."""
+        t0 = time.perf_counter()
+        if table["profiled"].any():
+            self._say(f"diagnosing {int(table['profiled'].sum())} exports (the detectors)")
+            try:
+                self.write_diagnosis(run_dir, table)
+            except Exception as exc:  # the tables above are safe; say what broke and fail
+                self.failures.append(f"diagnosis failed: {type(exc).__name__}: {exc}")
+                self._say(f"FAILED diagnosing the exports in {run_dir}: {exc}")
+        else:
+            console.print_unprofiled(table, self.cfg.nsys.enabled, self.settings.nsys is not None)
+        walls["diagnosis_s"] = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        self.write_tools(run_dir)
+        walls["tools_s"] = time.perf_counter() - t0
 
     def write_timings(
         self, run_dir: Path, walls: dict[str, float], total_s: float, *, say: bool = True

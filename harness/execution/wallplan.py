@@ -55,18 +55,28 @@ HANDOVER_S = 0.25
 SETUP_SLACK_S = 0.5
 #: A sliced round: seconds per hand-over between slices (signals and the socket round trip).
 TURN_S = 0.002
-#: Seconds after the last worker: per profiled variant (its export and its diagnosis), and once
-#: (tables, report, tools).
-TAIL_PER_PROFILE_S = 2.0
-TAIL_FIXED_S = 12.0
-#: Of ``TAIL_PER_PROFILE_S``, the diagnosis's read of the export, which ``harness.diagnose_jobs``
-#: processes share (the rest is its export and the tables).
-DIAGNOSIS_PER_PROFILE_S = 1.1
+#: Seconds after the last worker, once: the tables and the report.
+TAIL_FIXED_S = 16.0
+#: The tools' scores, after the diagnosis and beside the kernels row.
+TAIL_TOOLS_S = 5.0
+#: The diagnosis after the last worker: once (the judged tables), per profiled variant on the
+#: parent (its rows), and per profiled variant shared by ``harness.diagnose_jobs`` processes
+#: (reading its export). The exports themselves are taken during the run.
+DIAGNOSIS_FIXED_S = 3.0
+DIAGNOSIS_SERIAL_PER_PROFILE_S = 0.17
+DIAGNOSIS_PER_PROFILE_S = 0.78
 
 
-def tail_per_profile_s(jobs: int) -> float:
-    """Seconds of the tail per profiled variant with the diagnosis in ``jobs`` processes."""
-    return TAIL_PER_PROFILE_S - DIAGNOSIS_PER_PROFILE_S * (1.0 - 1.0 / max(1, jobs))
+def diagnosis_s(profiles: int, jobs: int) -> float:
+    """Seconds of the end-of-run diagnosis of ``profiles`` exports in ``jobs`` processes."""
+    per = DIAGNOSIS_SERIAL_PER_PROFILE_S + DIAGNOSIS_PER_PROFILE_S / max(1, jobs)
+    return DIAGNOSIS_FIXED_S + per * profiles
+
+
+def tail_s(profiles: int, jobs: int, kernels_s: float = 0.0) -> float:
+    """Seconds after the last worker: the longer of the kernels row (its budget, on a GPU) and
+    the diagnosis and tools that run beside it, then the tables and the report."""
+    return TAIL_FIXED_S + max(kernels_s, diagnosis_s(profiles, jobs) + TAIL_TOOLS_S)
 
 
 #: Seconds per profiled scenario beyond its workers' spans and set-ups: its last capture taken,
@@ -250,7 +260,7 @@ def estimate(costs: Costs, knobs: Knobs | None = None) -> pd.DataFrame:
     rows = [{"scenario": s, **scenario_s(vs, k)} for s, vs in costs.variants.items()]
     n_prof = sum(len(vs) for vs in costs.variants.values()) if k.profile else 0
     rows.append({"scenario": "tail", "timing_s": 0.0,
-                 "profile_s": TAIL_FIXED_S + tail_per_profile_s(k.diagnose_jobs) * n_prof})  # fmt: skip
+                 "profile_s": tail_s(n_prof, k.diagnose_jobs, k.kernels_s)})  # fmt: skip
     out = pd.DataFrame(rows)
     out["total_s"] = out["timing_s"] + out["profile_s"]
     return out
@@ -478,8 +488,7 @@ def project(
         one = _one_round(costs.variants[name], knobs)
         rest += len(phases) * one
         reserve += share * one
-    per = tail_per_profile_s(knobs.diagnose_jobs)
-    tail = TAIL_FIXED_S + per * (costs.profiles_done + n_prof) + knobs.kernels_s
+    tail = tail_s(costs.profiles_done + n_prof, knobs.diagnose_jobs, knobs.kernels_s)
     return Projection(elapsed_s=elapsed_s, round_s=_one_round(vs, knobs), rest_s=rest,
                       tail_s=tail, reserve_s=reserve)  # fmt: skip
 

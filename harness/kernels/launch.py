@@ -19,6 +19,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -152,14 +153,23 @@ def _stop(job: Job) -> None:
 
 
 def run_jobs(
-    jobs: list[Job], cfg: KernelsConfig, say: Callable[[str], None], t0: float | None = None
+    jobs: list[Job],
+    cfg: KernelsConfig,
+    say: Callable[[str], None],
+    t0: float | None = None,
+    *,
+    stop: threading.Event | None = None,
 ) -> None:
     """Run every job (``parallel`` at once, each within ``timeout_s``, none started past
-    ``budget_s`` from ``t0``); each ends with its state, return code and wall time."""
+    ``budget_s`` from ``t0``); each ends with its state, return code and wall time. ``stop``
+    set (from another thread: a stop signal there) stops the running ones and raises
+    KeyboardInterrupt."""
     t0 = time.monotonic() if t0 is None else t0
     waiting, running = list(jobs), []
     try:
         while waiting or running:
+            if stop is not None and stop.is_set():
+                raise KeyboardInterrupt
             over = cfg.budget_s > 0 and time.monotonic() - t0 >= cfg.budget_s
             while waiting and len(running) < cfg.parallel and not over:
                 job = waiting.pop(0)
@@ -225,3 +235,81 @@ def tail(path: Path, lines: int = 6) -> str:
         return ""
     kept = [ln.strip() for ln in text.splitlines() if ln.strip()]
     return " | ".join(kept[-lines:])[-600:]
+
+
+class _Held:
+    """A ``say`` whose lines wait until :meth:`release` (then pass straight on): the row's
+    lines do not break into the lines of the work beside it."""
+
+    def __init__(self, say: Callable[[str], None]) -> None:
+        self.say, self.lock, self.open = say, threading.Lock(), False
+        self.lines: list[str] = []
+
+    def __call__(self, msg: str) -> None:
+        with self.lock:
+            if not self.open:
+                self.lines.append(msg)
+                return
+        self.say(msg)
+
+    def release(self) -> None:
+        with self.lock:
+            self.open, lines, self.lines = True, self.lines, []
+        for msg in lines:
+            self.say(msg)
+
+
+def beside(
+    work: Callable[[threading.Event, Callable[[str], None]], None],
+    meanwhile: Callable[[], None] | None,
+    say: Callable[[str], None],
+) -> float:
+    """``work(stop, say)`` on a thread of its own while ``meanwhile()`` runs on this one (the
+    thread that gets stop signals), its lines held until ``meanwhile`` returns. The seconds
+    ``work`` sat finished while ``meanwhile`` still ran (0 when it ended last). An exception on
+    this thread (a stop signal) sets ``stop``, waits for ``work`` to stop its processes and is
+    raised; then one of ``work``'s own."""
+    if meanwhile is None:
+        work(threading.Event(), say)
+        return 0.0
+    stop, held = threading.Event(), _Held(say)
+    failed: list[BaseException] = []
+    ended: list[float] = []
+
+    def target() -> None:
+        try:
+            work(stop, held)
+        except BaseException as exc:  # raised on the caller's thread below
+            failed.append(exc)
+        finally:
+            ended.append(time.monotonic())
+
+    thread = threading.Thread(target=target, name="kernels-row", daemon=True)
+    thread.start()
+    try:
+        meanwhile()
+        done = time.monotonic()
+        held.release()
+        _join(thread, stop)
+    except BaseException:
+        stop.set()
+        _join(thread, stop)
+        held.release()
+        raise
+    if failed:
+        raise failed[0]
+    return max(0.0, done - ended[0])
+
+
+def _join(thread: threading.Thread, stop: threading.Event) -> None:
+    """Wait for ``thread``; a stop signal while waiting sets ``stop`` and waits on (its
+    processes get SIGTERM, then SIGKILL after the grace time)."""
+    while thread.is_alive():
+        try:
+            thread.join(POLL_S)
+        except BaseException:
+            stop.set()
+            if not thread.is_alive():
+                raise
+            thread.join()
+            raise

@@ -14,6 +14,7 @@ state and reason; only a stop signal or a table that cannot be written ends the 
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, field
@@ -95,10 +96,16 @@ def run_kernels(
     say: Callable[[str], None] = print,
     top: int | None = None,
     variants: Sequence[str] | None = None,
+    meanwhile: Callable[[], None] | None = None,
 ) -> KernelsResult:
     """The row over a run folder's profiled variants (``section``: the run's ``kernels``
     config, a mapping or None for the defaults; ``top`` and ``variants`` as the CLI's
-    ``--top`` and ``--variants``). Never raises for a variant's failure."""
+    ``--top`` and ``--variants``). Never raises for a variant's failure.
+
+    ``meanwhile`` (a run's diagnosis and tools: CPU work on the exports) is called on this
+    thread while the ncu processes plan and run on another, and before the tables, which read
+    what it writes (gpu_work.csv, diagnosis.csv): the tail then takes the longer of the two,
+    not their sum. Its exception (a stop signal) stops the ncu processes and is raised."""
     t0 = time.monotonic()
     run_dir = Path(run_dir)
     cfg = kernels_config(section, top=top)
@@ -109,19 +116,41 @@ def run_kernels(
         reason = "no profiled GPU variant with an export in the run folder"
     if reason:
         say(f"kernels: skipped: {reason}")
+        if meanwhile is not None:
+            meanwhile()
         return _finish(run_dir, KernelsResult(StepState.SKIPPED, reason), cfg, ncu, t0, {}, say)
     assert ncu is not None
-    planned, left = _plan_all(run_dir, cands, ncu, cfg)
-    jobs = [p.job for p in planned if p.job is not None]
-    if left:
-        say(f"kernels: {len(left)} variants left out ({', '.join(r['variant'] for r in left)})")
-    say(f"kernels: ncu on {len(jobs)} variants ({sum(j.launches for j in jobs)} launches), "
-        f"{len(planned) - len(jobs)} read from them, {cfg.parallel} at once "
-        f"({ncu_version(ncu) or ncu})")  # fmt: skip
-    launch.run_jobs(jobs, cfg, say, t0)
-    result = _collect(run_dir, planned, left, cfg)
-    estimate = select.makespan([_cost(p, cfg) for p in planned if p.job], cfg.parallel)
-    return _finish(run_dir, result, cfg, ncu, t0, {"estimate_s": estimate}, say)
+    row = _Row(run_dir, cands, ncu, cfg, t0)
+    idle = launch.beside(row.run, meanwhile, say)
+    result = _collect(run_dir, row.planned, row.left, cfg)
+    estimate = select.makespan([_cost(p, cfg) for p in row.planned if p.job], cfg.parallel)
+    return _finish(run_dir, result, cfg, ncu, t0, {"estimate_s": estimate}, say, idle)
+
+
+@dataclass
+class _Row:
+    """The row's ncu side: every candidate planned, then their processes run (on the thread
+    :func:`harness.kernels.launch.beside` gives it)."""
+
+    run_dir: Path
+    cands: list[Candidate]
+    ncu: str
+    cfg: KernelsConfig
+    t0: float
+    planned: list[_Planned] = field(default_factory=list)
+    left: list[dict[str, Any]] = field(default_factory=list)
+
+    def run(self, stop: threading.Event, say: Callable[[str], None]) -> None:
+        cfg = self.cfg
+        self.planned, self.left = _plan_all(self.run_dir, self.cands, self.ncu, cfg)
+        jobs = [p.job for p in self.planned if p.job is not None]
+        if self.left:
+            say(f"kernels: {len(self.left)} variants left out "
+                f"({', '.join(r['variant'] for r in self.left)})")  # fmt: skip
+        say(f"kernels: ncu on {len(jobs)} variants ({sum(j.launches for j in jobs)} launches), "
+            f"{len(self.planned) - len(jobs)} read from them, {cfg.parallel} at once "
+            f"({ncu_version(self.ncu) or self.ncu})")  # fmt: skip
+        launch.run_jobs(jobs, cfg, say, self.t0, stop=stop)
 
 
 def _chosen(run_dir: Path, cfg: KernelsConfig, variants: Sequence[str] | None) -> list[Candidate]:
@@ -267,12 +296,13 @@ def _sources(p: _Planned, rows: pd.DataFrame) -> list[str]:
 
 def _finish(
     run_dir: Path, result: KernelsResult, cfg: KernelsConfig, ncu: str | None, t0: float,
-    extra: dict[str, Any], say: Callable[[str], None],
+    extra: dict[str, Any], say: Callable[[str], None], idle_s: float = 0.0,
 ) -> KernelsResult:  # fmt: skip
     """The tables and kernels_run.json, written atomically, then the witness brought up to
-    date; the wall time. A table that cannot be written fails the step (its reason says
-    which), never the run that called it."""
-    result.wall_s = time.monotonic() - t0
+    date; the wall time: the row's own, less ``idle_s`` (its processes had ended while the
+    work beside them still ran). A table that cannot be written fails the step (its reason
+    says which), never the run that called it."""
+    result.wall_s = time.monotonic() - t0 - idle_s
     try:
         if result.state == StepState.DONE:
             atomic.write_frame(run_dir / KERNELS_CSV, result.kernels)
