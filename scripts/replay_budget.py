@@ -6,13 +6,14 @@ had left without its added rounds.
 ``python scripts/replay_budget.py RUN_DIR [RUN_DIR ...]``
 
 How a decision is rebuilt from the finished folder: its time is the end of the scenario's
-round (timings.csv ``ended_at``); the clock's zero is the last worker's end less
-``wall_time.json``'s ``workers_s``; the scenarios known then are those with a unit ended; their
+round (timings.csv ``ended_at``); the clock's zero is the last worker's end less the workers'
+span of the call that ran them (``wall_time.json``'s ``workers_calls_s``, else ``workers_s``);
+the scenarios known then are those with a unit ended; their
 costs are learned from the whole run (a profile not yet run is priced at the timed step, as
 the run loop does); the queue is every unit launched later (an added round only when a
 decision before this one added it), and, for the new projection, the units started and not
 ended (the next scenario's set-ups). What remained is ``total_s`` less the decision's time,
-less the time only added rounds' workers ran (their [launch, end] spans that no planned
+(every call's, ``all_calls_s``: a resumed tail counts) less the time only added rounds' workers ran (their [launch, end] spans that no planned
 unit's span covers: a lower bound on their cost, so what remained is if anything too high).
 """
 
@@ -88,6 +89,13 @@ def _known_costs(full: wp.Costs, t: pd.DataFrame, at: float) -> wp.Costs:
     return replace(full, variants=variants, profiles_done=int((done["phase"] == rf.PROFILE).sum()))
 
 
+def _workers_span(wall: dict[str, Any]) -> float:
+    """The workers' span of the last call that ran workers (``workers_calls_s``; a resumed call
+    that only ran the tail reads ~0 s), else ``workers_s``."""
+    ran = [float(v) for v in (wall.get("workers_calls_s") or {}).values() if float(v) > 1.0]
+    return ran[-1] if ran else float(wall["workers_s"])
+
+
 def replay(run: Path) -> pd.DataFrame:
     """One row per budget-checked decision of ``run``."""
     found = discover_scenarios()
@@ -102,7 +110,8 @@ def replay(run: Path) -> pd.DataFrame:
     budget = (manifest["config"]["harness"].get("timing") or {}).get("budget_s")
     t = pd.read_csv(run / "timings.csv")
     t = t[t["launched_at"].notna() & (t["wall_s"].fillna(0) > 0)].reset_index(drop=True)
-    zero = float(t["ended_at"].max()) - float(wall["workers_s"])
+    workers_s = _workers_span(wall)
+    zero = float(t["ended_at"].max()) - workers_s
     t["launched_at"] -= zero
     t["ended_at"] -= zero
     decisions = record["decisions"]
@@ -130,8 +139,9 @@ def replay(run: Path) -> pd.DataFrame:
         pending = [*to_unit(live), *to_unit(queued)]
         new = wp.project(costs, k, at, s, names, pending, r + 1 - k.repeats, found)
         extra_s = _only_extra_s(t, pd.Series([j >= i for j in idx]), at)
-        remained = float(wall["total_s"]) - at - extra_s
-        run_tail = float(wall["total_s"]) - float(wall["workers_s"])
+        total_s = float(wall.get("all_calls_s") or wall["total_s"])
+        remained = total_s - at - extra_s
+        run_tail = total_s - workers_s
         rows.append({
             "scenario": s, "round": r, "why": d["why"], "elapsed_s": at,
             "recorded_s": d["projected_s"], "old_s": old,

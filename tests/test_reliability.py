@@ -338,3 +338,17 @@ def test_a_stop_in_the_tail_keeps_the_calls_wall_time(tmp_path):
     assert wall["workers_s"] > 0
     timings = pd.read_csv(run_dir / "timings.csv")
     assert set(timings["phase"]) == {"profile", "timing-1"}
+    # the resumed call reuses every worker and runs the tail: both calls' walls are kept, and
+    # the span of the call that ran the workers (the replay's clock) survives its ~0 s one
+    done = run_cli(
+        _args(results, "scenario.faulty.variants=[ideal]", "nsys.enabled=true",
+              f"harness.resume={run_dir}"), env=PLUGIN, timeout=HANG_S,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    again = json.loads((run_dir / "wall_time.json").read_text())
+    assert len(again["calls_s"]) == 2 and again["all_calls_s"] > wall["all_calls_s"]
+    first, second = again["workers_calls_s"].values()
+    assert first == pytest.approx(wall["workers_s"]) and second < 1.0 < first
+    from scripts.replay_budget import _workers_span
+
+    assert _workers_span(again) == pytest.approx(first)

@@ -211,7 +211,7 @@ class Records:
             table = build_timings_table(run_dir, self.settings.units())
             rf.write_frame(rf.table_path(run_dir, "timings"), table)
             record = wall_time_record(table, walls, total_s)
-            record.update(self._calls(run_dir, total_s))
+            record.update(self._calls(run_dir, total_s, walls.get("workers_s")))
             record["settings"] = self.settings.speed_settings()
             if warm is not None:
                 record["warm_compile"] = warm
@@ -229,14 +229,18 @@ class Records:
                 + (f"; {hidden:.0f} s of it ran beside another worker" if hidden >= 0.5 else "")
             )
 
-    def _calls(self, run_dir: Path, total_s: float) -> dict[str, Any]:
+    def _calls(self, run_dir: Path, total_s: float, workers_s: float | None) -> dict[str, Any]:
         """Each ``harness run`` call's wall time into this run folder (a resumed run has
         several; a device's time limit cuts a long run in two): ``calls_s`` by the call's
-        start, and their sum, ``all_calls_s``."""
+        start, and their sum, ``all_calls_s``; each call's workers' span, ``workers_calls_s``
+        (``workers_s`` is this call's: a resume that only ran the tail reads ~0 there)."""
         try:
             earlier = read_json(rf.wall_time_path(run_dir)) or {}
         except rf.CorruptFileError:
             earlier = {}
         calls = dict(earlier.get("calls_s") or {})
         calls[self.started_utc] = total_s
-        return {"calls_s": calls, "all_calls_s": sum(calls.values())}
+        spans = dict(earlier.get("workers_calls_s") or {})
+        if workers_s is not None:
+            spans[self.started_utc] = workers_s
+        return {"calls_s": calls, "all_calls_s": sum(calls.values()), "workers_calls_s": spans}
