@@ -8,6 +8,7 @@ import numpy as np
 
 __all__ = [
     "by_start",
+    "counted",
     "distinct",
     "few_unique",
     "first_values",
@@ -65,7 +66,7 @@ def lookup(keys: np.ndarray, values: np.ndarray, x: np.ndarray) -> tuple[np.ndar
     if keys.size == 0:
         return np.zeros(x.shape, bool), np.zeros(x.shape, values.dtype)
     pos = search(keys, x)
-    np.clip(pos, 0, keys.size - 1, out=pos)
+    np.minimum(pos, keys.size - 1, out=pos)  # never negative
     return keys[pos] == x, values[pos]
 
 
@@ -107,7 +108,26 @@ def member(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
         return out
     if not _sorted(keys):
         keys = np.sort(keys)
-    return lookup(keys, keys, np.asarray(x))[0]
+    if keys.size == 0:
+        return np.zeros(x.shape, bool)
+    pos = search(keys, x)  # :func:`lookup`'s mask alone (its values would be the keys again)
+    np.minimum(pos, keys.size - 1, out=pos)
+    if keys.dtype != pos.dtype:
+        return keys[pos] == x
+    return np.take(keys, pos, out=pos, mode="clip") == x  # the places in range already
+
+
+def counted(x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(x, return_counts=True)`` of integers spanning a small range (stream ids, the
+    global thread ids of a few processes): one count over the range, no sort of millions."""
+    x = np.asarray(x)
+    lo = int(x.min()) if x.size else 0
+    span = int(x.max()) - lo + 1 if x.size else 0
+    if x.size == 0 or x.dtype.kind != "i" or span > 4 * x.size + (1 << 20):
+        return np.unique(x, return_counts=True)
+    n = np.bincount(x - lo if lo else x, minlength=span)
+    present = np.flatnonzero(n)
+    return (present + lo).astype(x.dtype), n[present]
 
 
 def few_unique(x: np.ndarray) -> np.ndarray:
@@ -127,7 +147,8 @@ def process_of(global_id: int | np.ndarray) -> int | np.ndarray:
     """The process id in nsys's global thread or process id(s) (bits 24-47)."""
     if isinstance(global_id, (int, np.integer)):
         return (int(global_id) >> 24) & PID_MASK
-    return (np.asarray(global_id, np.int64) >> 24) & PID_MASK
+    out = np.right_shift(np.asarray(global_id, np.int64), 24)
+    return np.bitwise_and(out, PID_MASK, out=out)
 
 
 def distinct(ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

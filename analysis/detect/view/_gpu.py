@@ -309,28 +309,38 @@ def _placed(
     parts: list[dict[str, np.ndarray]], name: str, dtype: Any, dest: np.ndarray
 ) -> np.ndarray:
     """Column ``name`` of the tables ``parts`` (0 where a table has none), each row put at
-    ``dest`` and cast as assignment casts."""
+    ``dest`` and cast as assignment casts. A table whose values are all 0 (the kernels' kind
+    code, NCCL flag and device on one GPU) is left out: its places hold 0 already, and one
+    pass over its values costs less than scattering millions of them."""
     out = np.zeros(dest.size, dtype)
     at = 0
     for part in parts:
         n = part["start"].size
-        if name in part:
+        if name in part and part[name].any():
             out[dest[at : at + n]] = part[name]
         at += n
     return out
 
 
-def gpu_starts(trace: T.Trace, lo: int, hi: int, a: int, b: int) -> dict[str, np.ndarray]:
+def gpu_starts(
+    trace: T.Trace,
+    lo: int,
+    hi: int,
+    a: int,
+    b: int,
+    names: tuple[str, ...] = ("start", "corr", "stream"),
+) -> dict[str, np.ndarray]:
     """Kernels, graph replays and copies whose (unclipped) start lies in [a, b) (within the
     window [lo, hi)): start, corr and stream (0 where the table has none), tables in that
-    order, each in rowid order. Read by the same scan as :func:`gpu_activity`."""
+    order, each in rowid order. Read by the same scan as :func:`gpu_activity`. ``names``:
+    the columns wanted (each joined over millions of rows)."""
     if ("gpu_starts", lo, hi) not in trace_cache(trace):
         _gpu_read(trace, lo, hi)
     a, b = max(a, lo), min(b, hi)
     found = []
     for part in trace_cache(trace)[("gpu_starts", lo, hi)]:
-        found.append(rows_where(part, (part["start"] >= a) & (part["start"] < b)))
-    names = ("start", "corr", "stream")
+        keep = (part["start"] >= a) & (part["start"] < b)
+        found.append(rows_where({n: part[n] for n in names}, keep))
     if not found:
         return {n: np.zeros(0, np.int64) for n in names}
     return {n: np.concatenate([f[n] for f in found]) for n in names}

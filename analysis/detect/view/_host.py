@@ -42,7 +42,7 @@ from analysis import trace as T
 from analysis.detect.config import DiagnosisConfig, GilContentionThresholds, HostThresholds
 from analysis.detect.view import _intervals as I
 from analysis.detect.view._api import LAUNCH
-from analysis.detect.view._arrays import member, process_of, rows_where, search, top
+from analysis.detect.view._arrays import counted, member, process_of, rows_where, search, top
 from analysis.detect.view._calls import (
     activity_launch_ends,
     blocking_calls,
@@ -191,7 +191,7 @@ def _h2d_follows(trace, act, calls, nxt, look: int) -> np.ndarray:
 def _who_launched(trace: T.Trace, st: Steady, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """(launching thread, stream) of each GPU item starting in [lo, hi), joined on the
     correlation id with the window's launch and copy calls (both read once, cached)."""
-    g = gpu_starts(trace, st.lo, st.hi, lo, hi)
+    g = gpu_starts(trace, st.lo, st.hi, lo, hi, ("corr", "stream"))
     found, tids = caller_tids(trace, st, g["corr"])
     return tids, g["stream"][found]
 
@@ -228,16 +228,16 @@ def _issuing(trace: T.Trace, st: Steady, min_share: float) -> tuple[int, np.ndar
     if st.step_tid is not None and (tid_of == st.step_tid).any():
         main = int(st.step_tid)
     else:
-        streams, n = np.unique(stream_of, return_counts=True)
+        streams, n = counted(stream_of)
         busiest = streams[np.argmax(n)]
-        tids, n = np.unique(tid_of[stream_of == busiest], return_counts=True)
+        tids, n = counted(tid_of[stream_of == busiest])
         main = loop_thread(tids, n)
     own = _same_process(tid_of, main)
-    tid_of, stream_of = tid_of[own], stream_of[own]
-    mine, n = np.unique(stream_of[tid_of == main], return_counts=True)
+    if not own.all():  # another process's launches: left out
+        tid_of, stream_of = tid_of[own], stream_of[own]
+    mine, n = counted(stream_of[tid_of == main])
     main_streams = mine[n >= 0.05 * n.sum()]
-    on = np.isin(stream_of, main_streams)
-    tids, n = np.unique(tid_of[on], return_counts=True)
+    tids, n = counted(tid_of[member(stream_of, main_streams)])
     issuing = tids[n >= min_share * n.sum()]
     return main, np.union1d(issuing, [main]).astype(np.int64)
 
@@ -287,7 +287,6 @@ def _compute(trace: T.Trace, cfg: DiagnosisConfig) -> HostView | None:
 
     gbs, gbe = busy(trace, st, act)
     gs, ge = I.gaps(gbs, gbe, st.lo, st.hi)
-    idle_sync = I.overlap_total(gs, ge, bs, be)
     queued = _queued_gaps(trace, st, act, gs, ge)  # the next kernel was launched long before
     # the loop threads' waits for the GIL are a cause of their own, out of every stretch
     ws, we = I.difference(*_gil_waits(trace, gil, st, tid, issuing), bs, be)
@@ -299,9 +298,9 @@ def _compute(trace: T.Trace, cfg: DiagnosisConfig) -> HostView | None:
         is_data &= ev["suite_range"]
     ds, de = I.difference(*I.union(ss[is_data], se[is_data]), ws, we)
     hs, he = I.difference(*I.union(ss[~is_data], se[~is_data]), ws, we)
-    idle_data = I.overlap_total(gs, ge, ds, de)
-    idle_host = I.overlap_total(gs, ge, hs, he)
-    idle_gil = I.overlap_total(gs, ge, ws, we)
+    idle_sync, idle_data, idle_host, idle_gil = I.overlap_totals(
+        gs, ge, [(bs, be), (ds, de), (hs, he), (ws, we)]
+    )
     idle_total = I.length(gs, ge)
     idle_queued = I.length(gs[queued], ge[queued])
     idle_dispatch = max(0, idle_total - idle_queued - idle_sync - idle_data - idle_host - idle_gil)
@@ -467,10 +466,13 @@ def _queued_gaps(
     ks, ke = (act.start, ends) if is_k.all() else (act.start[is_k], ends[is_k])
     if ks.size == 0:
         return np.zeros(gs.size, bool)
-    i = np.clip(search(ks, ge), 0, ks.size - 1)
-    starts_gap_end = ks[i] == ge
-    launch_end = ke[i]
-    return starts_gap_end & np.isfinite(launch_end) & (launch_end < gs)
+    i = search(ks, ge)  # never negative: clipped above alone, in place
+    np.minimum(i, ks.size - 1, out=i)
+    at = np.flatnonzero(ks[i] == ge)  # the gaps a kernel ends: the launch looked up for those
+    launch_end = ke[i[at]]
+    out = np.zeros(gs.size, bool)
+    out[at] = np.isfinite(launch_end) & (launch_end < gs[at])
+    return out
 
 
 def _examples(gs, ge, ds, de, hs, he, bs, be) -> dict[str, list[tuple[int, int]]]:

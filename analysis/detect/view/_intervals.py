@@ -19,6 +19,7 @@ __all__ = [
     "overlap_any",
     "overlap_each",
     "overlap_total",
+    "overlap_totals",
     "union",
 ]
 
@@ -39,12 +40,16 @@ def union(starts: Any, ends: Any) -> tuple[np.ndarray, np.ndarray]:
     new = s[1:] > run_end[:-1]
     if new.all():  # disjoint already (one thread's calls, one after another): ends as they are
         return (s if s is not starts and s.base is None else s.copy()), run_end
-    first = np.flatnonzero(new) + 1
+    last = np.flatnonzero(new)  # the groups' last members but the final group's
     # a group's end is the running maximum at its last member (earlier groups end before it)
-    ends = np.empty(first.size + 1, np.int64)
-    ends[:-1] = run_end[first - 1]
+    ends = np.empty(last.size + 1, np.int64)
+    np.take(run_end, last, out=ends[:-1])
     ends[-1] = run_end[-1]
-    return s[np.concatenate(([0], first))], ends
+    starts = np.empty(last.size + 1, np.int64)  # the next member starts a group
+    starts[0] = s[0]
+    last += 1
+    np.take(s, last, out=starts[1:])
+    return starts, ends
 
 
 def gaps(s: np.ndarray, e: np.ndarray, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
@@ -85,11 +90,18 @@ def covered(bs: np.ndarray, be: np.ndarray, x: np.ndarray) -> np.ndarray:
 
 
 def _covered(bs: np.ndarray, be: np.ndarray, cum: np.ndarray, x: np.ndarray) -> np.ndarray:
-    """:func:`covered` with the union's prefix lengths ``cum`` given."""
-    i = np.searchsorted(bs, x, side="right") - 1
-    j = np.clip(i, 0, None)
-    partial = np.where(i >= 0, np.minimum(x, be[j]) - bs[j], 0)
-    return np.where(i >= 0, cum[j] + partial, 0)
+    """:func:`covered` with the union's prefix lengths ``cum`` given: built in one array, in
+    place (millions of points: each temporary is fresh memory the kernel must zero)."""
+    # the index of the interval at or before each x, plus one
+    j = np.asarray(np.searchsorted(bs, x, side="right"))
+    before = j == 0  # x before the union's first interval: nothing covered
+    j -= 1
+    j[before] = 0
+    out = np.asarray(np.minimum(x, be[j]))
+    out -= bs[j]
+    out += cum[j]
+    out[before] = 0
+    return out
 
 
 def overlap_total(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> int:
@@ -98,6 +110,25 @@ def overlap_total(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) 
     if s.size > bs.size:
         s, e, bs, be = bs, be, s, e
     return int(overlap_each(s, e, bs, be).sum())
+
+
+def overlap_totals(
+    s: np.ndarray, e: np.ndarray, unions: list[tuple[np.ndarray, np.ndarray]]
+) -> list[int]:
+    """``[overlap_total(s, e, bs, be) for bs, be in unions]``, the prefix lengths of the union
+    (s, e) computed once for all those with fewer intervals (the GPU's idle gaps against the
+    host's few blocks of each kind: millions of gaps, summed once instead of once a kind)."""
+    cum = None
+    out = []
+    for bs, be in unions:
+        if bs.size >= s.size:
+            out.append(overlap_total(s, e, bs, be))
+            continue
+        if cum is None:
+            cum = np.concatenate([[0], np.cumsum(e - s)])
+        bs, be = np.asarray(bs, dtype=np.int64), np.asarray(be, dtype=np.int64)
+        out.append(int((_covered(s, e, cum, be) - _covered(s, e, cum, bs)).sum()))
+    return out
 
 
 def overlap_any(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
@@ -109,7 +140,7 @@ def overlap_any(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) ->
     marks = np.zeros(s.size + 1, np.int64)
     np.add.at(marks, first[ok], 1)
     np.add.at(marks, stop[ok], -1)
-    return np.cumsum(marks[:-1]) > 0
+    return np.cumsum(marks[:-1], out=marks[:-1]) > 0  # a running count: in place
 
 
 def overlap_each(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -> np.ndarray:
