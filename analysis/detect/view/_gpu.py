@@ -267,9 +267,13 @@ def gpu_activity(trace: T.Trace, lo: int, hi: int) -> Activity:
             at += n
         return out
 
-    # np.maximum / np.minimum: np.clip with one bound None is ten times slower on int64
-    start = np.maximum(col("start", np.int64), lo)
-    end = np.minimum(col("end", np.int64), hi)
+    # np.maximum / np.minimum: np.clip with one bound None is ten times slower on int64; in
+    # place where col joined the tables into an array of its own (a lone table's column is
+    # shared with gpu_starts' rows)
+    own = len(parts) != 1
+    start, end = col("start", np.int64), col("end", np.int64)
+    start = np.maximum(start, lo, out=start if own else None)
+    end = np.minimum(end, hi, out=end if own else None)
     order = _lex_order(start, end)  # stable: ties keep kernels, copies, memsets, rowid order
     fields = {"start": (start, None), "end": (end, None), "kind": ("kind", np.int8)}
     fields |= {f: (f, np.int64) for f in ("corr", "rowid", "nbytes", "device", "stream")}

@@ -125,7 +125,7 @@ def overlap_totals(
             out.append(overlap_total(s, e, bs, be))
             continue
         if cum is None:
-            cum = np.concatenate([[0], np.cumsum(e - s)])
+            cum = _prefix(s, e)
         bs, be = np.asarray(bs, dtype=np.int64), np.asarray(be, dtype=np.int64)
         out.append(int((_covered(s, e, cum, be) - _covered(s, e, cum, bs)).sum()))
     return out
@@ -148,10 +148,29 @@ def overlap_each(s: np.ndarray, e: np.ndarray, bs: np.ndarray, be: np.ndarray) -
     s, e = np.asarray(s, dtype=np.int64), np.asarray(e, dtype=np.int64)
     if bs.size == 0:
         return np.zeros(s.shape, dtype=np.int64)
-    cum = np.concatenate([[0], np.cumsum(be - bs)])
-    return _covered(bs, be, cum, e) - _covered(bs, be, cum, s)
+    cum = _prefix(bs, be)
+    out = _covered(bs, be, cum, e)
+    if out.ndim == 0:
+        return out - _covered(bs, be, cum, s)
+    out -= _covered(bs, be, cum, s)
+    return out
+
+
+def _prefix(bs: np.ndarray, be: np.ndarray) -> np.ndarray:
+    """``np.concatenate([[0], np.cumsum(be - bs)])``, the union's prefix lengths: in one array
+    where both are int64 (a union of millions of intervals)."""
+    if bs.dtype != np.int64 or be.dtype != np.int64:
+        return np.concatenate([[0], np.cumsum(be - bs)])
+    cum = np.empty(bs.size + 1, np.int64)
+    cum[0] = 0
+    np.subtract(be, bs, out=cum[1:])
+    np.cumsum(cum[1:], out=cum[1:])
+    return cum
 
 
 def length(s: np.ndarray, e: np.ndarray) -> int:
     """Total length of intervals (of a union: the time it covers)."""
-    return int((np.asarray(e) - np.asarray(s)).sum())
+    s, e = np.asarray(s), np.asarray(e)
+    if s.dtype == e.dtype == np.int64:  # the same sum modulo 2**64: no array of differences
+        return (int(e.sum()) - int(s.sum()) + (1 << 63)) % (1 << 64) - (1 << 63)
+    return int((e - s).sum())
