@@ -89,7 +89,7 @@ def _known_costs(full: wp.Costs, t: pd.DataFrame, at: float) -> wp.Costs:
     return replace(full, variants=variants, profiles_done=int((done["phase"] == rf.PROFILE).sum()))
 
 
-def _workers_span(wall: dict[str, Any]) -> float:
+def workers_span(wall: dict[str, Any]) -> float:
     """The workers' span of the last call that ran workers (``workers_calls_s``; a resumed call
     that only ran the tail reads ~0 s), else ``workers_s``."""
     ran = [float(v) for v in (wall.get("workers_calls_s") or {}).values() if float(v) > 1.0]
@@ -110,7 +110,7 @@ def replay(run: Path) -> pd.DataFrame:
     budget = (manifest["config"]["harness"].get("timing") or {}).get("budget_s")
     t = pd.read_csv(run / "timings.csv")
     t = t[t["launched_at"].notna() & (t["wall_s"].fillna(0) > 0)].reset_index(drop=True)
-    workers_s = _workers_span(wall)
+    workers_s = workers_span(wall)
     zero = float(t["ended_at"].max()) - workers_s
     t["launched_at"] -= zero
     t["ended_at"] -= zero

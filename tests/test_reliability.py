@@ -349,6 +349,6 @@ def test_a_stop_in_the_tail_keeps_the_calls_wall_time(tmp_path):
     assert len(again["calls_s"]) == 2 and again["all_calls_s"] > wall["all_calls_s"]
     first, second = again["workers_calls_s"].values()
     assert first == pytest.approx(wall["workers_s"]) and second < 1.0 < first
-    from scripts.replay_budget import _workers_span
+    from scripts.replay_budget import workers_span
 
-    assert _workers_span(again) == pytest.approx(first)
+    assert workers_span(again) == pytest.approx(first)

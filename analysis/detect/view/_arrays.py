@@ -108,8 +108,6 @@ def member(x: np.ndarray, keys: np.ndarray) -> np.ndarray:
         return out
     if not _sorted(keys):
         keys = np.sort(keys)
-    if keys.size == 0:
-        return np.zeros(x.shape, bool)
     pos = search(keys, x)  # :func:`lookup`'s mask alone (its values would be the keys again)
     np.minimum(pos, keys.size - 1, out=pos)
     if keys.dtype != pos.dtype:
