@@ -21,11 +21,14 @@ The code lives by job in sibling modules; this module is their one import surfac
   :class:`ExportError` and its :class:`TraceError`;
 - :mod:`analysis.trace_schema`: the frames' column schemas and the named-query plumbing;
 - :mod:`analysis.trace_tables`: one reader per table (kernels, memcpy, cuda_api, nvtx_ranges, ...);
-- :mod:`analysis.trace_ints`: bulk integer columns for the big tables (:func:`int_columns`);
+- :mod:`analysis.trace_ints`: bulk integer columns for the big tables (:func:`int_columns`),
+  decoded from the file's pages where it can (:mod:`analysis.trace_pages`,
+  :mod:`analysis.trace_expr`), else through SQLite;
 - :mod:`analysis.trace_names`: CUDA API names to base names and roles.
 
 Outside ``__all__`` it also passes on ``unxz`` and the dtype names ``I64`` and ``STR``. Tunables
-read at call time (``trace_ints.PARALLEL_READERS``, ``trace_db.MMAP_BYTES``) are set on their own
+read at call time (``trace_ints.PARALLEL_READERS``, ``trace_ints.PAGE_READS``,
+``trace_db.MMAP_BYTES``) are set on their own
 module, not here: a copy on this one would change nothing.
 """
 

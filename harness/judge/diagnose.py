@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis import expert_rules as E
+from analysis import heap
 from analysis.detect import diagnose
 from analysis.findings import PREDICTION_FIELDS
 from harness.core import nsys as nsys_mod
@@ -207,6 +208,13 @@ def parser() -> argparse.ArgumentParser:
         "for several), with every metric and the evidence",
     )
     ap.add_argument(
+        "--heap",
+        choices=("tuned", "default"),
+        default="tuned",
+        help="tuned (the default): big temporaries reused from the heap, no transparent huge "
+        "pages (analysis.heap; a 1 GB export reads faster); default: the allocator as it is",
+    )
+    ap.add_argument(
         "--expert-rules",
         action="store_true",
         help="also run nsys's own expert rules (nsys analyze) on each report",
@@ -260,6 +268,8 @@ def main(argv: list[str]) -> int:
     """Each report's diagnosis as it is made (text: one block each; json: at the end), then
     one line per report that could not be read: exit 2 if any could not, else 0."""
     args = parser().parse_args(argv)
+    if args.heap == "tuned":
+        heap.tune()
     from harness.core.config import UsageError, diagnosis_thresholds, parse_overrides
     from harness.core.errors import say
 
