@@ -87,6 +87,7 @@ def int_columns(
         return empty
     values = {name: _or_null(trace, table, expr, null) for name, expr in columns.items()}
     pack = tuple(pack)
+    plain = dict(values)  # a page read evaluates the pairs apart (_paged checks the packing)
     for high, low, bits in pack:
         values[high] = f"({values[high]}) * {1 << bits} + ({values.pop(low)})"
     if few:
@@ -94,7 +95,7 @@ def int_columns(
             f"SELECT {', '.join(values.values())} FROM {table} AS t WHERE {where} ORDER BY t.rowid"
         )
         return _unpack(_few_rows(trace, table, sql, params, list(values)), pack, columns)
-    out = _paged(trace, table, values, where, params, pack) if PAGE_READS else None
+    out = _paged(trace, table, plain, where, params, pack) if PAGE_READS else None
     if out is None:
         out = _chunked(trace, table, values, where, params, chunk_rows, pack)
     return empty if out is None else {name: out[name] for name in columns}
@@ -214,8 +215,9 @@ def _paged(
     """:func:`_chunked`'s answer computed from the table's pages (:mod:`analysis.trace_pages`)
     and the same SQL evaluated with numpy (:mod:`analysis.trace_expr`), :data:`PAGES_PER_TASK`
     leaf pages at a time on the calling thread (the big reads already run beside each other:
-    more threads here only fought over the two cores); None where either cannot give SQLite's
-    answer exactly (the caller then asks SQLite)."""
+    more threads here only fought over the two cores); ``values`` unpacked (a pair is cheaper
+    read apart than packed and split here: :func:`_check_packs`). None where either cannot
+    give SQLite's answer exactly (the caller then asks SQLite)."""
     layout = _table_pages(trace, table)
     if layout is None:
         return None
@@ -234,10 +236,11 @@ def _paged(
     except NotHere:
         return None
     index = {n: i for i, n in enumerate(names) if n in need and n not in ("rowid", alias)}
+    rowids = bool(need & {"rowid", alias})
 
     def part(first: int) -> dict[str, np.ndarray]:
         cells = pages.cells(leaves[first : first + PAGES_PER_TASK])
-        rowid, base, found = pages.records(cells, len(names), sorted(index.values()))
+        rowid, base, found = pages.records(cells, len(names), sorted(index.values()), rowids)
         cols: dict = {"rowid": (rowid, None)}
         if alias is not None:
             cols[alias] = cols["rowid"]
@@ -261,7 +264,8 @@ def _paged(
             if null is not None and null.any():  # as group_concat would leave it short
                 raise RuntimeError(f"int_columns: {table}.{name} came back short")
             out[name] = v
-        return _unpack(out, pack)
+        _check_packs(out, pack)
+        return out
 
     try:
         parts = [part(first) for first in range(0, leaves.size, PAGES_PER_TASK)]
@@ -273,6 +277,21 @@ def _paged(
         name: parts[0][name] if len(parts) == 1 else np.concatenate([p[name] for p in parts])
         for name in parts[0]
     }
+
+
+def _check_packs(cols: dict[str, np.ndarray], pack: tuple[Pack, ...]) -> None:
+    """NotHere unless each pair, packed as SQL packs it (``high * 2**bits + low``), stays in
+    int64 with ``0 <= low < 2**bits`` in every row: then splitting the packed value gives the
+    pair back exactly, and the page read's unpacked pair is SQL's answer (else SQL gives its
+    own, or its error)."""
+    for high, low, bits in pack:
+        h, lo = cols[high], cols[low]
+        if not h.size:
+            continue
+        lmin, lmax = int(lo.min()), int(lo.max())
+        top, bottom = int(h.max()) * (1 << bits) + lmax, int(h.min()) * (1 << bits)
+        if lmin < 0 or lmax >= 1 << bits or top >= 2**63 or bottom < -(2**63):
+            raise NotHere(f"{high} and {low} do not pack in {bits} bits")
 
 
 def _values_of(trace: Trace, sql: str) -> np.ndarray:

@@ -130,10 +130,11 @@ class Pages:
         n = self._be(at + 3, 2)
         return np.repeat(at, n) + self._be(np.repeat(at + 8, n) + 2 * _ramp(n), 2)
 
-    def varint(self, at: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def varint(self, at: np.ndarray, values: bool = True) -> tuple[np.ndarray, np.ndarray]:
         """SQLite varints at offsets ``at``: (value, length in bytes); 7 bits a byte, the top
         bit set while more follow, a ninth byte of 8 bits. Each length found at once from
-        the 8-byte word's top bits, then each length's values without a per-byte loop."""
+        the 8-byte word's top bits, then each length's values without a per-byte loop
+        (``values=False``: the lengths only, the values left 0)."""
         word = self.words(at).view(np.uint64)
         stop = ~word & _TOPS  # the top bits of the bytes that end a varint
         # the first such byte from the top: its bit's position, read off float64's exponent
@@ -141,6 +142,8 @@ class Pages:
         size = 8 - (np.frexp(stop.astype(np.float64))[1] - 1) // 8
         size[stop == 0] = 9
         value = np.zeros(at.size, np.uint64)
+        if not values:
+            return value.view(np.int64), size.astype(np.int64)
         low, high = int(size.min(initial=1)), int(size.max(initial=1))
         for n in range(low, min(high, 8) + 1):
             v = _septets(word, n)
@@ -155,17 +158,17 @@ class Pages:
         return value.view(np.int64), size.astype(np.int64)
 
     def records(
-        self, cells: np.ndarray, ncols: int, wanted: list[int]
+        self, cells: np.ndarray, ncols: int, wanted: list[int], rowids: bool = True
     ) -> tuple[np.ndarray, np.ndarray, dict[int, tuple[np.ndarray, np.ndarray | int]]]:
-        """For leaf cells of a table with ``ncols`` columns: (rowids, where each record's
-        values start, and for each column index in ``wanted`` its serial types and offsets
-        from there: a number where the columns before it have one serial type each in these
-        records, else one per record)."""
+        """For leaf cells of a table with ``ncols`` columns: (rowids, 0 each where not
+        ``rowids``; where each record's values start; and for each column index in ``wanted``
+        its serial types and offsets from there: a number where the columns before it have
+        one serial type each in these records, else one per record)."""
         if not cells.size:
             empty = np.zeros(0, np.int64)
             return empty, empty, {j: (np.zeros(0, np.uint8), empty) for j in wanted}
         payload, n1 = self.varint(cells)
-        rowid, n2 = self.varint(cells + n1)
+        rowid, n2 = self.varint(cells + n1, rowids)
         start = cells + n1 + n2
         if (payload > self.usable - 35).any():
             raise Unreadable(f"{self.path}: a record spills onto overflow pages")
