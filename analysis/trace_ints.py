@@ -267,16 +267,22 @@ def _paged(
         _check_packs(out, pack)
         return out
 
+    # each stretch written into arrays sized for every cell: its temporaries are freed and
+    # reused by the next, where a list of stretches to join kept them all (fresh memory)
+    total, out, filled = int(pages.cell_counts(leaves).sum()), {}, 0
     try:
-        parts = [part(first) for first in range(0, leaves.size, PAGES_PER_TASK)]
+        for first in range(0, leaves.size, PAGES_PER_TASK):
+            got = part(first)
+            out = out or {name: np.empty(total, np.int64) for name in got}
+            n = next(iter(got.values())).size
+            for name, v in got.items():
+                out[name][filled : filled + n] = v
+            filled += n
     except (Unreadable, NotHere):
         return None
-    if not parts:
-        return None
-    return {
-        name: parts[0][name] if len(parts) == 1 else np.concatenate([p[name] for p in parts])
-        for name in parts[0]
-    }
+    if filled < total // 2:  # a selective read: give the rest back
+        return {name: v[:filled].copy() for name, v in out.items()}
+    return {name: v[:filled] for name, v in out.items()}
 
 
 def _check_packs(cols: dict[str, np.ndarray], pack: tuple[Pack, ...]) -> None:

@@ -124,10 +124,14 @@ class Pages:
             level = below
         raise Unreadable(f"{self.path}: page {root}'s tree is too deep")
 
+    def cell_counts(self, leaves: np.ndarray) -> np.ndarray:
+        """The number of cells of each of these leaf pages."""
+        return self._be(self._offsets(leaves) + 3, 2)
+
     def cells(self, leaves: np.ndarray) -> np.ndarray:
         """The file offsets of every cell of these leaf pages, in key order."""
         at = self._offsets(leaves)
-        n = self._be(at + 3, 2)
+        n = self.cell_counts(leaves)
         return np.repeat(at, n) + self._be(np.repeat(at + 8, n) + 2 * _ramp(n), 2)
 
     def varint(self, at: np.ndarray, values: bool = True) -> tuple[np.ndarray, np.ndarray]:
