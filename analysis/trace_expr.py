@@ -174,32 +174,25 @@ class _Parser:
             raise NotHere("an IN list of more than constants")
         return ("list", tuple(i[1] for i in items))
 
-    def compare(self) -> tuple:
-        node = self.bits()
-        while self.peek()[1] in ("<", "<=", ">", ">="):
+    def chain(self, kind: str, ops: tuple[str, ...], below: Callable[[], tuple]) -> tuple:
+        """A left-associative run of ``ops`` between operands parsed by ``below``."""
+        node = below()
+        while self.peek()[1] in ops:
             op = self.take()
-            node = ("cmp", op, node, self.bits())
+            node = (kind, op, node, below())
         return node
+
+    def compare(self) -> tuple:
+        return self.chain("cmp", ("<", "<=", ">", ">="), self.bits)
 
     def bits(self) -> tuple:
-        node = self.add()
-        while self.peek()[1] in ("&", "|", "<<", ">>"):
-            op = self.take()
-            node = ("bin", op, node, self.add())
-        return node
+        return self.chain("bin", ("&", "|", "<<", ">>"), self.add)
 
     def add(self) -> tuple:
-        node = self.mul()
-        while self.peek()[1] in ("+", "-"):
-            op = self.take()
-            node = ("bin", op, node, self.mul())
-        return node
+        return self.chain("bin", ("+", "-"), self.mul)
 
     def mul(self) -> tuple:
-        node = self.unary()
-        while self.accept("*"):
-            node = ("bin", "*", node, self.unary())
-        return node
+        return self.chain("bin", ("*",), self.unary)
 
     def unary(self) -> tuple:
         if self.accept("-"):
