@@ -18,6 +18,7 @@ from analysis.detect import load_thresholds
 from analysis.findings import CLASSES, PREDICTION_FIELDS, Finding, State
 from harness.core.results import VariantResults
 from harness.core.stats import log_t_interval
+from harness.judge import measure as M
 from harness.judge import scoring as S
 from harness.judge import truth as T
 from harness.judge import verdicts as V
@@ -158,11 +159,36 @@ def test_another_class_is_held_to_the_measured_gap() -> None:
     (one,) = T.off_targets(truth, {"host_sync": bare})
     assert one.predicted[0] == 0.4 and all(math.isnan(x) for x in one.predicted[1:])
     assert one.state is T.OffTargetState.FALSE_POSITIVE  # its point against the gap's high end
-    assert "host_sync impact 40% without a predicted speedup > the measured gap" in (
-        one.describe(truth.saving)
-    )
+    assert "host_sync impact 40% without a predicted speedup > the measured gap" in (one.describe())
     (unchecked,) = T.off_targets(T.expect(SCEN, "dali", None, 0.15), {"host_sync": bare})
     assert unchecked.state is T.OffTargetState.UNCHECKED
+
+
+def test_on_its_own_removal_another_class_is_held_to_the_ideal() -> None:
+    """The removal variant itself has nothing of its class left (0 by construction), yet its
+    scenario's ideal may still be faster: another class that fired there is held to that gap.
+    The H100 run of 3f51ea2: fp32_matmul's bf16_autocast (5.44 ms a step) against ideal
+    (4.53 ms), unfused_elementwise predicting 1.18x; a gap the ideal does not widen changes
+    nothing, and without a removal measured the class stays unchecked."""
+    scen = FOUND["fp32_matmul"]
+    timed = {
+        "bf16_autocast": VariantResults("fp32_matmul", "bf16_autocast", {1: [5.44] * 4, 2: [5.40] * 4}),
+        "ideal": VariantResults("fp32_matmul", "ideal", {1: [4.53] * 4, 2: [4.50] * 4}),
+    }  # fmt: skip
+    own, why = M.measured_saving(scen, "bf16_autocast", timed)
+    assert why == "" and own.share == 0.0 and own.high == 0.0
+    truth = T.expect(scen, "bf16_autocast", own, 0.15)
+    ideal = M.ideal_saving(scen, "bf16_autocast", timed)
+    assert ideal.by == "ideal" and ideal.share == pytest.approx(1 - 4.515 / 5.42, abs=0.01)
+    fired = {"unfused_elementwise": _finding("unfused_elementwise", True, 1.18, 1.18, 1.19)}
+    (before,) = T.off_targets(truth, fired)
+    assert before.state is T.OffTargetState.FALSE_POSITIVE
+    (after,) = T.off_targets(truth, fired, T.off_target_gap(truth, ideal))
+    assert after.state is T.OffTargetState.SECOND_CAUSE and after.gap is ideal
+    assert "within the measured gap 17%" in after.describe()
+    assert M.ideal_saving(scen, "ideal", timed) is None  # the ideal itself: nothing to add
+    assert T.off_target_gap(truth, _saving(0.0, -0.01, 0.0)) is truth.saving
+    assert T.off_target_gap(T.expect(scen, "bf16_autocast", None, 0.15), ideal) is None
 
 
 # -- verdicts on judged variants --------------------------------------------------------------

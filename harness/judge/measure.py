@@ -162,6 +162,20 @@ def measured_saving(
     return s, ""
 
 
+def ideal_saving(
+    scen: Scenario, variant: str, timed: Mapping[str, VariantResults]
+) -> Saving | None:
+    """The saving of the scenario's ``ideal`` variant (every cause removed) over ``variant``,
+    where both were timed in the same rounds; None otherwise. It bounds what any cause of the
+    variant may save, where the class's own removal cannot: on the removal itself that saving
+    is 0 by construction, and other causes may remain (fp32_matmul's ``bf16_autocast``)."""
+    ideal = next((v.name for v in scen.variants if v.kind == "ideal"), None)
+    mine, other = timed.get(variant), timed.get(ideal) if ideal else None
+    if ideal is None or ideal == variant or not (mine and mine.timed and other and other.timed):
+        return None
+    return saving_between(mine, other, ideal)
+
+
 def extra_wait_share(
     scen: Scenario, variant: str, timed: Mapping[str, VariantResults]
 ) -> float | None:

@@ -47,11 +47,12 @@ from harness.judge.diagnosis_table import (
 from harness.judge.measure import (
     extra_cpu_share,
     extra_wait_share,
+    ideal_saving,
     measure_scenario,
     measured_saving,
 )
 from harness.judge.predictions import prediction_columns
-from harness.judge.truth import bar_of, expect, judge_own, off_targets
+from harness.judge.truth import bar_of, expect, judge_own, off_target_gap, off_targets
 from harness.judge.verdicts import verdicts
 from scenarios import Scenario
 
@@ -108,7 +109,9 @@ def judge_variant(
         evidence=e,
         truth=truth,
         own=judge_own(truth, findings.get(scen.bottleneck)),
-        off=off_targets(truth, findings),
+        off=off_targets(
+            truth, findings, off_target_gap(truth, ideal_saving(scen, e.variant, timed))
+        ),
         prediction=prediction_columns(scen, truth, e.findings, tolerance),
     )
 

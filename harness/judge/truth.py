@@ -281,9 +281,12 @@ class OffTarget:
     """Its predicted saving (point, low, high; NaN ends: no interval)."""
     text: str = ""
     """How the verdict words it (:func:`predicted_text`)."""
+    gap: Saving | None = None
+    """The measured gap it was held to (:func:`off_target_gap`)."""
 
-    def describe(self, gap: Saving | None) -> str:
+    def describe(self) -> str:
         """'host_sync predicted 30% [28-33%] > the measured gap 5% [3-8%] (false_positive)'."""
+        gap = self.gap
         text = f"{self.klass} {self.text or 'predicted ' + pct_ci(*self.predicted)}"
         if gap is None:
             return f"{text}, no measured gap ({self.state})"
@@ -292,12 +295,23 @@ class OffTarget:
         return f"{text} {rel} the measured gap {gap_text} ({self.state})"
 
 
-def off_targets(truth: Truth, findings: Mapping[str, Finding]) -> tuple[OffTarget, ...]:
-    """Every fired class other than the scenario's own, held to the measured gap (the whole
-    saving of the removal): beyond it (its low end above the gap's high end) a false positive,
-    within it a second cause."""
+def off_target_gap(truth: Truth, ideal: Saving | None) -> Saving | None:
+    """The measured gap a fired class other than the scenario's own is held to: the removal's
+    saving, or the variant's saving to its scenario's ideal where that one reaches higher (the
+    removal can leave other causes in place; None: no removal measured, left unchecked)."""
+    if truth.saving is None or ideal is None or ideal.high <= truth.saving.high:
+        return truth.saving
+    return ideal
+
+
+def off_targets(
+    truth: Truth, findings: Mapping[str, Finding], gap: Saving | None = None
+) -> tuple[OffTarget, ...]:
+    """Every fired class other than the scenario's own, held to the measured gap (``gap``,
+    :func:`off_target_gap`; by default the removal's saving): beyond it (its low end above the
+    gap's high end) a false positive, within it a second cause."""
     out = []
-    gap = truth.saving
+    gap = truth.saving if gap is None else gap
     for k, f in findings.items():
         if k == truth.klass or not f.fired:
             continue
@@ -308,5 +322,5 @@ def off_targets(truth: Truth, findings: Mapping[str, Finding]) -> tuple[OffTarge
             state = OffTargetState.FALSE_POSITIVE
         else:
             state = OffTargetState.SECOND_CAUSE
-        out.append(OffTarget(klass=k, state=state, predicted=pred, text=predicted_text(f)))
+        out.append(OffTarget(klass=k, state=state, predicted=pred, text=predicted_text(f), gap=gap))
     return tuple(out)

@@ -56,7 +56,7 @@ def describe(j: Judged) -> str:
         text += f" (declared {t.declared}: judged by the measurement)"
     for o in j.off:
         if o.state is not OffTargetState.SECOND_CAUSE:
-            text += f"; {o.describe(t.saving)}"
+            text += f"; {o.describe()}"
     return text
 
 
