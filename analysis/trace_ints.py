@@ -159,7 +159,8 @@ def _chunked(
     }
 
 
-_PAGES: weakref.WeakKeyDictionary[Trace, dict] = weakref.WeakKeyDictionary()
+#: Per trace: its file's :class:`Pages` (None: not one they read) and each table's layout.
+_PAGES: weakref.WeakKeyDictionary[Trace, tuple[Pages | None, dict]] = weakref.WeakKeyDictionary()
 _PAGES_LOCK = threading.Lock()
 
 
@@ -174,22 +175,25 @@ def _table_pages(trace: Trace, table: str) -> _Layout | None:
     own (a view, a virtual table, WITHOUT ROWID) or the file is not one :class:`Pages` reads.
     Cached per trace."""
     with _PAGES_LOCK:
-        known = _PAGES.setdefault(trace, {})
+        if trace not in _PAGES:
+            _PAGES[trace] = (_open_pages(trace), {})
+        pages, known = _PAGES[trace]
         if table not in known:
-            known[table] = _layout(trace, table, known)
+            known[table] = None if pages is None else _layout(trace, table, pages)
         return known[table]
 
 
-def _layout(trace: Trace, table: str, known: dict) -> _Layout | None:
-    if "" not in known:
-        try:
-            known[""] = Pages(trace.path) if trace.path.is_file() else None
-        except (Unreadable, OSError, ValueError):
-            known[""] = None
-    pages = known[""]
+def _open_pages(trace: Trace) -> Pages | None:
+    try:
+        return Pages(trace.path) if trace.path.is_file() else None
+    except (Unreadable, OSError, ValueError):
+        return None
+
+
+def _layout(trace: Trace, table: str, pages: Pages) -> _Layout | None:
     sql = "SELECT type, rootpage, sql FROM sqlite_master WHERE name = :name"
     rows = trace.query(sql, {"name": table})[1]
-    if pages is None or len(rows) != 1:
+    if len(rows) != 1:
         return None
     kind, root, sql = rows[0]
     if kind != "table" or not root or "WITHOUT ROWID" in (sql or "").upper():
@@ -244,9 +248,9 @@ def _paged(
         cols: dict = {"rowid": (rowid, None)}
         if alias is not None:
             cols[alias] = cols["rowid"]
-        tested = [n for n in index if n in cond.columns]
-        for name in tested:  # the condition's columns first, the others at its rows only
-            cols[name] = pages.integers(found[index[name]][0], base + found[index[name]][1])
+        for name, i in index.items():  # the condition's columns first, the others at its rows
+            if name in cond.columns:
+                cols[name] = _column(pages, found[i], base, None)
         keep = cond.mask(cols, params or {}, lists)
         kept = None if keep.all() else np.flatnonzero(keep)
         if kept is not None:
@@ -254,10 +258,7 @@ def _paged(
             base = base[kept]
         for name, i in index.items():
             if name not in cols:
-                types, at = found[i]
-                if kept is not None:
-                    types, at = types[kept], at if np.ndim(at) == 0 else at[kept]
-                cols[name] = pages.integers(types, base + at)
+                cols[name] = _column(pages, found[i], base, kept)
         out = {}
         for name, e in exprs.items():
             v, null = e.eval(cols, params or {}, lists)
@@ -283,6 +284,21 @@ def _paged(
     if filled < total // 2:  # a selective read: give the rest back
         return {name: v[:filled].copy() for name, v in out.items()}
     return {name: v[:filled] for name, v in out.items()}
+
+
+def _column(
+    pages: Pages,
+    found: tuple[np.ndarray, np.ndarray | int],
+    base: np.ndarray,
+    kept: np.ndarray | None,
+) -> tuple[np.ndarray, np.ndarray | None]:
+    """One column's values (:meth:`Pages.integers`) from its serial types and offsets as
+    :meth:`Pages.records` found them, at the rows ``kept`` only (None: every row; ``base``:
+    where those rows' values start)."""
+    types, at = found
+    if kept is None:
+        return pages.integers(types, base + at)
+    return pages.integers(types[kept], base + (at if np.ndim(at) == 0 else at[kept]))
 
 
 def _check_packs(cols: dict[str, np.ndarray], pack: tuple[Pack, ...]) -> None:

@@ -183,7 +183,7 @@ def test_on_its_own_removal_another_class_is_held_to_the_ideal() -> None:
     fired = {"unfused_elementwise": _finding("unfused_elementwise", True, 1.18, 1.18, 1.19)}
     (before,) = T.off_targets(truth, fired)
     assert before.state is T.OffTargetState.FALSE_POSITIVE
-    (after,) = T.off_targets(truth, fired, T.off_target_gap(truth, ideal))
+    (after,) = T.off_targets(truth, fired, ideal)
     assert after.state is T.OffTargetState.SECOND_CAUSE and after.gap is ideal
     assert "within the measured gap 17%" in after.describe()
     assert M.ideal_saving(scen, "ideal", timed) is None  # the ideal itself: nothing to add

@@ -211,8 +211,9 @@ def parser() -> argparse.ArgumentParser:
         "--heap",
         choices=("tuned", "default"),
         default="tuned",
-        help="tuned (the default): big temporaries reused from the heap, no transparent huge "
-        "pages (analysis.heap; a 1 GB export reads faster); default: the allocator as it is",
+        help="tuned (the default): temporaries under 32 MB reused from glibc's heap rather "
+        "than mapped afresh (analysis.heap; a 1 GB export reads faster); default: the "
+        "allocator as it is",
     )
     ap.add_argument(
         "--expert-rules",

@@ -52,7 +52,7 @@ from harness.judge.measure import (
     measured_saving,
 )
 from harness.judge.predictions import prediction_columns
-from harness.judge.truth import bar_of, expect, judge_own, off_target_gap, off_targets
+from harness.judge.truth import bar_of, expect, judge_own, off_targets
 from harness.judge.verdicts import verdicts
 from scenarios import Scenario
 
@@ -109,9 +109,7 @@ def judge_variant(
         evidence=e,
         truth=truth,
         own=judge_own(truth, findings.get(scen.bottleneck)),
-        off=off_targets(
-            truth, findings, off_target_gap(truth, ideal_saving(scen, e.variant, timed))
-        ),
+        off=off_targets(truth, findings, ideal_saving(scen, e.variant, timed)),
         prediction=prediction_columns(scen, truth, e.findings, tolerance),
     )
 

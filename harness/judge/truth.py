@@ -305,13 +305,14 @@ def off_target_gap(truth: Truth, ideal: Saving | None) -> Saving | None:
 
 
 def off_targets(
-    truth: Truth, findings: Mapping[str, Finding], gap: Saving | None = None
+    truth: Truth, findings: Mapping[str, Finding], ideal: Saving | None = None
 ) -> tuple[OffTarget, ...]:
-    """Every fired class other than the scenario's own, held to the measured gap (``gap``,
-    :func:`off_target_gap`; by default the removal's saving): beyond it (its low end above the
-    gap's high end) a false positive, within it a second cause."""
+    """Every fired class other than the scenario's own, held to the measured gap
+    (:func:`off_target_gap`: the removal's saving, or ``ideal``, the variant's saving to its
+    scenario's ideal, where that reaches higher): beyond it (its low end above the gap's high
+    end) a false positive, within it a second cause."""
     out = []
-    gap = truth.saving if gap is None else gap
+    gap = off_target_gap(truth, ideal)
     for k, f in findings.items():
         if k == truth.klass or not f.fired:
             continue
